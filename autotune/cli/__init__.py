@@ -1,0 +1,56 @@
+"""The `autotune` command line. Each command lives in its own module and registers itself;
+heavy imports happen inside the command functions so `autotune --help` stays instant."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+from autotune.errors import AutotuneError
+
+app = typer.Typer(
+    name="autotune",
+    help="Tune LLM serving engines (SGLang, vLLM, llama.cpp) and their Triton kernels, unattended.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+# Modules that define `register(app)`; a module that does not exist yet is skipped so the CLI
+# keeps working while parts are built.
+COMMAND_MODULES = (
+    "catalog",
+    "plan",
+    "inspect",
+    "bench",
+    "sim",
+    "sweep",
+    "report",
+    "kernels",
+    "demo",
+)
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"autotune.cli.{_name}")
+    except ModuleNotFoundError as _exc:
+        if _exc.name != f"autotune.cli.{_name}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main() -> None:
+    """Console entry point: AutotuneError -> message on stderr and its exit code, no traceback
+    (set AUTOTUNE_DEBUG=1 for one)."""
+    import os
+
+    try:
+        app()
+    except AutotuneError as exc:
+        if os.environ.get("AUTOTUNE_DEBUG"):
+            raise
+        typer.echo(f"autotune: error: {exc}", err=True)
+        sys.exit(exc.exit_code)

@@ -1,0 +1,5 @@
+"""GPU catalog and detection."""
+
+from autotune.hardware.gpus import GPU_CATALOG, GPUSpec, get_gpu, resolve_gpu
+
+__all__ = ["GPU_CATALOG", "GPUSpec", "get_gpu", "resolve_gpu"]

@@ -1,0 +1,153 @@
+"""Built-in GPU specs (FIELD-NOTES F3) and `--gpu` name resolution.
+
+Figures are dense tensor-core peaks with fp32 accumulation (what GEMMs in the engines use;
+GeForce cards run that at half the fp16-accumulate rate). `measured_*` fields hold figures seen
+on the device where we have them (F3: H200 4.2 TB/s copy, 790/1470 TFLOP/s); the simulator uses
+`effective_bandwidth_gbs`, which prefers a measured figure.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from autotune.errors import UnknownNameError
+
+
+class GPUSpec(BaseModel):
+    """What the planner, simulator and kernel tuner need to know about one GPU model."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="catalog key, e.g. rtx-4080-super-32g")
+    label: str = Field(description="human name")
+    vendor: Literal["nvidia", "amd"] = "nvidia"
+    device_names: tuple[str, ...] = Field(
+        default=(), description="substrings of the NVML / torch device name that identify it"
+    )
+    cuda_name: str | None = Field(
+        default=None, description="torch.cuda.get_device_name(), used in kernel config file names"
+    )
+    memory_mib: int
+    bandwidth_gbs: float = Field(description="datasheet memory bandwidth, GB/s")
+    measured_bandwidth_gbs: float | None = None
+    fp16_tflops: float = Field(description="dense fp16/bf16 tensor TFLOP/s, fp32 accumulate")
+    fp8_tflops: float | None = Field(default=None, description="dense fp8 TFLOP/s; None: no fp8")
+    measured_fp16_tflops: float | None = None
+    measured_fp8_tflops: float | None = None
+    sm_count: int
+    smem_per_block_kib: int = Field(description="max opt-in shared memory per block, KiB")
+    arch: str = Field(description="compute capability as sm_XY, or gfx for AMD")
+    pcie_gbs: float = Field(description="effective host<->device copy bandwidth, GB/s")
+    p2p: bool = Field(default=True, description="peer-to-peer between GPUs (Ada GeForce: no, F3)")
+    desktop_reserve_mib: int = Field(
+        default=0, description="memory a desktop session takes on GPU0 (GeForce: ~80 MB, F3)"
+    )
+
+    @property
+    def memory_gib(self) -> float:
+        return self.memory_mib / 1024
+
+    @property
+    def effective_bandwidth_gbs(self) -> float:
+        return self.measured_bandwidth_gbs or self.bandwidth_gbs
+
+    @property
+    def effective_fp16_tflops(self) -> float:
+        return self.measured_fp16_tflops or self.fp16_tflops
+
+
+def _g(**kw: object) -> GPUSpec:
+    return GPUSpec.model_validate(kw)
+
+
+GPU_CATALOG: dict[str, GPUSpec] = {
+    g.name: g
+    for g in (
+        _g(name="rtx-4080-super-32g", label="RTX 4080 SUPER 32G (modded)",
+           device_names=("RTX 4080 SUPER",), cuda_name="NVIDIA GeForce RTX 4080 SUPER",
+           memory_mib=32760, bandwidth_gbs=736, fp16_tflops=52.2, fp8_tflops=104.4,
+           sm_count=80, smem_per_block_kib=99, arch="sm_89", pcie_gbs=25.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="rtx-pro-4500-32g", label="RTX PRO 4500 Blackwell 32G",
+           device_names=("RTX PRO 4500",), cuda_name="NVIDIA RTX PRO 4500 Blackwell",
+           memory_mib=32607, bandwidth_gbs=896, fp16_tflops=100.0, fp8_tflops=200.0,
+           sm_count=82, smem_per_block_kib=99, arch="sm_120", pcie_gbs=50.0),
+        _g(name="rtx-3080-20g", label="RTX 3080 20G (modded)",
+           device_names=("RTX 3080",), cuda_name="NVIDIA GeForce RTX 3080",
+           memory_mib=20480, bandwidth_gbs=760, fp16_tflops=59.5, sm_count=68,
+           smem_per_block_kib=99, arch="sm_86", pcie_gbs=25.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="rtx-3090-24g", label="RTX 3090 24G",
+           device_names=("RTX 3090",), cuda_name="NVIDIA GeForce RTX 3090",
+           memory_mib=24576, bandwidth_gbs=936, fp16_tflops=71.0, sm_count=82,
+           smem_per_block_kib=99, arch="sm_86", pcie_gbs=25.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="rtx-2080ti-22g", label="RTX 2080 Ti 22G (modded)",
+           device_names=("RTX 2080 Ti",), cuda_name="NVIDIA GeForce RTX 2080 Ti",
+           memory_mib=22528, bandwidth_gbs=616, fp16_tflops=53.8, sm_count=68,
+           smem_per_block_kib=64, arch="sm_75", pcie_gbs=12.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="rx-7900xtx-24g", label="Radeon RX 7900 XTX 24G", vendor="amd",
+           device_names=("7900 XTX",), cuda_name="AMD Radeon RX 7900 XTX",
+           memory_mib=24560, bandwidth_gbs=960, fp16_tflops=122.8, sm_count=96,
+           smem_per_block_kib=64, arch="gfx1100", pcie_gbs=25.0, p2p=False),
+        _g(name="rtx-4090-24g", label="RTX 4090 24G",
+           device_names=("RTX 4090",), cuda_name="NVIDIA GeForce RTX 4090",
+           memory_mib=24564, bandwidth_gbs=1008, fp16_tflops=165.2, fp8_tflops=330.3,
+           sm_count=128, smem_per_block_kib=99, arch="sm_89", pcie_gbs=25.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="rtx-4090-48g", label="RTX 4090D 48G (modded)",
+           device_names=("RTX 4090",), cuda_name="NVIDIA GeForce RTX 4090 D",
+           memory_mib=49140, bandwidth_gbs=1008, fp16_tflops=147.0, fp8_tflops=294.0,
+           sm_count=114, smem_per_block_kib=99, arch="sm_89", pcie_gbs=25.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="rtx-5090-32g", label="RTX 5090 32G",
+           device_names=("RTX 5090",), cuda_name="NVIDIA GeForce RTX 5090",
+           memory_mib=32607, bandwidth_gbs=1792, fp16_tflops=209.5, fp8_tflops=419.0,
+           sm_count=170, smem_per_block_kib=99, arch="sm_120", pcie_gbs=50.0, p2p=False,
+           desktop_reserve_mib=80),
+        _g(name="a100-80g", label="A100 80GB", device_names=("A100",),
+           cuda_name="NVIDIA A100-SXM4-80GB", memory_mib=81920, bandwidth_gbs=2039,
+           fp16_tflops=312.0, sm_count=108, smem_per_block_kib=163, arch="sm_80",
+           pcie_gbs=25.0),
+        _g(name="h100-80g", label="H100 SXM 80GB", device_names=("H100",),
+           cuda_name="NVIDIA H100 80GB HBM3", memory_mib=81559, bandwidth_gbs=3350,
+           fp16_tflops=989.0, fp8_tflops=1979.0, sm_count=132, smem_per_block_kib=227,
+           arch="sm_90", pcie_gbs=50.0),
+        _g(name="h200-141g", label="H200 SXM 141GB", device_names=("H200",),
+           cuda_name="NVIDIA H200", memory_mib=143771, bandwidth_gbs=4800,
+           measured_bandwidth_gbs=4200, fp16_tflops=989.0, fp8_tflops=1979.0,
+           measured_fp16_tflops=790.0, measured_fp8_tflops=1470.0, sm_count=132,
+           smem_per_block_kib=227, arch="sm_90", pcie_gbs=50.0),
+    )
+}
+
+
+def get_gpu(name: str) -> GPUSpec:
+    """Return a catalog GPU by key; an unknown key raises UnknownNameError with suggestions."""
+    key = name.strip().lower()
+    try:
+        return GPU_CATALOG[key]
+    except KeyError:
+        raise UnknownNameError("GPU", name, [*GPU_CATALOG, "auto"]) from None
+
+
+def match_device(device_name: str, memory_mib: int) -> GPUSpec | None:
+    """Match an NVML device name and its memory to the closest catalog entry (modded cards
+    share a name with the stock card and differ in memory)."""
+    hits = [g for g in GPU_CATALOG.values() if any(s in device_name for s in g.device_names)]
+    if not hits:
+        return None
+    return min(hits, key=lambda g: abs(g.memory_mib - memory_mib))
+
+
+def resolve_gpu(name: str) -> GPUSpec:
+    """`--gpu NAME`: a catalog key, or `auto` to detect GPU 0 through NVML."""
+    if name.strip().lower() == "auto":
+        from autotune.hardware.detect import detect_gpus
+
+        gpus = detect_gpus()
+        return gpus[0].spec
+    return get_gpu(name)

@@ -1,0 +1,152 @@
+"""The ModelCard: what the planner, the simulator and the kernel tuner know about a model.
+
+A card holds facts, not arithmetic: layer types, head counts and dims, linear-attention
+(Gated DeltaNet, "mamba" in SGLang) state shapes and dtypes, weight bytes as loaded per
+component, the quantization scheme. The planner turns these into bytes per token and per slot.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+DTYPE_BYTES: dict[str, float] = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "int8": 1,
+    "int4": 0.5,
+    "fp4": 0.5,
+}
+
+QuantScheme = Literal[
+    "none",  # bf16/fp16 weights
+    "awq",  # int4 W4A16, AWQ packing (AutoAWQ or compressed-tensors pack-quantized)
+    "gptq",  # int4 W4A16, GPTQ packing (GPTQ / AutoRound)
+    "fp8_block",  # fp8 e4m3 W8A8 with [128,128] weight blocks
+    "nvfp4",  # NVIDIA fp4 (modelopt), needs Blackwell
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Quantization(_Frozen):
+    scheme: QuantScheme = "none"
+    bits: int = 16
+    group_size: int | None = None
+    block_shape: tuple[int, int] | None = None
+    zero_point: bool = False
+    checkpoint_format: str | None = Field(
+        default=None, description="quant_method in config.json (awq, gptq, compressed-tensors, ...)"
+    )
+    sglang_quantization: str | None = Field(
+        default=None, description="value SGLang's --quantization takes for it, when it must be set"
+    )
+
+
+class LinearAttention(_Frozen):
+    """Gated DeltaNet state shapes (Qwen3-Next / Qwen3.5 config field names)."""
+
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+    ssm_dtype: str = "float32"
+    conv_dtype: str = "bfloat16"
+
+
+class VisionTower(_Frozen):
+    layers: int
+    hidden_size: int
+
+
+class WeightBytes(_Frozen):
+    """Bytes of each component as loaded on one GPU at TP 1 (not file sizes)."""
+
+    embed_tokens: int
+    lm_head: int
+    decoder: int = Field(description="all decoder layers: attention, GDN, MLP, norms")
+    mtp: int = 0
+    vision: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.embed_tokens + self.lm_head + self.decoder + self.mtp + self.vision
+
+
+class ModelCard(_Frozen):
+    name: str
+    source: str = Field(default="builtin", description="builtin, or the model folder it came from")
+    architecture: str
+    dtype: str = "bfloat16"
+    num_layers: int
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    v_head_dim: int | None = None
+    attn_output_gate: bool = Field(
+        default=False, description="Qwen3.5 q_proj also produces a gate (doubles q width)"
+    )
+    full_attention_layers: tuple[int, ...] = Field(
+        description="layer ids with full attention; the rest are linear attention"
+    )
+    linear_attention: LinearAttention | None = None
+    max_position_embeddings: int = 262144
+    tie_word_embeddings: bool = False
+    mtp_layers: int = Field(default=0, description="MTP layers present in the checkpoint")
+    vision: VisionTower | None = None
+    quantization: Quantization = Quantization()
+    weights: WeightBytes
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelCard:
+        bad = [i for i in self.full_attention_layers if not 0 <= i < self.num_layers]
+        if bad:
+            raise ValueError(f"full_attention_layers {bad} outside 0..{self.num_layers - 1}")
+        if self.linear_layers and self.linear_attention is None:
+            raise ValueError("linear-attention layers present but linear_attention is not set")
+        return self
+
+    @property
+    def is_hybrid(self) -> bool:
+        return bool(self.linear_layers)
+
+    @property
+    def linear_layers(self) -> tuple[int, ...]:
+        full = set(self.full_attention_layers)
+        return tuple(i for i in range(self.num_layers) if i not in full)
+
+    @property
+    def value_head_dim(self) -> int:
+        return self.v_head_dim or self.head_dim
+
+    @property
+    def has_mtp(self) -> bool:
+        return self.mtp_layers > 0
+
+    @property
+    def is_multimodal(self) -> bool:
+        return self.vision is not None
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "architecture": self.architecture,
+            "layers": self.num_layers,
+            "full_attention_layers": len(self.full_attention_layers),
+            "linear_attention_layers": len(self.linear_layers),
+            "quantization": self.quantization.scheme,
+            "weights_gib": round(self.weights.total / 2**30, 2),
+            "mtp": self.has_mtp,
+            "vision": self.is_multimodal,
+        }
