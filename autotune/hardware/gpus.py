@@ -1,7 +1,8 @@
 """Built-in GPU specs (FIELD-NOTES F3) and `--gpu` name resolution.
 
-Figures are dense tensor-core peaks with fp32 accumulation (what GEMMs in the engines use;
-GeForce cards run that at half the fp16-accumulate rate). `measured_*` fields hold figures seen
+Figures are dense tensor-core peaks. For GeForce cards we list the fp16-accumulate rate: FIELD-NOTES
+C2 implies ~97 TFLOP/s achieved in W4A16 prefill on a 4080 SUPER, above its 52.2 TFLOP/s
+fp32-accumulate peak, so the engines' kernels there run at the fp16-accumulate rate (104.4). `measured_*` fields hold figures seen
 on the device where we have them (F3: H200 4.2 TB/s copy, 790/1470 TFLOP/s); the simulator uses
 `effective_bandwidth_gbs`, which prefers a measured figure.
 """
@@ -32,7 +33,7 @@ class GPUSpec(BaseModel):
     memory_mib: int
     bandwidth_gbs: float = Field(description="datasheet memory bandwidth, GB/s")
     measured_bandwidth_gbs: float | None = None
-    fp16_tflops: float = Field(description="dense fp16/bf16 tensor TFLOP/s, fp32 accumulate")
+    fp16_tflops: float = Field(description="dense fp16/bf16 tensor TFLOP/s (see module doc)")
     fp8_tflops: float | None = Field(default=None, description="dense fp8 TFLOP/s; None: no fp8")
     measured_fp16_tflops: float | None = None
     measured_fp8_tflops: float | None = None
@@ -67,7 +68,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
     for g in (
         _g(name="rtx-4080-super-32g", label="RTX 4080 SUPER 32G (modded)",
            device_names=("RTX 4080 SUPER",), cuda_name="NVIDIA GeForce RTX 4080 SUPER",
-           memory_mib=32760, bandwidth_gbs=736, fp16_tflops=52.2, fp8_tflops=104.4,
+           memory_mib=32760, bandwidth_gbs=736, fp16_tflops=104.4, fp8_tflops=208.9,
            sm_count=80, smem_per_block_kib=99, arch="sm_89", pcie_gbs=25.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="rtx-pro-4500-32g", label="RTX PRO 4500 Blackwell 32G",
@@ -76,17 +77,17 @@ GPU_CATALOG: dict[str, GPUSpec] = {
            sm_count=82, smem_per_block_kib=99, arch="sm_120", pcie_gbs=50.0),
         _g(name="rtx-3080-20g", label="RTX 3080 20G (modded)",
            device_names=("RTX 3080",), cuda_name="NVIDIA GeForce RTX 3080",
-           memory_mib=20480, bandwidth_gbs=760, fp16_tflops=59.5, sm_count=68,
+           memory_mib=20480, bandwidth_gbs=760, fp16_tflops=119.0, sm_count=68,
            smem_per_block_kib=99, arch="sm_86", pcie_gbs=25.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="rtx-3090-24g", label="RTX 3090 24G",
            device_names=("RTX 3090",), cuda_name="NVIDIA GeForce RTX 3090",
-           memory_mib=24576, bandwidth_gbs=936, fp16_tflops=71.0, sm_count=82,
+           memory_mib=24576, bandwidth_gbs=936, fp16_tflops=142.0, sm_count=82,
            smem_per_block_kib=99, arch="sm_86", pcie_gbs=25.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="rtx-2080ti-22g", label="RTX 2080 Ti 22G (modded)",
            device_names=("RTX 2080 Ti",), cuda_name="NVIDIA GeForce RTX 2080 Ti",
-           memory_mib=22528, bandwidth_gbs=616, fp16_tflops=53.8, sm_count=68,
+           memory_mib=22528, bandwidth_gbs=616, fp16_tflops=107.6, sm_count=68,
            smem_per_block_kib=64, arch="sm_75", pcie_gbs=12.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="rx-7900xtx-24g", label="Radeon RX 7900 XTX 24G", vendor="amd",
@@ -95,17 +96,17 @@ GPU_CATALOG: dict[str, GPUSpec] = {
            smem_per_block_kib=64, arch="gfx1100", pcie_gbs=25.0, p2p=False),
         _g(name="rtx-4090-24g", label="RTX 4090 24G",
            device_names=("RTX 4090",), cuda_name="NVIDIA GeForce RTX 4090",
-           memory_mib=24564, bandwidth_gbs=1008, fp16_tflops=165.2, fp8_tflops=330.3,
+           memory_mib=24564, bandwidth_gbs=1008, fp16_tflops=330.3, fp8_tflops=660.6,
            sm_count=128, smem_per_block_kib=99, arch="sm_89", pcie_gbs=25.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="rtx-4090-48g", label="RTX 4090D 48G (modded)",
            device_names=("RTX 4090",), cuda_name="NVIDIA GeForce RTX 4090 D",
-           memory_mib=49140, bandwidth_gbs=1008, fp16_tflops=147.0, fp8_tflops=294.0,
+           memory_mib=49140, bandwidth_gbs=1008, fp16_tflops=294.0, fp8_tflops=588.0,
            sm_count=114, smem_per_block_kib=99, arch="sm_89", pcie_gbs=25.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="rtx-5090-32g", label="RTX 5090 32G",
            device_names=("RTX 5090",), cuda_name="NVIDIA GeForce RTX 5090",
-           memory_mib=32607, bandwidth_gbs=1792, fp16_tflops=209.5, fp8_tflops=419.0,
+           memory_mib=32607, bandwidth_gbs=1792, fp16_tflops=419.0, fp8_tflops=838.0,
            sm_count=170, smem_per_block_kib=99, arch="sm_120", pcie_gbs=50.0, p2p=False,
            desktop_reserve_mib=80),
         _g(name="a100-80g", label="A100 80GB", device_names=("A100",),

@@ -61,18 +61,19 @@ def _mtp_params(card: ModelCard) -> int:
 _W4_G128 = 0.5 + 2 / 128 + 0.5 / 128
 # FIELD-NOTES C1 implies 16.80 GiB "mem usage" after load for the community AWQ pack whose file is
 # 16.44 GiB: the ~0.25 GiB above the tensor bytes are buffers the W4A16 (Marlin) path allocates at
-# load. Kept as a separate term so it is visible, not folded into the tensors.
+# load. Kept as a separate term: allocated, but not read per decoded token.
 _AWQ_LOAD_OVERHEAD = int(0.247 * GIB)
 
 
 def _qwen38_awq() -> ModelCard:
     base = _skeleton("qwen3.8-27b-awq-int4")
     emb = base.vocab_size * base.hidden_size * 2
-    dec = _decoder_bytes(projections(base), base, _W4_G128) + _AWQ_LOAD_OVERHEAD
+    dec = _decoder_bytes(projections(base), base, _W4_G128)
     return base.model_copy(update=dict(
         quantization=Quantization(scheme="awq", bits=4, group_size=128, zero_point=True,
                                   checkpoint_format="compressed-tensors"),
-        weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec),
+        weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec,
+                            load_overhead=_AWQ_LOAD_OVERHEAD),
         mtp_layers=0,
         notes="Community AWQ-INT4 pack (compressed-tensors W4A16, no MTP, text only), "
               "F2; weights as loaded calibrated to C1 (16.80 GiB).",

@@ -74,10 +74,16 @@ class WeightBytes(_Frozen):
     decoder: int = Field(description="all decoder layers: attention, GDN, MLP, norms")
     mtp: int = 0
     vision: int = 0
+    load_overhead: int = Field(
+        default=0, description="buffers allocated at load that are not weights read per token"
+    )
 
     @property
     def total(self) -> int:
-        return self.embed_tokens + self.lm_head + self.decoder + self.mtp + self.vision
+        return (
+            self.embed_tokens + self.lm_head + self.decoder + self.mtp + self.vision
+            + self.load_overhead
+        )
 
 
 class ModelCard(_Frozen):

@@ -13,7 +13,10 @@ def load_card(name_or_dir: str) -> ModelCard:
     if name_or_dir in BUILTIN_CARDS:
         return BUILTIN_CARDS[name_or_dir]
     path = Path(name_or_dir).expanduser()
-    looks_like_path = any(s in name_or_dir for s in ("/", "\\", ".")) or path.exists()
+    looks_like_path = (
+        any(s in name_or_dir for s in ("/", "\\")) or name_or_dir.startswith((".", "~"))
+        or path.exists()
+    )
     if not looks_like_path:
         raise UnknownNameError("model card", name_or_dir, BUILTIN_CARDS)
     if not path.is_dir():

@@ -1,0 +1,105 @@
+"""`autotune plan`: predict what a launch gets on a GPU and whether it fits, without a GPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from autotune.cli._common import JSON_OPTION, emit_json, parse_sets
+
+
+def coerce_value(raw: str) -> Any:
+    """`--set` values: true/false, none/null, int, float, else the string itself."""
+    low = raw.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null", ""):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def plan(
+    model: str = typer.Option(..., "--model", help="Built-in card name or a local HF model folder."),
+    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (autotune gpus) or auto."),
+    engine: str = typer.Option("sglang", "--engine", help="Engine whose accounting to mirror."),
+    engine_version: str = typer.Option("0.5.17", "--engine-version", help="Engine version."),
+    tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
+    gpu_free_gib: float | None = typer.Option(
+        None, "--gpu-free-gib", help="Free GPU memory before weights (default: capacity - reserve)."
+    ),
+    host_free_gib: float | None = typer.Option(
+        None, "--host-free-gib", help="Available host RAM for HiCache (default: this machine's)."
+    ),
+    sets: list[str] | None = typer.Option(
+        None, "--set", help="Engine field=value, e.g. mem_fraction_static=0.92 (repeatable)."
+    ),
+    perf: bool = typer.Option(False, "--perf", help="Add the roofline performance prediction."),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Predict weights, KV pool, mamba slots and max running requests; say whether it fits."""
+    from autotune.engines import get_adapter
+    from autotune.hardware import resolve_gpu
+    from autotune.models import load_card
+    from autotune.planner import plan_sglang
+
+    adapter = get_adapter(engine)
+    config = {k: coerce_value(v) for k, v in parse_sets(sets).items()}
+    if tp > 1:
+        config.setdefault("tp_size", tp)
+    # The adapter refuses fields the version does not have, before any arithmetic.
+    adapter.build_command(config, model=model, version=engine_version)
+    card = load_card(model)
+    spec = resolve_gpu(gpu)
+    result = plan_sglang(
+        card, spec, config, version=engine_version, tp=tp, gpu_free_gib=gpu_free_gib,
+        host_free_gib=host_free_gib,
+    )
+    if perf:
+        from autotune.planner.perf import PerfModel, perf_summary
+
+        result = result.model_copy(
+            update={"perf": perf_summary(PerfModel(card, spec, result, config=config))}
+        )
+    if json_out:
+        emit_json(result)
+        return
+    _print_human(result)
+
+
+def _print_human(p: Any) -> None:
+    verdict = "fits" if p.fits else "does NOT fit"
+    typer.echo(f"{p.model} on {p.gpu} (TP{p.tp}), SGLang {p.engine_version}: {verdict}")
+    rows = [
+        ("free before weights", f"{p.pre_weights_free_gib:.2f} GiB"),
+        ("weights per GPU", f"{p.weights_gib:.2f} GiB"),
+        ("mem_fraction_static", f"{p.mem_fraction_static}"),
+        ("KV cell", f"{p.kv_cell_bytes} B/token ({p.kv_dtype})"),
+        ("KV pool", f"{p.kv_pool_tokens:,} tokens ({p.kv_pool_gib:.2f} GiB)"),
+        ("mamba slots", f"{p.mamba_slots} (+1 padding), {p.mamba_pool_gib:.2f} GiB"),
+        ("max running requests", f"{p.max_running_requests} (bound by {p.bound_by})"),
+        ("slack / needed", f"{p.slack_gib:.2f} / {p.slack_needed_gib:.2f} GiB"),
+    ]
+    if p.host_pool_tokens is not None:
+        rows.append(("HiCache host pool", f"{p.host_pool_tokens:,} tokens, {p.host_pool_gb} GB"))
+    for k, v in rows:
+        typer.echo(f"  {k:22s} {v}")
+    for r in p.reasons:
+        typer.echo(f"  ! {r}")
+    if p.perf:
+        pf = p.perf
+        typer.echo(
+            f"  decode {pf['decode_tok_s']} tok/s (2 streams {pf['decode_tok_s_2streams']}); "
+            f"prefill {pf['prefill_tok_s']} tok/s  [simulated roofline]"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)

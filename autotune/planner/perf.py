@@ -1,0 +1,251 @@
+"""Roofline performance model of an engine on a GPU, shared by `plan --perf`, the simulated
+engine and the analytic workload evaluator.
+
+Decode is bound by the bytes one step reads (weights that are read per token, not the embedding
+table; the KV and state of every running request) over the GPU's bandwidth, plus the linear-layer
+FLOPs of the tokens in the step and small fixed costs. Prefill is bound by FLOPs (linear layers at
+an efficiency that grows with chunk size, plus causal attention). Speculative decoding turns a
+decode step into a verify step of 1 + D tokens per request whose expected yield is the accept
+length of the text kind.
+
+The efficiency constants are calibrated on FIELD-NOTES C2 and C4 (RTX 4080 SUPER 32G, AWQ-INT4,
+SGLang 0.5.17); other GPUs and models scale through their bandwidth, peak FLOP/s and shapes.
+`benchmarks/calibration.py` prints predicted vs measured.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.hardware.gpus import GPUSpec
+from autotune.models.card import ModelCard
+from autotune.models.layout import projections
+from autotune.planner.sglang import Plan, mamba_slot_bytes
+
+# --- calibration (C2, C4) -------------------------------------------------------------------
+EFF_BANDWIDTH = 0.96  # decode traffic vs (measured or datasheet) bandwidth
+EFF_DECODE_FLOPS = 0.45  # linear FLOPs of decode/verify tokens (small-M GEMMs)
+EFF_PREFILL_MAX = 0.942  # linear FLOPs at large chunks ...
+PREFILL_HALF_CHUNK = 32  # ... reaching half of that at this many tokens per step
+EFF_ATTENTION = 0.724  # causal attention FLOPs in prefill
+STEP_OVERHEAD_S = 0.48e-3  # per forward step (launch, sampling, scheduler)
+REQ_STEP_OVERHEAD_S = 0.68e-3  # per running request per step (GDN update kernels, sampling)
+REQUEST_OVERHEAD_S = 0.04  # per request: tokenize, schedule, detokenize (fits C2's pp512)
+NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
+# Chain acceptance probability per draft position, by algorithm and text kind. NGRAM is
+# calibrated on C4 (accept rates 0.110 code, 0.231 extraction, 0.062 prose at 6 draft tokens);
+# the MTP/EAGLE and DFLASH figures are assumptions from public accept-length reports.
+ACCEPT_P: dict[str, dict[str, float]] = {
+    "NGRAM": {"code": 0.40, "extraction": 0.59, "prose": 0.275},
+    "EAGLE": {"code": 0.85, "extraction": 0.90, "prose": 0.78},
+    "DFLASH": {"code": 0.80, "extraction": 0.88, "prose": 0.72},
+}
+DFLASH_DRAFT_BYTES = 1.0e9  # a ~0.5 B-parameter bf16 block-diffusion draft model
+# Interconnect for TP all-reduce: NVLink on datacenter parts, PCIe P2P, or host-staged where P2P
+# is blocked (Ada GeForce, F3: TP2 prefill capped near 2K tok/s).
+ALLREDUCE_GBS = {"nvlink": 150.0, "p2p": 20.0, "host": 8.0}
+ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "p2p": 15e-6, "host": 30e-6}
+TEXT_KINDS = ("prose", "code", "extraction")
+
+
+@dataclass(frozen=True)
+class DecodeSeq:
+    context_len: int
+    tokens: int = 1  # 1, or 1 + draft tokens for a verify step
+
+
+@dataclass(frozen=True)
+class PrefillChunk:
+    new_tokens: int
+    offset: int  # tokens of this request already in the KV cache
+
+
+def classify_text(text: str) -> str:
+    """Guess the text kind that drives speculative acceptance (C4)."""
+    head = text[:4000]
+    lower = head.lower()
+    if any(k in lower for k in ("repeat", "copy", "extract", "verbatim", "quote the")):
+        return "extraction"
+    code_marks = len(re.findall(r"[{};=()\[\]]|def |return |import |class ", head))
+    if code_marks > max(8, len(head) // 60):
+        return "code"
+    return "prose"
+
+
+class PerfModel:
+    """Step times for one engine configuration on one GPU (per TP group)."""
+
+    def __init__(
+        self, card: ModelCard, gpu: GPUSpec, plan: Plan, *, config: dict[str, Any] | None = None
+    ) -> None:
+        cfg = config or {}
+        self.card, self.gpu, self.plan = card, gpu, plan
+        tp = plan.tp
+        self.tp = tp
+        self.bandwidth = gpu.effective_bandwidth_gbs * 1e9 * EFF_BANDWIDTH
+        self.peak_linear = self._linear_peak() * 1e12
+        self.peak_attn = gpu.effective_fp16_tflops * 1e12
+        w = card.weights
+        self.weight_read_bytes = (w.decoder + w.lm_head) / tp
+        linear_params = sum(p.params for p in projections(card))
+        self.flops_per_token = 2 * linear_params / tp
+        self.lm_head_flops = 2 * card.vocab_size * card.hidden_size / tp
+        self.attn_width = card.num_attention_heads * card.head_dim / tp
+        self.n_full = len(card.full_attention_layers)
+        conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
+        self.state_rw_bytes = 2 * (conv + ssm)
+        self.kv_cell = plan.kv_cell_bytes
+        spec = plan.speculative
+        self.spec_algorithm: str | None = spec.get("algorithm")
+        family = self.spec_algorithm
+        if family in ("NEXTN", "EAGLE3", "MTP", "STANDALONE"):
+            family = "EAGLE"
+        self.spec_family = family
+        if family == "EAGLE":
+            self.spec_draft_tokens = int(spec.get("num_steps") or 0)
+        elif family == "DFLASH":
+            self.spec_draft_tokens = max(int(spec.get("num_draft_tokens") or 1) - 1, 1)
+        elif family == "NGRAM":
+            self.spec_draft_tokens = int(spec.get("num_draft_tokens") or 0)
+        else:
+            self.spec_draft_tokens = 0
+        self.request_overhead_s = REQUEST_OVERHEAD_S
+        self.link = "nvlink" if gpu.name.startswith(("h1", "h2", "a100")) else (
+            "p2p" if gpu.p2p else "host"
+        )
+        self.startup_s = self._startup_s()
+
+    def _linear_peak(self) -> float:
+        scheme = self.card.quantization.scheme
+        g = self.gpu
+        if scheme in ("fp8_block", "nvfp4") and g.fp8_tflops:
+            return g.measured_fp8_tflops or g.fp8_tflops
+        return g.effective_fp16_tflops
+
+    def _startup_s(self) -> float:
+        load = self.card.weights.total / self.tp / 2.0e9  # ~2 GB/s from page cache / NVMe
+        graphs = 0.15 * min(self.plan.cuda_graph_max_bs, 64)
+        extra = 50.0 if self.spec_algorithm == "NGRAM" else 0.0  # C4: startup 50 s slower
+        return 15.0 + load + graphs + extra
+
+    # --- building blocks ---------------------------------------------------------------------
+    def _allreduce_s(self, tokens: int) -> float:
+        if self.tp == 1:
+            return 0.0
+        layers = self.card.num_layers
+        size = tokens * self.card.hidden_size * 2 * 2 * (self.tp - 1) / self.tp
+        return 2 * layers * (size / (ALLREDUCE_GBS[self.link] * 1e9) + ALLREDUCE_LATENCY_S[self.link])
+
+    def _prefill_eff(self, tokens: int) -> float:
+        return EFF_PREFILL_MAX * tokens / (tokens + PREFILL_HALF_CHUNK)
+
+    def _draft_s(self, batch: int) -> float:
+        if self.spec_family == "NGRAM":
+            return NGRAM_LOOKUP_S
+        if self.spec_family == "EAGLE":
+            mtp = self.card.weights.mtp / self.tp
+            per = (mtp + self.card.weights.lm_head / self.tp) / self.bandwidth + STEP_OVERHEAD_S
+            return self.spec_draft_tokens * per
+        if self.spec_family == "DFLASH":
+            return DFLASH_DRAFT_BYTES / self.tp / self.bandwidth + STEP_OVERHEAD_S
+        return 0.0
+
+    # --- public step times -------------------------------------------------------------------
+    def decode_step_s(self, batch: Sequence[DecodeSeq]) -> float:
+        if not batch:
+            return 0.0
+        ctx = sum(s.context_len for s in batch)
+        tokens = sum(s.tokens for s in batch)
+        mem = self.weight_read_bytes + len(batch) * self.state_rw_bytes + ctx * self.kv_cell
+        flops = tokens * self.flops_per_token + len(batch) * self.lm_head_flops
+        t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
+        t += STEP_OVERHEAD_S + len(batch) * REQ_STEP_OVERHEAD_S + self._allreduce_s(tokens)
+        if tokens > len(batch):
+            t += self._draft_s(len(batch))
+        return t
+
+    def prefill_step_s(self, chunks: Sequence[PrefillChunk]) -> float:
+        if not chunks:
+            return 0.0
+        n = sum(c.new_tokens for c in chunks)
+        lin = n * self.flops_per_token / (self.peak_linear * self._prefill_eff(n))
+        attn_flops = sum(
+            4 * c.new_tokens * (c.offset + c.new_tokens / 2) * self.attn_width * self.n_full
+            for c in chunks
+        )
+        attn = attn_flops / (self.peak_attn * EFF_ATTENTION)
+        kv_read = sum(c.offset for c in chunks) * self.kv_cell / self.bandwidth
+        compute = lin + attn + kv_read
+        # a short chunk is bound by reading the weights once
+        return max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S + (
+            self._allreduce_s(n)
+        )
+
+    def mixed_step_s(self, chunks: Sequence[PrefillChunk], batch: Sequence[DecodeSeq]) -> float:
+        """One forward carrying a prefill chunk and the running decodes (mixed chunk)."""
+        if not chunks:
+            return self.decode_step_s(batch)
+        if not batch:
+            return self.prefill_step_s(chunks)
+        extra = [PrefillChunk(s.tokens, s.context_len) for s in batch]
+        return self.prefill_step_s([*chunks, *extra]) + len(batch) * (
+            self.state_rw_bytes / self.bandwidth + REQ_STEP_OVERHEAD_S
+        )
+
+    def restore_s(self, tokens: int) -> float:
+        """HiCache: host -> device copy of `tokens` of KV plus one mamba state, over PCIe."""
+        nbytes = tokens * self.kv_cell + self.state_rw_bytes / 2
+        return nbytes / (self.gpu.pcie_gbs * 1e9) + 1e-3
+
+    def accept_length(self, text_kind: str) -> float:
+        """Expected tokens per verify step, bonus token included (1.0 without speculation)."""
+        if not self.spec_family or self.spec_draft_tokens <= 0:
+            return 1.0
+        p = ACCEPT_P.get(self.spec_family, ACCEPT_P["EAGLE"]).get(text_kind, 0.5)
+        return 1.0 + sum(p**i for i in range(1, self.spec_draft_tokens + 1))
+
+    # --- closed-form summaries ---------------------------------------------------------------
+    def decode_tok_s(self, streams: int = 1, context_len: int = 512, kind: str = "prose") -> float:
+        q = 1 + self.spec_draft_tokens if self.spec_family else 1
+        step = self.decode_step_s([DecodeSeq(context_len, q)] * streams)
+        return streams * self.accept_length(kind) / step
+
+    def prefill_s(self, prompt_len: int) -> float:
+        """Time to first token of one prompt alone: chunked prefill plus request overhead."""
+        cps = self.plan.chunked_prefill_size
+        cps = prompt_len if cps <= 0 else cps
+        t, done = self.request_overhead_s, 0
+        while done < prompt_len:
+            c = min(cps, prompt_len - done)
+            t += self.prefill_step_s([PrefillChunk(c, done)])
+            done += c
+        return t
+
+    def prefill_tok_s(self, prompt_len: int) -> float:
+        return prompt_len / self.prefill_s(prompt_len)
+
+
+PERF_PROMPT_LENGTHS = (512, 8192, 32768, 65536)
+
+
+def perf_summary(model: PerfModel) -> dict[str, Any]:
+    """The `perf` object of `autotune plan --perf --json`."""
+    return {
+        "decode_tok_s": round(model.decode_tok_s(1), 2),
+        "decode_tok_s_2streams": round(model.decode_tok_s(2), 2),
+        "prefill_tok_s": {str(n): round(model.prefill_tok_s(n), 1) for n in PERF_PROMPT_LENGTHS},
+        "decode_ceiling_tok_s": round(
+            model.gpu.effective_bandwidth_gbs * 1e9 / model.weight_read_bytes, 1
+        ),
+        "accept_length": {k: round(model.accept_length(k), 3) for k in TEXT_KINDS},
+        "simulated": True,
+        "model": "roofline, calibrated on FIELD-NOTES C2/C4",
+    }
+
+
+__all__ = [
+    "DecodeSeq", "PerfModel", "PrefillChunk", "classify_text", "perf_summary",
+]

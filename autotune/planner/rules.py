@@ -1,0 +1,185 @@
+"""SGLang's automatic adjustments by version (sglang-internals §1.4, §2.3), resolved before the
+memory arithmetic. Each function names the version generation whose behaviour it follows.
+
+Generations: rules change at 0.5.16 (mamba strategy renamed; the padding-aware slot formula:
+FIELD-NOTES C1 on 0.5.17 gives 34 slots only with it) and at 0.5.20 (cuda-graph flags split,
+new GPU-size defaults, draft KV budgeted in the cell, `auto` mamba strategy -> extra_buffer when
+overlap is wanted; C1 ran two requests on 6 slots on 0.5.17, which only no_buffer's 3 slots per
+request allows, so 0.5.17 still resolved `auto` to no_buffer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.errors import ConfigError
+
+SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
+MIN_VERSION, MAX_VERSION = (0, 5, 9), (0, 5, 23)
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    try:
+        parts = tuple(int(p) for p in version.strip().split("."))
+    except ValueError:
+        parts = ()
+    if len(parts) != 3 or not MIN_VERSION <= parts <= MAX_VERSION:  # type: ignore[operator]
+        raise ConfigError(
+            f"unsupported SGLang version {version!r}; supported: 0.5.9 to 0.5.23",
+            field="--engine-version",
+        )
+    return parts  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The values SGLang would run with after its own adjustments."""
+
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    mem_fraction_static: float
+    mfs_was_default: bool
+    max_running_requests: int | None  # None: SGLang derives it from the pool
+    spec_algorithm: str | None
+    spec_steps: int
+    spec_topk: int
+    spec_draft_tokens: int
+    mamba_strategy: str  # no_buffer / extra_buffer / extra_buffer_lazy
+    radix_cache: bool
+    overlap: bool
+    mixed_chunk: bool
+    page_size: int
+    context_len: int
+    notes: tuple[str, ...]
+
+
+def gpu_size_defaults(gpu_mem_mib: int, tp: int, v: tuple[int, int, int]) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory (§1.4 table)."""
+    new = v >= (0, 5, 20)
+    g = gpu_mem_mib
+    if g < 20 * 1024:
+        return 2048, 8
+    if g < 35 * 1024:
+        return (4096, 48 if tp < 4 else 160) if new else (2048, 24 if tp < 4 else 80)
+    if g < 60 * 1024:
+        return 4096, 32 if tp < 4 else 160
+    if g < 160 * 1024:
+        return 8192, 256 if tp < 4 else 512
+    return 16384, 512
+
+
+def default_mem_fraction(
+    gpu_mem_mib: int, cps: int, max_bs: int, tp: int, spec: str | None,
+    v: tuple[int, int, int], vision_factor: float | None,
+) -> float:
+    """SGLang's mem_fraction_static heuristic when the flag is not given (§1.4)."""
+    reserved = 512 + max(cps, 2048) * 1.5 + max_bs * 2 + tp / 8 * 1024
+    if gpu_mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    if spec == "STANDALONE" and v < (0, 5, 16):
+        reserved += 6 * 1024
+    elif spec is not None and spec != "NGRAM":
+        reserved += 2 * 1024
+    mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
+    if vision_factor is not None:
+        mfs = round(mfs * vision_factor, 3)
+    return mfs
+
+
+def vision_mfs_factor(vit_layers: int, vit_hidden: int) -> float:
+    """Multimodal down-scaling of the default mem fraction (§1.4). Qwen3.5 vision configs name
+    depth rather than num_hidden_layers, so SGLang reads 24 layers for them."""
+    ratio = vit_layers * vit_hidden**2 / (24 * 1024**2)
+    return 0.95 * min(max(1 - 0.1 * (ratio - 1), 0.8), 1.05)
+
+
+def resolve(
+    config: dict[str, Any], *, gpu_mem_mib: int, tp: int, hybrid: bool, version: str,
+    context_default: int, vision_factor: float | None,
+) -> Resolved:
+    v = parse_version(version)
+    notes: list[str] = []
+    cps_default, bs_default = gpu_size_defaults(gpu_mem_mib, tp, v)
+    cps = int(config.get("chunked_prefill_size") or cps_default)
+    max_bs = config.get("cuda_graph_max_bs_decode") or config.get("cuda_graph_max_bs")
+    mrr_user = config.get("max_running_requests")
+    if max_bs is None:
+        max_bs = bs_default
+        if v >= (0, 5, 20) and mrr_user:
+            max_bs = min(max_bs, int(mrr_user))  # 0.5.2x caps graph bs to mrr
+    spec = config.get("speculative_algorithm")
+    spec = str(spec).upper() if spec not in (None, "", "none", "None") else None
+    mfs_cfg = config.get("mem_fraction_static")
+    mfs = (
+        float(mfs_cfg)
+        if mfs_cfg is not None
+        else default_mem_fraction(gpu_mem_mib, cps, int(max_bs), tp, spec, v, vision_factor)
+    )
+
+    steps = config.get("speculative_num_steps")
+    topk = config.get("speculative_eagle_topk")
+    draft = config.get("speculative_num_draft_tokens")
+    if spec is None:
+        steps, topk, draft = 0, 0, 0
+    elif spec in ("DFLASH", "DSPARK"):
+        steps, topk = 1, 1
+        draft = int(draft or 16)
+    else:
+        steps, topk = int(steps or 3), int(topk or 1)
+        draft = steps + 1 if topk == 1 and spec != "NGRAM" else int(draft or steps + 1)
+
+    mixed = bool(config.get("enable_mixed_chunk") or False)
+    overlap = not bool(config.get("disable_overlap_schedule") or False)
+    radix = not bool(config.get("disable_radix_cache") or False)
+    mrr = int(mrr_user) if mrr_user is not None else None
+    if spec is not None:
+        if mrr is None:
+            mrr = 48
+            notes.append("speculative decoding: max_running_requests reset to 48")
+        if mixed:
+            notes.append("speculative decoding: mixed chunked prefill switched off (P6)")
+        mixed = False
+        if spec == "NGRAM" or v < (0, 5, 16):
+            overlap = False
+
+    page = int(config.get("page_size") or 1)
+    strategy = str(
+        config.get("mamba_radix_cache_strategy") or config.get("mamba_scheduler_strategy") or "auto"
+    )
+    if hybrid:
+        if strategy == "auto":
+            if v < (0, 5, 20):
+                strategy = "no_buffer"
+            else:
+                strategy = "extra_buffer" if (overlap or page > 1) else "no_buffer"
+        if strategy == "no_buffer":
+            if radix and spec is None and overlap:
+                overlap = False
+                notes.append("mamba no_buffer: overlap schedule disabled")
+            if spec is not None and radix and v < (0, 5, 16):
+                radix = False
+                notes.append("0.5.9-era: radix cache disabled for speculative hybrid model")
+    else:
+        strategy = "n/a"
+    context = int(config.get("context_length") or context_default)
+    return Resolved(
+        chunked_prefill_size=cps, cuda_graph_max_bs=int(max_bs), mem_fraction_static=mfs,
+        mfs_was_default=mfs_cfg is None, max_running_requests=mrr, spec_algorithm=spec,
+        spec_steps=int(steps), spec_topk=int(topk), spec_draft_tokens=int(draft),
+        mamba_strategy=strategy, radix_cache=radix, overlap=overlap, mixed_chunk=mixed,
+        page_size=page, context_len=context, notes=tuple(notes),
+    )
+
+
+def slots_per_request(r: Resolved, v: tuple[int, int, int]) -> int:
+    """Mamba state slots a running request needs: the cap is N // ratio (§2.3)."""
+    if not r.radix_cache:
+        return 1
+    if r.mamba_strategy == "no_buffer":
+        return 3
+    if r.mamba_strategy == "extra_buffer_lazy":
+        return 4
+    if v < (0, 5, 16):
+        return 4 if r.spec_algorithm else 5
+    return 3 + (2 if r.overlap else 1)

@@ -1,0 +1,84 @@
+"""Roofline model against FIELD-NOTES C2 and C4 (the issue's calibration tolerances)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.hardware import get_gpu
+from autotune.models import BUILTIN_CARDS
+from autotune.planner import plan_sglang
+from autotune.planner.perf import DecodeSeq, PerfModel, classify_text, perf_summary
+
+AWQ = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
+G4080 = get_gpu("rtx-4080-super-32g")
+K1 = dict(kv_cache_dtype="fp8_e4m3", page_size=1, context_length=131072,
+          max_running_requests=2, mem_fraction_static=0.92, max_mamba_cache_size=6)
+
+
+def model(cfg: dict[str, object]) -> PerfModel:
+    return PerfModel(AWQ, G4080, plan_sglang(AWQ, G4080, cfg, version="0.5.17"), config=cfg)
+
+
+def test_c2_decode_within_10_percent() -> None:
+    m = model(K1)
+    assert m.decode_tok_s(1) == pytest.approx(41.4, rel=0.10)
+    assert m.decode_tok_s(2) == pytest.approx(74.8, rel=0.10)
+    assert m.decode_tok_s(1, 65536) == pytest.approx(37.0, rel=0.10)
+    # P14: decode depends little on context for the hybrid
+    assert m.decode_tok_s(1, 65536) > 0.8 * m.decode_tok_s(1)
+
+
+@pytest.mark.parametrize(
+    ("length", "measured"), [(512, 1736.8), (8704, 1884.0), (34816, 1684.3), (69632, 1459.8)]
+)
+def test_c2_prefill_within_15_percent(length: int, measured: float) -> None:
+    assert model(K1).prefill_tok_s(length) == pytest.approx(measured, rel=0.15)
+
+
+def test_c4_ngram_gains_ordered() -> None:
+    base = model(K1).decode_tok_s(1)
+    m = model({**K1, "speculative_algorithm": "NGRAM", "speculative_num_steps": 5,
+               "speculative_num_draft_tokens": 6})
+    gains = {k: m.decode_tok_s(1, kind=k) / base for k in ("extraction", "code", "prose")}
+    assert gains["extraction"] > gains["code"] > gains["prose"] > 1.0
+    assert m.decode_tok_s(1, kind="extraction") == pytest.approx(75.1, rel=0.10)
+    assert m.decode_tok_s(1, kind="code") == pytest.approx(56.1, rel=0.10)
+
+
+def test_c3_host_replay_at_least_5x_faster_than_cold() -> None:
+    m = model({**K1, "enable_hierarchical_cache": True, "hicache_size": 12})
+    cold = m.prefill_s(17900)
+    # 16,384 tokens restored from host (P12: checkpoint at chunk boundaries), the rest prefilled
+    from autotune.planner.perf import PrefillChunk
+
+    warm = m.restore_s(16384) + m.request_overhead_s + m.prefill_step_s(
+        [PrefillChunk(17900 - 16384, 16384)]
+    )
+    assert cold / warm >= 5
+
+
+def test_step_time_grows_with_batch_and_context() -> None:
+    m = model(K1)
+    one = m.decode_step_s([DecodeSeq(1000)])
+    assert m.decode_step_s([DecodeSeq(1000)] * 4) > one
+    assert m.decode_step_s([DecodeSeq(100_000)]) > one
+
+
+def test_perf_summary_contract_keys() -> None:
+    s = perf_summary(model(K1))
+    assert set(s["prefill_tok_s"]) == {"512", "8192", "32768", "65536"}
+    assert s["decode_tok_s"] > 0 and s["decode_tok_s_2streams"] > s["decode_tok_s"]
+
+
+def test_faster_gpu_is_faster() -> None:
+    h200 = get_gpu("h200-141g")
+    cfg = {"mem_fraction_static": 0.85}
+    plan = plan_sglang(AWQ, h200, cfg, version="0.5.17")
+    assert PerfModel(AWQ, h200, plan).decode_tok_s(1) > 2 * model(K1).decode_tok_s(1)
+
+
+def test_classify_text() -> None:
+    assert classify_text("Please repeat the following passage verbatim: a b c") == "extraction"
+    code = "def f(x):\n    return {'a': [x for x in range(3)]}; y = f(1)\n" * 5
+    assert classify_text(code) == "code"
+    assert classify_text("The quick brown fox jumps over the lazy dog. " * 20) == "prose"

@@ -1,0 +1,136 @@
+"""Planner against FIELD-NOTES C1 (SGLang 0.5.17, RTX 4080 SUPER 32G, AWQ-INT4 pack, fp8 KV)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.errors import ConfigError
+from autotune.hardware import get_gpu
+from autotune.models import BUILTIN_CARDS
+from autotune.planner import plan_sglang
+from autotune.planner.sglang import kv_cell_bytes, mamba_slot_bytes
+
+AWQ = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
+G4080 = get_gpu("rtx-4080-super-32g")
+C1_BASE = dict(
+    kv_cache_dtype="fp8_e4m3", page_size=1, context_length=131072, max_running_requests=2
+)
+
+
+def test_f1_per_token_and_per_slot_bytes() -> None:
+    assert kv_cell_bytes(AWQ, "fp8_e4m3", 1) == 32 * 1024  # F1: fp8 32 KiB/token
+    assert kv_cell_bytes(AWQ, "bf16", 1) == 64 * 1024
+    assert kv_cell_bytes(AWQ, "bf16", 2) == 32 * 1024  # halves at TP2
+    conv, ssm = mamba_slot_bytes(AWQ, 1)
+    assert ssm == 150_994_944 and conv == 2_949_120  # F1: 144 MiB + 2.81 MiB
+    assert mamba_slot_bytes(AWQ, 1, "bfloat16")[1] == ssm // 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "kv_tokens", "slots", "ssm_gb"),
+    [
+        ({"mem_fraction_static": 0.88}, 183_838, 34, 4.92),
+        ({"mem_fraction_static": 0.92, "max_mamba_cache_size": 6}, 356_237, 6, 0.98),
+    ],
+)
+def test_c1_rows(extra: dict[str, object], kv_tokens: int, slots: int, ssm_gb: float) -> None:
+    plan = plan_sglang(AWQ, G4080, {**C1_BASE, **extra}, version="0.5.17")
+    assert plan.fits, plan.reasons
+    assert abs(plan.kv_pool_tokens / kv_tokens - 1) <= 0.02
+    assert plan.mamba_slots == slots
+    assert plan.mamba_ssm_gib == pytest.approx(ssm_gb, abs=0.005)  # the log's "ssm_state size"
+    assert plan.max_running_requests == 2  # C1: two 123K requests ran concurrently
+
+
+def test_c1_default_slots_come_from_the_ratio_rule() -> None:
+    plan = plan_sglang(AWQ, G4080, {**C1_BASE, "mem_fraction_static": 0.88}, version="0.5.17")
+    assert any("ratio rule" in a for a in plan.assumptions)
+    # the older (0.5.9) formula has no padding-slot term and gives one slot more
+    old = plan_sglang(AWQ, G4080, {**C1_BASE, "mem_fraction_static": 0.88}, version="0.5.9")
+    assert old.mamba_slots == plan.mamba_slots + 1
+
+
+def test_c4_ngram_shrinks_the_kv_pool() -> None:
+    cfg = {**C1_BASE, "mem_fraction_static": 0.92, "max_mamba_cache_size": 6}
+    spec = {**cfg, "speculative_algorithm": "NGRAM", "speculative_num_steps": 5,
+            "speculative_num_draft_tokens": 6}
+    plan = plan_sglang(AWQ, G4080, spec, version="0.5.17")
+    assert abs(plan.kv_pool_tokens / 271_673 - 1) <= 0.02  # C4: 356,237 -> 271,673
+    assert not plan.mixed_chunk
+
+
+def test_too_low_mem_fraction_does_not_fit() -> None:
+    plan = plan_sglang(AWQ, G4080, {**C1_BASE, "mem_fraction_static": 0.5}, version="0.5.17")
+    assert not plan.fits
+    assert "no GPU memory for the KV cache" in plan.reasons[0]
+
+
+def test_too_many_mamba_slots_leave_no_kv() -> None:
+    cfg = {**C1_BASE, "mem_fraction_static": 0.88, "max_mamba_cache_size": 80}
+    plan = plan_sglang(AWQ, G4080, cfg, version="0.5.17")
+    assert not plan.fits and "mamba" in " ".join(plan.reasons)
+
+
+def test_mamba_slots_below_one_request() -> None:
+    cfg = {**C1_BASE, "mem_fraction_static": 0.9, "max_mamba_cache_size": 2}
+    plan = plan_sglang(AWQ, G4080, cfg, version="0.5.17")
+    assert not plan.fits and "too small to serve any requests" in " ".join(plan.reasons)
+
+
+def test_nextn_without_mtp_weights_is_rejected() -> None:
+    cfg = {**C1_BASE, "speculative_algorithm": "NEXTN"}
+    plan = plan_sglang(AWQ, G4080, cfg, version="0.5.17")
+    assert not plan.fits and "MTP" in " ".join(plan.reasons)  # P6
+
+
+def test_hicache_host_ram_check() -> None:
+    cfg = {**C1_BASE, "mem_fraction_static": 0.92, "max_mamba_cache_size": 6,
+           "enable_hierarchical_cache": True, "hicache_size": 12}
+    ok = plan_sglang(AWQ, G4080, cfg, version="0.5.17", host_free_gib=64)
+    assert ok.fits and ok.host_pool_tokens and ok.host_pool_tokens > 0
+    # P3: hicache_size is split between the KV and mamba host pools
+    assert ok.host_pool_gb is not None and ok.host_pool_gb < 12
+    tight = plan_sglang(AWQ, G4080, cfg, version="0.5.17", host_free_gib=16)
+    assert not tight.fits and "Not enough host memory" in " ".join(tight.reasons)
+
+
+def test_hicache_hybrid_unsupported_on_059() -> None:
+    cfg = {**C1_BASE, "enable_hierarchical_cache": True}
+    plan = plan_sglang(AWQ, G4080, cfg, version="0.5.9", host_free_gib=64)
+    assert not plan.fits and "0.5.16" in " ".join(plan.reasons)
+
+
+def test_default_mem_fraction_matches_reference_h200() -> None:
+    # sglang-internals §1.4: H200, tp1, text-only, no spec -> 0.907 (0.5.9)
+    dense = BUILTIN_CARDS["tiny-dense"]
+    plan = plan_sglang(dense, get_gpu("h200-141g"), {}, version="0.5.9")
+    assert plan.mem_fraction_static == 0.907
+
+
+def test_vision_tower_scales_default_mem_fraction() -> None:
+    fp8 = BUILTIN_CARDS["qwen3.8-27b-fp8"]
+    text = plan_sglang(BUILTIN_CARDS["tiny-dense"], get_gpu("h200-141g"), {}, version="0.5.9")
+    vl = plan_sglang(fp8, get_gpu("h200-141g"), {}, version="0.5.9")
+    assert vl.mem_fraction_static == pytest.approx(text.mem_fraction_static * 0.9248, abs=2e-3)
+
+
+def test_gpu_free_override_and_tp() -> None:
+    fp8 = BUILTIN_CARDS["qwen3.8-27b-fp8"]
+    h200 = get_gpu("h200-141g")
+    one = plan_sglang(fp8, h200, {"mem_fraction_static": 0.85}, version="0.5.23")
+    two = plan_sglang(fp8, h200, {"mem_fraction_static": 0.85}, version="0.5.23", tp=2)
+    assert two.weights_gib < one.weights_gib
+    assert two.kv_cell_bytes == one.kv_cell_bytes // 2
+    low = plan_sglang(fp8, h200, {"mem_fraction_static": 0.85}, version="0.5.23",
+                      gpu_free_gib=60)
+    assert low.kv_pool_tokens < one.kv_pool_tokens
+
+
+def test_unsupported_version_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="--engine-version.*0.5.9 to 0.5.23"):
+        plan_sglang(AWQ, G4080, {}, version="0.4.0")
+
+
+def test_bad_kv_dtype() -> None:
+    with pytest.raises(ConfigError, match="kv_cache_dtype"):
+        plan_sglang(AWQ, G4080, {"kv_cache_dtype": "fp9"}, version="0.5.17")
