@@ -17,13 +17,19 @@ CARD = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
 GPU = get_gpu("rtx-4080-super-32g")
 BASE = dict(kv_cache_dtype="fp8_e4m3", page_size=1, context_length=131072, max_running_requests=2)
 K1 = {**BASE, "mem_fraction_static": 0.92, "max_mamba_cache_size": 6}
-NGRAM = {**K1, "speculative_algorithm": "NGRAM", "speculative_num_steps": 5,
-         "speculative_num_draft_tokens": 6}
+NGRAM = {
+    **K1,
+    "speculative_algorithm": "NGRAM",
+    "speculative_num_steps": 5,
+    "speculative_num_draft_tokens": 6,
+}
 
 
 def row(name: str, predicted: float, measured: float) -> None:
     fmt = ",.0f" if measured >= 1000 else ".2f"
-    print(f"| {name:38s} | {predicted:>11{fmt}} | {measured:>11{fmt}} | {predicted / measured:6.3f} |")
+    print(
+        f"| {name:38s} | {predicted:>11{fmt}} | {measured:>11{fmt}} | {predicted / measured:6.3f} |"
+    )
 
 
 def main() -> None:
@@ -42,8 +48,12 @@ def main() -> None:
     row("C2 decode 1 stream tok/s", m.decode_tok_s(1), 41.4)
     row("C2 decode 1 stream at 64K tok/s", m.decode_tok_s(1, 65536), 37.0)
     row("C2 decode 2 streams tok/s", m.decode_tok_s(2), 74.8)
-    for n, meas, label in [(512, 1736.8, "pp512"), (8704, 1884.0, "pp8.5k"),
-                           (34816, 1684.3, "pp34k"), (69632, 1459.8, "pp68k")]:
+    for n, meas, label in [
+        (512, 1736.8, "pp512"),
+        (8704, 1884.0, "pp8.5k"),
+        (34816, 1684.3, "pp34k"),
+        (69632, 1459.8, "pp68k"),
+    ]:
         row(f"C2 prefill {label} tok/s", m.prefill_tok_s(n), meas)
     pn = plan_sglang(CARD, GPU, NGRAM, version="0.5.17")
     row("C4 NGRAM KV pool tokens", pn.kv_pool_tokens, 271_673)
@@ -51,11 +61,15 @@ def main() -> None:
     for kind, meas in [("code", 56.1), ("extraction", 75.1), ("prose", 47.2)]:
         row(f"C4 NGRAM decode {kind} tok/s", mn.decode_tok_s(1, kind=kind), meas)
     hc = {**K1, "enable_hierarchical_cache": True, "hicache_size": 12}
-    mh = PerfModel(CARD, GPU, plan_sglang(CARD, GPU, hc, version="0.5.17", host_free_gib=64),
-                   config=hc)
+    mh = PerfModel(
+        CARD, GPU, plan_sglang(CARD, GPU, hc, version="0.5.17", host_free_gib=64), config=hc
+    )
     cold = mh.prefill_s(17900)
-    warm = mh.restore_s(16384) + mh.request_overhead_s + mh.prefill_step_s(
-        [PrefillChunk(17900 - 16384, 16384)])
+    warm = (
+        mh.restore_s(16384)
+        + mh.request_overhead_s
+        + mh.prefill_step_s([PrefillChunk(17900 - 16384, 16384)])
+    )
     row("C3 17.9K cold prefill s", cold, 10.2)
     row("C3 replay (16,384 from host) s", warm, 1.25)
     print(f"\nC3 host replay speed-up over cold: {cold / warm:.1f}x (goal >= 5x)")

@@ -27,13 +27,17 @@ def coerce_value(raw: str) -> Any:
 
 
 def plan(
-    model: str = typer.Option(..., "--model", help="Built-in card name or a local HF model folder."),
+    model: str = typer.Option(
+        ..., "--model", help="Built-in card name or a local HF model folder."
+    ),
     gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (autotune gpus) or auto."),
     engine: str = typer.Option("sglang", "--engine", help="Engine whose accounting to mirror."),
     engine_version: str = typer.Option("0.5.17", "--engine-version", help="Engine version."),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
     gpu_free_gib: float | None = typer.Option(
-        None, "--gpu-free-gib", help="Free GPU memory before weights (default: capacity - reserve)."
+        None,
+        "--gpu-free-gib",
+        help="Free GPU memory before weights (default: capacity - reserve).",
     ),
     host_free_gib: float | None = typer.Option(
         None, "--host-free-gib", help="Available host RAM for HiCache (default: this machine's)."
@@ -59,7 +63,12 @@ def plan(
     card = load_card(model)
     spec = resolve_gpu(gpu)
     result = plan_sglang(
-        card, spec, config, version=engine_version, tp=tp, gpu_free_gib=gpu_free_gib,
+        card,
+        spec,
+        config,
+        version=engine_version,
+        tp=tp,
+        gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
     )
     if perf:

@@ -1,5 +1,6 @@
 """Model cards: the architecture facts the planner, simulator and kernel tuner need."""
 
+from autotune.models.builtin import BUILTIN_CARDS
 from autotune.models.card import (
     LinearAttention,
     ModelCard,
@@ -7,7 +8,7 @@ from autotune.models.card import (
     VisionTower,
     WeightBytes,
 )
-from autotune.models.registry import BUILTIN_CARDS, load_card
+from autotune.models.registry import load_card
 
 __all__ = [
     "BUILTIN_CARDS",

@@ -37,8 +37,9 @@ _VISION_BYTES_BF16 = int(27 * 12 * 1152**2 * 2)
 
 
 def _skeleton(name: str) -> ModelCard:
-    return ModelCard(name=name, weights=WeightBytes(embed_tokens=0, lm_head=0, decoder=0),
-                     **_QWEN38_ARCH)  # type: ignore[arg-type]
+    return ModelCard(
+        name=name, weights=WeightBytes(embed_tokens=0, lm_head=0, decoder=0), **_QWEN38_ARCH
+    )
 
 
 def _decoder_bytes(projs: list[Projection], card: ModelCard, bytes_per_param: float) -> int:
@@ -52,8 +53,12 @@ def _decoder_bytes(projs: list[Projection], card: ModelCard, bytes_per_param: fl
 def _mtp_params(card: ModelCard) -> int:
     """One MTP layer: a full-attention decoder layer, its MLP and the 2h->h fusion projection."""
     per = {p.name: p.n * p.k for p in projections(card)}
-    return per["qkv_proj"] + per["o_proj"] + per["gate_up_proj"] + per["down_proj"] + (
-        2 * card.hidden_size * card.hidden_size
+    return (
+        per["qkv_proj"]
+        + per["o_proj"]
+        + per["gate_up_proj"]
+        + per["down_proj"]
+        + (2 * card.hidden_size * card.hidden_size)
     )
 
 
@@ -69,15 +74,23 @@ def _qwen38_awq() -> ModelCard:
     base = _skeleton("qwen3.8-27b-awq-int4")
     emb = base.vocab_size * base.hidden_size * 2
     dec = _decoder_bytes(projections(base), base, _W4_G128)
-    return base.model_copy(update=dict(
-        quantization=Quantization(scheme="awq", bits=4, group_size=128, zero_point=True,
-                                  checkpoint_format="compressed-tensors"),
-        weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec,
-                            load_overhead=_AWQ_LOAD_OVERHEAD),
-        mtp_layers=0,
-        notes="Community AWQ-INT4 pack (compressed-tensors W4A16, no MTP, text only), "
-              "F2; weights as loaded calibrated to C1 (16.80 GiB).",
-    ))
+    return base.model_copy(
+        update=dict(
+            quantization=Quantization(
+                scheme="awq",
+                bits=4,
+                group_size=128,
+                zero_point=True,
+                checkpoint_format="compressed-tensors",
+            ),
+            weights=WeightBytes(
+                embed_tokens=emb, lm_head=emb, decoder=dec, load_overhead=_AWQ_LOAD_OVERHEAD
+            ),
+            mtp_layers=0,
+            notes="Community AWQ-INT4 pack (compressed-tensors W4A16, no MTP, text only), "
+            "F2; weights as loaded calibrated to C1 (16.80 GiB).",
+        )
+    )
 
 
 def _qwen38_nvfp4() -> ModelCard:
@@ -86,18 +99,25 @@ def _qwen38_nvfp4() -> ModelCard:
     mtp = _mtp_params(base) * 2
     total = int(20.14 * GIB)  # F2: 20.14 GiB loaded
     dec = total - 2 * emb - mtp - _VISION_BYTES_BF16
-    return base.model_copy(update=dict(
-        architecture="Qwen3_5ForConditionalGeneration",
-        quantization=Quantization(scheme="nvfp4", bits=4, group_size=16,
-                                  checkpoint_format="modelopt",
-                                  sglang_quantization="modelopt_fp4"),
-        weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp,
-                            vision=_VISION_BYTES_BF16),
-        mtp_layers=1,
-        vision=_QWEN38_VISION,
-        notes="RadixArk NVFP4 (modelopt; attention fp8, MTP and vision bf16); needs Blackwell. "
-              "F2: 20.14 GiB loaded.",
-    ))
+    return base.model_copy(
+        update=dict(
+            architecture="Qwen3_5ForConditionalGeneration",
+            quantization=Quantization(
+                scheme="nvfp4",
+                bits=4,
+                group_size=16,
+                checkpoint_format="modelopt",
+                sglang_quantization="modelopt_fp4",
+            ),
+            weights=WeightBytes(
+                embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp, vision=_VISION_BYTES_BF16
+            ),
+            mtp_layers=1,
+            vision=_QWEN38_VISION,
+            notes="RadixArk NVFP4 (modelopt; attention fp8, MTP and vision bf16); needs Blackwell. "
+            "F2: 20.14 GiB loaded.",
+        )
+    )
 
 
 def _qwen38_fp8() -> ModelCard:
@@ -107,16 +127,24 @@ def _qwen38_fp8() -> ModelCard:
     per_param = 1 + 4 / (128 * 128)
     dec = _decoder_bytes(projections(base), base, per_param)
     mtp = int(_mtp_params(base) * per_param)
-    return base.model_copy(update=dict(
-        architecture="Qwen3_5ForConditionalGeneration",
-        quantization=Quantization(scheme="fp8_block", bits=8, block_shape=(128, 128),
-                                  checkpoint_format="fp8", sglang_quantization="fp8"),
-        weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp,
-                            vision=_VISION_BYTES_BF16),
-        mtp_layers=1,
-        vision=_QWEN38_VISION,
-        notes="Official FP8 block-wise pack with vision tower and MTP (F2: 28.5 to 29 GiB).",
-    ))
+    return base.model_copy(
+        update=dict(
+            architecture="Qwen3_5ForConditionalGeneration",
+            quantization=Quantization(
+                scheme="fp8_block",
+                bits=8,
+                block_shape=(128, 128),
+                checkpoint_format="fp8",
+                sglang_quantization="fp8",
+            ),
+            weights=WeightBytes(
+                embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp, vision=_VISION_BYTES_BF16
+            ),
+            mtp_layers=1,
+            vision=_QWEN38_VISION,
+            notes="Official FP8 block-wise pack with vision tower and MTP (F2: 28.5 to 29 GiB).",
+        )
+    )
 
 
 def _tiny_dense() -> ModelCard:
@@ -136,8 +164,13 @@ def _tiny_dense() -> ModelCard:
         notes="Tiny dense test model (random weights); used by tests and CPU demos.",
     )
     emb = card.vocab_size * card.hidden_size * 2
-    return card.model_copy(update=dict(weights=WeightBytes(
-        embed_tokens=emb, lm_head=emb, decoder=_decoder_bytes(projections(card), card, 2))))
+    return card.model_copy(
+        update=dict(
+            weights=WeightBytes(
+                embed_tokens=emb, lm_head=emb, decoder=_decoder_bytes(projections(card), card, 2)
+            )
+        )
+    )
 
 
 BUILTIN_CARDS: dict[str, ModelCard] = {

@@ -42,7 +42,8 @@ class Quantization(_Frozen):
     block_shape: tuple[int, int] | None = None
     zero_point: bool = False
     checkpoint_format: str | None = Field(
-        default=None, description="quant_method in config.json (awq, gptq, compressed-tensors, ...)"
+        default=None,
+        description="quant_method in config.json (awq, gptq, compressed-tensors, ...)",
     )
     sglang_quantization: str | None = Field(
         default=None, description="value SGLang's --quantization takes for it, when it must be set"
@@ -81,7 +82,11 @@ class WeightBytes(_Frozen):
     @property
     def total(self) -> int:
         return (
-            self.embed_tokens + self.lm_head + self.decoder + self.mtp + self.vision
+            self.embed_tokens
+            + self.lm_head
+            + self.decoder
+            + self.mtp
+            + self.vision
             + self.load_overhead
         )
 

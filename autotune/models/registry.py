@@ -14,7 +14,8 @@ def load_card(name_or_dir: str) -> ModelCard:
         return BUILTIN_CARDS[name_or_dir]
     path = Path(name_or_dir).expanduser()
     looks_like_path = (
-        any(s in name_or_dir for s in ("/", "\\")) or name_or_dir.startswith((".", "~"))
+        any(s in name_or_dir for s in ("/", "\\"))
+        or name_or_dir.startswith((".", "~"))
         or path.exists()
     )
     if not looks_like_path:

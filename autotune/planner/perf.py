@@ -113,8 +113,10 @@ class PerfModel:
         else:
             self.spec_draft_tokens = 0
         self.request_overhead_s = REQUEST_OVERHEAD_S
-        self.link = "nvlink" if gpu.name.startswith(("h1", "h2", "a100")) else (
-            "p2p" if gpu.p2p else "host"
+        self.link = (
+            "nvlink"
+            if gpu.name.startswith(("h1", "h2", "a100"))
+            else ("p2p" if gpu.p2p else "host")
         )
         self.startup_s = self._startup_s()
 
@@ -137,7 +139,9 @@ class PerfModel:
             return 0.0
         layers = self.card.num_layers
         size = tokens * self.card.hidden_size * 2 * 2 * (self.tp - 1) / self.tp
-        return 2 * layers * (size / (ALLREDUCE_GBS[self.link] * 1e9) + ALLREDUCE_LATENCY_S[self.link])
+        return (
+            2 * layers * (size / (ALLREDUCE_GBS[self.link] * 1e9) + ALLREDUCE_LATENCY_S[self.link])
+        )
 
     def _prefill_eff(self, tokens: int) -> float:
         return EFF_PREFILL_MAX * tokens / (tokens + PREFILL_HALF_CHUNK)
@@ -180,8 +184,10 @@ class PerfModel:
         kv_read = sum(c.offset for c in chunks) * self.kv_cell / self.bandwidth
         compute = lin + attn + kv_read
         # a short chunk is bound by reading the weights once
-        return max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S + (
-            self._allreduce_s(n)
+        return (
+            max(compute, self.weight_read_bytes / self.bandwidth)
+            + STEP_OVERHEAD_S
+            + (self._allreduce_s(n))
         )
 
     def mixed_step_s(self, chunks: Sequence[PrefillChunk], batch: Sequence[DecodeSeq]) -> float:
@@ -247,5 +253,9 @@ def perf_summary(model: PerfModel) -> dict[str, Any]:
 
 
 __all__ = [
-    "DecodeSeq", "PerfModel", "PrefillChunk", "classify_text", "perf_summary",
+    "DecodeSeq",
+    "PerfModel",
+    "PrefillChunk",
+    "classify_text",
+    "perf_summary",
 ]

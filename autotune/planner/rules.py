@@ -24,12 +24,12 @@ def parse_version(version: str) -> tuple[int, int, int]:
         parts = tuple(int(p) for p in version.strip().split("."))
     except ValueError:
         parts = ()
-    if len(parts) != 3 or not MIN_VERSION <= parts <= MAX_VERSION:  # type: ignore[operator]
+    if len(parts) != 3 or not MIN_VERSION <= parts <= MAX_VERSION:
         raise ConfigError(
             f"unsupported SGLang version {version!r}; supported: 0.5.9 to 0.5.23",
             field="--engine-version",
         )
-    return parts  # type: ignore[return-value]
+    return (parts[0], parts[1], parts[2])
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,13 @@ def gpu_size_defaults(gpu_mem_mib: int, tp: int, v: tuple[int, int, int]) -> tup
 
 
 def default_mem_fraction(
-    gpu_mem_mib: int, cps: int, max_bs: int, tp: int, spec: str | None,
-    v: tuple[int, int, int], vision_factor: float | None,
+    gpu_mem_mib: int,
+    cps: int,
+    max_bs: int,
+    tp: int,
+    spec: str | None,
+    v: tuple[int, int, int],
+    vision_factor: float | None,
 ) -> float:
     """SGLang's mem_fraction_static heuristic when the flag is not given (§1.4)."""
     reserved = 512 + max(cps, 2048) * 1.5 + max_bs * 2 + tp / 8 * 1024
@@ -95,8 +100,14 @@ def vision_mfs_factor(vit_layers: int, vit_hidden: int) -> float:
 
 
 def resolve(
-    config: dict[str, Any], *, gpu_mem_mib: int, tp: int, hybrid: bool, version: str,
-    context_default: int, vision_factor: float | None,
+    config: dict[str, Any],
+    *,
+    gpu_mem_mib: int,
+    tp: int,
+    hybrid: bool,
+    version: str,
+    context_default: int,
+    vision_factor: float | None,
 ) -> Resolved:
     v = parse_version(version)
     notes: list[str] = []
@@ -145,7 +156,9 @@ def resolve(
 
     page = int(config.get("page_size") or 1)
     strategy = str(
-        config.get("mamba_radix_cache_strategy") or config.get("mamba_scheduler_strategy") or "auto"
+        config.get("mamba_radix_cache_strategy")
+        or config.get("mamba_scheduler_strategy")
+        or "auto"
     )
     if hybrid:
         if strategy == "auto":
@@ -164,11 +177,22 @@ def resolve(
         strategy = "n/a"
     context = int(config.get("context_length") or context_default)
     return Resolved(
-        chunked_prefill_size=cps, cuda_graph_max_bs=int(max_bs), mem_fraction_static=mfs,
-        mfs_was_default=mfs_cfg is None, max_running_requests=mrr, spec_algorithm=spec,
-        spec_steps=int(steps), spec_topk=int(topk), spec_draft_tokens=int(draft),
-        mamba_strategy=strategy, radix_cache=radix, overlap=overlap, mixed_chunk=mixed,
-        page_size=page, context_len=context, notes=tuple(notes),
+        chunked_prefill_size=cps,
+        cuda_graph_max_bs=int(max_bs),
+        mem_fraction_static=mfs,
+        mfs_was_default=mfs_cfg is None,
+        max_running_requests=mrr,
+        spec_algorithm=spec,
+        spec_steps=int(steps),
+        spec_topk=int(topk),
+        spec_draft_tokens=int(draft),
+        mamba_strategy=strategy,
+        radix_cache=radix,
+        overlap=overlap,
+        mixed_chunk=mixed,
+        page_size=page,
+        context_len=context,
+        notes=tuple(notes),
     )
 
 

@@ -38,8 +38,15 @@ GRAPH_BASE_MIB = 256
 GRAPH_PER_BS_MIB = 2.0
 
 KV_DTYPE_BYTES = {
-    "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "mxfp8": 1 + 1 / 32, "bf16": 2.0, "bfloat16": 2.0,
-    "float16": 2.0, "fp4_e2m1": 0.5 + 1 / 16, "nvfp4": 0.5 + 1 / 16, "fp4_mx_block16": 0.5 + 1 / 16,
+    "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0,
+    "mxfp8": 1 + 1 / 32,
+    "bf16": 2.0,
+    "bfloat16": 2.0,
+    "float16": 2.0,
+    "fp4_e2m1": 0.5 + 1 / 16,
+    "nvfp4": 0.5 + 1 / 16,
+    "fp4_mx_block16": 0.5 + 1 / 16,
 }
 
 
@@ -134,7 +141,9 @@ def slack_needed_bytes(card: ModelCard, r: rules.Resolved) -> int:
     la = card.linear_attention
     widths = 2 * card.intermediate_size + 2 * card.hidden_size
     if la is not None:
-        widths += 2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
+        widths += (
+            2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
+        )
     act = int(max(r.chunked_prefill_size, 1) * widths * 2 * ACT_TENSORS_FACTOR)
     graphs = int((GRAPH_BASE_MIB + GRAPH_PER_BS_MIB * r.cuda_graph_max_bs) * MIB)
     return act + graphs
@@ -157,12 +166,19 @@ def plan_sglang(
     reasons: list[str] = []
     vf = rules.vision_mfs_factor(24, card.vision.hidden_size) if card.vision else None
     r = rules.resolve(
-        cfg, gpu_mem_mib=gpu.memory_mib, tp=tp, hybrid=card.is_hybrid, version=version,
-        context_default=card.max_position_embeddings, vision_factor=vf,
+        cfg,
+        gpu_mem_mib=gpu.memory_mib,
+        tp=tp,
+        hybrid=card.is_hybrid,
+        version=version,
+        context_default=card.max_position_embeddings,
+        vision_factor=vf,
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:
-        assumptions.append(f"mem_fraction_static not set: SGLang's heuristic gives {r.mem_fraction_static}")
+        assumptions.append(
+            f"mem_fraction_static not set: SGLang's heuristic gives {r.mem_fraction_static}"
+        )
 
     if gpu_free_gib is not None:
         pre = float(gpu_free_gib)
@@ -216,7 +232,9 @@ def plan_sglang(
                 n_slots = int(budget // per_slot)
             elif d:
                 # joint solve for slots and the intermediate state of N // ratio requests
-                n_slots = int((budget - per_slot * (1 + d)) // (per_slot * (1 + d / slots_per_req)))
+                n_slots = int(
+                    (budget - per_slot * (1 + d)) // (per_slot * (1 + d / slots_per_req))
+                )
             else:
                 n_slots = int((budget - per_slot) // per_slot)
             assumptions.append(
@@ -294,7 +312,9 @@ def plan_sglang(
             import psutil
 
             host_free_gib = psutil.virtual_memory().available / GIB
-            assumptions.append(f"host RAM available read from this machine: {host_free_gib:.1f} GiB")
+            assumptions.append(
+                f"host RAM available read from this machine: {host_free_gib:.1f} GiB"
+            )
         host_tokens, host_gb, host_mamba_gb = _hicache(
             cfg, card, v, kv_tokens, cell, n_slots, per_slot, r.page_size, reasons
         )
@@ -340,7 +360,9 @@ def plan_sglang(
         overlap_schedule=r.overlap,
         mixed_chunk=r.mixed_chunk,
         speculative={
-            "algorithm": spec, "num_steps": r.spec_steps, "eagle_topk": r.spec_topk,
+            "algorithm": spec,
+            "num_steps": r.spec_steps,
+            "eagle_topk": r.spec_topk,
             "num_draft_tokens": r.spec_draft_tokens,
         },
         host_pool_gb=None if host_gb is None else round(host_gb, 2),
@@ -352,8 +374,15 @@ def plan_sglang(
 
 
 def _hicache(
-    cfg: dict[str, Any], card: ModelCard, v: tuple[int, int, int], kv_tokens: int, cell: int,
-    n_slots: int, per_slot: int, page: int, reasons: list[str],
+    cfg: dict[str, Any],
+    card: ModelCard,
+    v: tuple[int, int, int],
+    kv_tokens: int,
+    cell: int,
+    n_slots: int,
+    per_slot: int,
+    page: int,
+    reasons: list[str],
 ) -> tuple[int, float, float]:
     """Host pool tokens and bytes (decimal GB) for KV and mamba (§2.5, P3)."""
     if card.is_hybrid and v < (0, 5, 16):
@@ -382,5 +411,3 @@ def _hicache(
             f"({kv_tokens}); raise hicache_size or hicache_ratio"
         )
     return tokens, kv_gb, mamba_gb
-
-

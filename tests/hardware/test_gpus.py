@@ -7,8 +7,16 @@ from autotune.hardware import GPU_CATALOG, get_gpu, resolve_gpu
 from autotune.hardware.gpus import match_device
 
 DESIGN_NAMES = [
-    "rtx-4080-super-32g", "rtx-pro-4500-32g", "rtx-3080-20g", "rtx-2080ti-22g", "rx-7900xtx-24g",
-    "rtx-4090-24g", "rtx-5090-32g", "a100-80g", "h100-80g", "h200-141g",
+    "rtx-4080-super-32g",
+    "rtx-pro-4500-32g",
+    "rtx-3080-20g",
+    "rtx-2080ti-22g",
+    "rx-7900xtx-24g",
+    "rtx-4090-24g",
+    "rtx-5090-32g",
+    "a100-80g",
+    "h100-80g",
+    "h200-141g",
 ]
 
 

@@ -17,7 +17,9 @@ def test_qwen38_architecture_f1() -> None:
 
 def test_weights_as_loaded() -> None:
     gib = 2**30
-    assert BUILTIN_CARDS["qwen3.8-27b-awq-int4"].weights.total / gib == pytest.approx(16.80, abs=0.01)
+    assert BUILTIN_CARDS["qwen3.8-27b-awq-int4"].weights.total / gib == pytest.approx(
+        16.80, abs=0.01
+    )
     assert BUILTIN_CARDS["qwen3.8-27b-nvfp4"].weights.total / gib == pytest.approx(20.14, abs=0.01)
     assert 28.0 < BUILTIN_CARDS["qwen3.8-27b-fp8"].weights.total / gib < 29.5
 

@@ -11,8 +11,14 @@ from autotune.planner.perf import DecodeSeq, PerfModel, classify_text, perf_summ
 
 AWQ = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
 G4080 = get_gpu("rtx-4080-super-32g")
-K1 = dict(kv_cache_dtype="fp8_e4m3", page_size=1, context_length=131072,
-          max_running_requests=2, mem_fraction_static=0.92, max_mamba_cache_size=6)
+K1 = dict(
+    kv_cache_dtype="fp8_e4m3",
+    page_size=1,
+    context_length=131072,
+    max_running_requests=2,
+    mem_fraction_static=0.92,
+    max_mamba_cache_size=6,
+)
 
 
 def model(cfg: dict[str, object]) -> PerfModel:
@@ -37,8 +43,14 @@ def test_c2_prefill_within_15_percent(length: int, measured: float) -> None:
 
 def test_c4_ngram_gains_ordered() -> None:
     base = model(K1).decode_tok_s(1)
-    m = model({**K1, "speculative_algorithm": "NGRAM", "speculative_num_steps": 5,
-               "speculative_num_draft_tokens": 6})
+    m = model(
+        {
+            **K1,
+            "speculative_algorithm": "NGRAM",
+            "speculative_num_steps": 5,
+            "speculative_num_draft_tokens": 6,
+        }
+    )
     gains = {k: m.decode_tok_s(1, kind=k) / base for k in ("extraction", "code", "prose")}
     assert gains["extraction"] > gains["code"] > gains["prose"] > 1.0
     assert m.decode_tok_s(1, kind="extraction") == pytest.approx(75.1, rel=0.10)
@@ -51,8 +63,10 @@ def test_c3_host_replay_at_least_5x_faster_than_cold() -> None:
     # 16,384 tokens restored from host (P12: checkpoint at chunk boundaries), the rest prefilled
     from autotune.planner.perf import PrefillChunk
 
-    warm = m.restore_s(16384) + m.request_overhead_s + m.prefill_step_s(
-        [PrefillChunk(17900 - 16384, 16384)]
+    warm = (
+        m.restore_s(16384)
+        + m.request_overhead_s
+        + m.prefill_step_s([PrefillChunk(17900 - 16384, 16384)])
     )
     assert cold / warm >= 5
 

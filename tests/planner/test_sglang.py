@@ -52,8 +52,12 @@ def test_c1_default_slots_come_from_the_ratio_rule() -> None:
 
 def test_c4_ngram_shrinks_the_kv_pool() -> None:
     cfg = {**C1_BASE, "mem_fraction_static": 0.92, "max_mamba_cache_size": 6}
-    spec = {**cfg, "speculative_algorithm": "NGRAM", "speculative_num_steps": 5,
-            "speculative_num_draft_tokens": 6}
+    spec = {
+        **cfg,
+        "speculative_algorithm": "NGRAM",
+        "speculative_num_steps": 5,
+        "speculative_num_draft_tokens": 6,
+    }
     plan = plan_sglang(AWQ, G4080, spec, version="0.5.17")
     assert abs(plan.kv_pool_tokens / 271_673 - 1) <= 0.02  # C4: 356,237 -> 271,673
     assert not plan.mixed_chunk
@@ -84,8 +88,13 @@ def test_nextn_without_mtp_weights_is_rejected() -> None:
 
 
 def test_hicache_host_ram_check() -> None:
-    cfg = {**C1_BASE, "mem_fraction_static": 0.92, "max_mamba_cache_size": 6,
-           "enable_hierarchical_cache": True, "hicache_size": 12}
+    cfg = {
+        **C1_BASE,
+        "mem_fraction_static": 0.92,
+        "max_mamba_cache_size": 6,
+        "enable_hierarchical_cache": True,
+        "hicache_size": 12,
+    }
     ok = plan_sglang(AWQ, G4080, cfg, version="0.5.17", host_free_gib=64)
     assert ok.fits and ok.host_pool_tokens and ok.host_pool_tokens > 0
     # P3: hicache_size is split between the KV and mamba host pools
@@ -121,8 +130,7 @@ def test_gpu_free_override_and_tp() -> None:
     two = plan_sglang(fp8, h200, {"mem_fraction_static": 0.85}, version="0.5.23", tp=2)
     assert two.weights_gib < one.weights_gib
     assert two.kv_cell_bytes == one.kv_cell_bytes // 2
-    low = plan_sglang(fp8, h200, {"mem_fraction_static": 0.85}, version="0.5.23",
-                      gpu_free_gib=60)
+    low = plan_sglang(fp8, h200, {"mem_fraction_static": 0.85}, version="0.5.23", gpu_free_gib=60)
     assert low.kv_pool_tokens < one.kv_pool_tokens
 
 
