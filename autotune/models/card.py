@@ -27,6 +27,8 @@ QuantScheme = Literal[
     "awq",  # int4 W4A16, AWQ packing (AutoAWQ or compressed-tensors pack-quantized)
     "gptq",  # int4 W4A16, GPTQ packing (GPTQ / AutoRound)
     "fp8_block",  # fp8 e4m3 W8A8 with [128,128] weight blocks
+    "fp8",  # fp8 e4m3 with per-tensor or per-channel weight scales
+    "int8",  # int8 weights (W8A16 / W8A8)
     "nvfp4",  # NVIDIA fp4 (modelopt), needs Blackwell
 ]
 

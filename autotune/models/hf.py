@@ -447,10 +447,9 @@ def quantization_from_config(q: Mapping[str, Any] | None, source: Path) -> Quant
         )
     if method == "fp8":
         block = q.get("weight_block_size")
-        if not block:
-            raise f._err(
-                "weight_block_size",
-                "is missing: per-tensor FP8 is not modelled yet; block-wise FP8 ([128, 128]) is",
+        if not block:  # per-tensor / per-channel scales
+            return Quantization(
+                scheme="fp8", bits=8, checkpoint_format="fp8", sglang_quantization="fp8"
             )
         return Quantization(
             scheme="fp8_block",
@@ -471,7 +470,14 @@ def quantization_from_config(q: Mapping[str, Any] | None, source: Path) -> Quant
                 checkpoint_format="modelopt",
                 sglang_quantization="modelopt_fp4",
             )
-        raise f._err("quant_algo", f"is {algo or None!r}; only NVFP4 modelopt packs are modelled")
+        if algo == "FP8":
+            return Quantization(
+                scheme="fp8",
+                bits=8,
+                checkpoint_format="modelopt",
+                sglang_quantization="modelopt_fp8",
+            )
+        raise f._err("quant_algo", f"is {algo or None!r}; modelled modelopt packs: NVFP4, FP8")
     raise f._err("quant_method", f"is {method or None!r}; supported: {_SUPPORTED_QUANT}")
 
 
@@ -526,10 +532,16 @@ def _compressed_tensors(q: Mapping[str, Any], f: _Fields) -> Quantization:
         return Quantization(
             scheme="nvfp4", bits=4, group_size=group or 16, checkpoint_format="compressed-tensors"
         )
+    if kind == "float" and bits == 8:
+        return Quantization(scheme="fp8", bits=8, checkpoint_format="compressed-tensors")
+    if kind == "int" and bits == 8:
+        return Quantization(
+            scheme="int8", bits=8, group_size=group, checkpoint_format="compressed-tensors"
+        )
     raise w._err(
         "type",
-        f"{kind} {bits}-bit ({strategy}) is not modelled yet; modelled: int4 "
-        "W4A16, fp8 block-wise, nvfp4",
+        f"{kind} {bits}-bit ({strategy}) is not modelled yet; modelled: int4 W4A16, int8, "
+        "fp8 (block-wise or per-channel), nvfp4",
     )
 
 

@@ -238,8 +238,22 @@ def test_quantization_configs(qc: dict[str, object], expected: tuple[object, ...
 def test_unsupported_quantization_is_named() -> None:
     with pytest.raises(ModelLoadError, match=r"quant_method' is 'bitsandbytes'; supported: awq"):
         quantization_from_config({"quant_method": "bitsandbytes"}, Path("config.json"))
-    with pytest.raises(ModelLoadError, match="weight_block_size' is missing"):
-        quantization_from_config({"quant_method": "fp8"}, Path("config.json"))
+    with pytest.raises(ModelLoadError, match="weight_block_size' must be two positive"):
+        quantization_from_config(
+            {"quant_method": "fp8", "weight_block_size": [128]}, Path("config.json")
+        )
+
+
+def test_per_channel_fp8_and_int8_are_modelled() -> None:
+    fp8 = quantization_from_config({"quant_method": "fp8"}, Path("config.json"))
+    assert fp8.scheme == "fp8" and fp8.block_shape is None
+    mo = quantization_from_config({"quant_method": "modelopt", "quant_algo": "FP8"}, Path("c"))
+    assert mo.scheme == "fp8" and mo.sglang_quantization == "modelopt_fp8"
+    ct = {
+        "quant_method": "compressed-tensors",
+        "config_groups": {"g": {"weights": {"num_bits": 8, "type": "int", "strategy": "channel"}}},
+    }
+    assert quantization_from_config(ct, Path("c")).scheme == "int8"
 
 
 def test_registry_loads_folder(tmp_path: Path) -> None:
