@@ -1,0 +1,1 @@
+"""llama.cpp engine adapter (placeholder while writing)."""

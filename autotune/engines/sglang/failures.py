@@ -1,0 +1,183 @@
+"""Why an SGLang launch did not serve: its log text and exit status -> a Failure.
+
+The patterns are SGLang's (and PyTorch's, argparse's) own messages, reference §3. Order matters:
+"Capture cuda graph failed" wraps a CUDA OOM text, so it is checked before CUDA_OOM; the
+specific memory messages win over the generic "timed out" / "died after ready" classes because
+they say what to change.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+from autotune.engines.base import Failure, FailureClass
+from autotune.engines.sglang.logs import strip_prefix
+
+_MAX_EVIDENCE = 600
+
+
+@dataclass(frozen=True)
+class _Rule:
+    cls: FailureClass
+    pattern: re.Pattern[str]
+    reason: str
+
+
+_RULES: tuple[_Rule, ...] = (
+    _Rule(
+        FailureClass.BAD_ARGUMENTS,
+        re.compile(
+            r"error: (?:unrecognized arguments|argument --?\S+|ambiguous option"
+            r"|the following arguments are required)"
+        ),
+        "SGLang rejected the command line ({detail}): check the flags against this engine version",
+    ),
+    _Rule(
+        FailureClass.PORT_IN_USE,
+        # uvicorn: "[Errno 98] error while attempting to bind on address ...: address already in
+        # use"; SGLang's own port checks: "Port is already in use." / "... is not available in".
+        re.compile(
+            r"(?i:address already in use)|\[Errno 98\]|Port is already in use"
+            r"|port at \d+ is not available in \d+ seconds"
+        ),
+        "the server port is already in use: stop the other process or pick a free port",
+    ),
+    _Rule(
+        FailureClass.HOST_MEMORY,
+        re.compile(r"Not enough host memory available"),
+        "HiCache host pool does not fit in free host RAM (SGLang keeps 10 GiB free): lower "
+        "hicache_size or hicache_ratio",
+    ),
+    _Rule(
+        FailureClass.GRAPH_CAPTURE,
+        re.compile(r"Capture cuda graph failed"),
+        "CUDA graph capture ran out of memory: lower mem_fraction_static or "
+        "cuda_graph_max_bs_decode, or disable CUDA graphs",
+    ),
+    _Rule(
+        FailureClass.MAMBA_CACHE_OOM,
+        re.compile(r"Not enough GPU memory for hybrid|state cache is too small to serve"),
+        "Mamba (GDN) state cache does not fit: lower max_mamba_cache_size or "
+        "max_running_requests, set mamba_ssm_dtype=bfloat16, or raise mem_fraction_static",
+    ),
+    _Rule(
+        FailureClass.MAMBA_CACHE_OOM,
+        re.compile(r"Can not alloc mamba cache"),
+        "Mamba state slots ran out under load (FIELD-NOTES P7): leave headroom below "
+        "max_total_tokens, raise max_mamba_cache_size or lower max_running_requests",
+    ),
+    _Rule(
+        FailureClass.KV_CACHE_OOM,
+        re.compile(r"Loaded weights leave no GPU memory for the KV cache"),
+        "weights leave no room for the KV cache: raise mem_fraction_static ({detail}) or load "
+        "smaller weights",
+    ),
+    _Rule(
+        FailureClass.KV_CACHE_OOM,
+        re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
+        "KV cache does not fit: raise mem_fraction_static or lower max_mamba_cache_size / "
+        "context_length",
+    ),
+    _Rule(
+        FailureClass.CUDA_OOM,
+        re.compile(r"CUDA out of memory|OutOfMemoryError"),
+        "CUDA out of memory outside the static pools: lower mem_fraction_static (more "
+        "activation slack), chunked_prefill_size or cuda_graph_max_bs_decode",
+    ),
+)
+
+_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b")
+_EXIT_CODE = re.compile(r"[Ee]xit code:? (-?\d+)")
+
+
+def _evidence(line: str) -> str:
+    text = strip_prefix(line.strip())
+    return text if len(text) <= _MAX_EVIDENCE else text[: _MAX_EVIDENCE - 3] + "..."
+
+
+def _exit_text(returncode: int | None) -> str:
+    if returncode is None:
+        return "no exit code"
+    if returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def _detail(cls: FailureClass, line: str) -> str:
+    if cls is FailureClass.BAD_ARGUMENTS:
+        return line.split("error: ", 1)[-1].strip()
+    match = re.search(r"Raise --mem-fraction-static above (\d+(?:\.\d+)?)", line)
+    return f"above {match.group(1)}" if match else "higher"
+
+
+def classify_failure(
+    log_text: str,
+    returncode: int | None,
+    *,
+    was_ready: bool,
+    timed_out: bool = False,
+) -> Failure:
+    """Classify a launch that did not serve, or a server that died.
+
+    Args:
+        log_text: the engine's combined stdout/stderr.
+        returncode: exit status (None while still running; negative = killed by a signal).
+        was_ready: the server had answered /health before it failed.
+        timed_out: it never became ready before the deadline.
+    """
+    lines = log_text.splitlines()
+    for rule in _RULES:
+        hit = next((ln for ln in lines if rule.pattern.search(ln)), None)
+        if hit is None:
+            continue
+        reason = rule.reason.format(detail=_detail(rule.cls, hit))
+        if was_ready:
+            reason += " (after it was serving)"
+        return Failure(cls=rule.cls, reason=reason, evidence=_evidence(hit))
+    if returncode == 2 and not was_ready:
+        usage = next((ln for ln in reversed(lines) if "error:" in ln), None)
+        if usage is not None:
+            detail = _detail(FailureClass.BAD_ARGUMENTS, usage)
+            return Failure(
+                cls=FailureClass.BAD_ARGUMENTS,
+                reason=f"SGLang rejected the command line ({detail}): check the flags",
+                evidence=_evidence(usage),
+            )
+
+    evidence = _last_error(lines, returncode)
+    if timed_out and not was_ready:
+        return Failure(
+            cls=FailureClass.NEVER_READY,
+            reason="not ready before the startup deadline: raise the timeout or look for a hang "
+            "(weights download, compile, NCCL) in the log",
+            evidence=evidence,
+        )
+    if was_ready:
+        return Failure(
+            cls=FailureClass.CRASH_AFTER_READY,
+            reason=f"the server died while serving ({_exit_text(returncode)}): see the evidence",
+            evidence=evidence,
+        )
+    return Failure(
+        cls=FailureClass.CRASH,
+        reason=f"the engine exited before it was ready ({_exit_text(returncode)}): "
+        "see the evidence",
+        evidence=evidence,
+    )
+
+
+def _last_error(lines: list[str], returncode: int | None) -> str | None:
+    """The last line naming an Error/Exception, else the logged exit code, else the status."""
+    for line in reversed(lines):
+        text = strip_prefix(line.strip())
+        if _ERROR_LINE.search(text) and not text.startswith("Traceback"):
+            return _evidence(text)
+    for line in reversed(lines):
+        if _EXIT_CODE.search(line):
+            return _evidence(line)
+    return f"Exit code: {returncode}" if returncode is not None else None

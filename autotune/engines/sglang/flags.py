@@ -1,0 +1,461 @@
+"""SGLang launch flags by engine version: config fields -> argv tokens and environment variables.
+
+Two data tables drive everything (no per-flag if-chains):
+
+- `_catalog.CATALOG`: every long option of SGLang's own argparse parser for 0.5.9 .. 0.5.23,
+  generated from the PyPI wheels (kind, type, choices, dest per version range).
+- `FIELDS` below: the fields autotune uses, in emission order, with the renames across versions
+  (FIELD-NOTES P13), aliases, validation argparse does not do, and env-only fields (P4).
+
+A config field not in `FIELDS` follows the mechanical rule `field_name -> --field-name` and is
+accepted when the catalog has that flag. Version boundaries below come from the catalog, which
+was read from the wheels themselves and is finer than reference/sglang-internals.md §1.3 (which
+only spot-checked 0.5.9/12/16/20/23): the renamed mamba strategy and cuda-graph flags appear in
+0.5.14 (old spellings stay as deprecated aliases to 0.5.19), `extra_buffer_lazy` in 0.5.13, and
+`DFLASH` is already an argparse choice in 0.5.11.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+
+MINOR_FIRST, MINOR_LAST = 9, 23
+SUPPORTED_VERSIONS: tuple[str, ...] = tuple(f"0.5.{n}" for n in range(MINOR_FIRST, MINOR_LAST + 1))
+
+_VERSION_RE = re.compile(r"v?0\.5\.(\d+)(?:\.post\d+)?")
+# SGLang's human_readable_int (sglang/srt/utils/common.py): SI with decimals, IEC integers.
+_SIZE_RE = re.compile(r"\d+|\d+(?:\.\d+)?[kMGT]|\d+(?:Ki|Mi|Gi|Ti)")
+
+Kind = Literal["v", "b", "n", "l", "o"]
+Range = tuple[int, int]
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    """`"0.5.17"` -> `(0, 5, 17)`; post releases (`0.5.15.post1`) use their base's flags.
+
+    Raises:
+        ConfigError: for anything outside 0.5.9 .. 0.5.23, naming --engine-version.
+    """
+    match = _VERSION_RE.fullmatch(version.strip()) if isinstance(version, str) else None
+    minor = int(match.group(1)) if match else -1
+    if not MINOR_FIRST <= minor <= MINOR_LAST:
+        raise ConfigError(
+            f"unsupported SGLang version {version!r}; supported: 0.5.{MINOR_FIRST} to "
+            f"0.5.{MINOR_LAST} (0.5.N, optionally .postM)",
+            field="--engine-version",
+        )
+    return (0, 5, minor)
+
+
+def _minor(version: str) -> int:
+    return parse_version(version)[2]
+
+
+def _ranges_text(ranges: list[Range]) -> str:
+    parts = [f"0.5.{a}" if a == b else f"0.5.{a}-0.5.{b}" for a, b in _merge(ranges)]
+    return ", ".join(parts) if parts else "none"
+
+
+def _merge(ranges: list[Range]) -> list[Range]:
+    out: list[Range] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The generated argparse catalog
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One flag as SGLang's parser defines it over a range of 0.5.N minors."""
+
+    flag: str
+    first: int
+    last: int
+    kind: Kind
+    deprecated: bool
+    dest: str
+    type: str
+    choices: tuple[str, ...]
+
+
+@functools.cache
+def _catalog() -> dict[str, tuple[FlagSpec, ...]]:
+    from autotune.engines.sglang._catalog import CATALOG
+
+    table: dict[str, list[FlagSpec]] = {}
+    for row in CATALOG.splitlines():
+        flag, span, kind, dest, typ, choices = row.split("|")
+        first, last = (int(x) for x in span.split("-"))
+        spec = FlagSpec(
+            flag=flag,
+            first=first,
+            last=last,
+            kind=kind.rstrip("!"),  # type: ignore[arg-type]
+            deprecated=kind.endswith("!"),
+            dest=dest,
+            type=typ,
+            choices=tuple(choices.split()),
+        )
+        table.setdefault(flag, []).append(spec)
+    return {k: tuple(v) for k, v in table.items()}
+
+
+def flag_spec(flag: str, version: str) -> FlagSpec | None:
+    """How `flag` behaves in `version`, or None when that version's parser lacks it."""
+    minor = _minor(version)
+    return _spec_at(flag, minor)
+
+
+def _spec_at(flag: str, minor: int) -> FlagSpec | None:
+    for spec in _catalog().get(flag, ()):
+        if spec.first <= minor <= spec.last:
+            return spec
+    return None
+
+
+def flag_names(version: str) -> set[str]:
+    """Every long flag SGLang `version` accepts (deprecated aliases included)."""
+    minor = _minor(version)
+    return {flag for flag in _catalog() if _spec_at(flag, minor) is not None}
+
+
+# ---------------------------------------------------------------------------------------------
+# The fields autotune uses
+
+
+@dataclass(frozen=True)
+class Field:
+    """A config field: its flag spelling per version range and the checks argparse lacks.
+
+    flags: (first, last, flag) spelling per range of 0.5.N minors; empty = `--field-name` in
+        every version whose catalog has it.
+    aliases: other config names accepted for the same field (old spellings).
+    choices: (first, last, values) validated here although argparse takes a free string.
+    env: the field sets this environment variable instead of a flag (from minor env_since).
+    requires: (field, value) the config must also set for this field to mean anything.
+    """
+
+    flags: tuple[tuple[int, int, str], ...] = ()
+    aliases: tuple[str, ...] = ()
+    choices: tuple[tuple[int, int, tuple[str, ...]], ...] = ()
+    env: str | None = None
+    env_since: int = MINOR_FIRST
+    requires: tuple[str, str] | None = None
+
+
+# SpeculativeAlgorithm builtins (sglang/srt/speculative/spec_info.py), validated by from_string
+# once argparse stopped listing choices (0.5.12). NEXTN is rewritten to EAGLE before that check.
+_SPEC_12 = ("DFLASH", "EAGLE", "EAGLE3", "FROZEN_KV_MTP", "STANDALONE", "NGRAM", "NEXTN")
+_SPEC_16 = (*_SPEC_12, "DSPARK")
+_SPEC_20 = (*_SPEC_16, "UNO")
+
+_HICACHE_FILE = ("hicache_storage_backend", "file")
+
+FIELDS: dict[str, Field] = {
+    # memory and capacity
+    "context_length": Field(),
+    "mem_fraction_static": Field(),
+    "max_total_tokens": Field(),
+    "max_running_requests": Field(),
+    "max_prefill_tokens": Field(),
+    "chunked_prefill_size": Field(),
+    "page_size": Field(),
+    "kv_cache_dtype": Field(),
+    "quantization": Field(),
+    "tp_size": Field(),
+    # scheduling
+    "schedule_policy": Field(),
+    "schedule_conservativeness": Field(),
+    "enable_mixed_chunk": Field(),
+    "disable_radix_cache": Field(),
+    "disable_overlap_schedule": Field(),
+    "attention_backend": Field(),
+    "prefill_attention_backend": Field(),
+    "decode_attention_backend": Field(),
+    # hybrid mamba / GDN state
+    "max_mamba_cache_size": Field(),
+    "mamba_full_memory_ratio": Field(),
+    "mamba_ssm_dtype": Field(),
+    "mamba_radix_cache_strategy": Field(
+        flags=((9, 13, "--mamba-scheduler-strategy"), (14, 23, "--mamba-radix-cache-strategy")),
+        aliases=("mamba_scheduler_strategy",),
+    ),
+    "mamba_track_interval": Field(),
+    # HiCache (host L2, storage L3)
+    "enable_hierarchical_cache": Field(),
+    "hicache_ratio": Field(),
+    "hicache_size": Field(),
+    "hicache_write_policy": Field(),
+    "hicache_io_backend": Field(),
+    "hicache_mem_layout": Field(),
+    "hicache_storage_backend": Field(),
+    "hicache_storage_prefetch_policy": Field(),
+    "file_storage_path": Field(),
+    # P4: the file backend's directory and eviction bounds come from the environment
+    # (--file-storage-path was ignored in 0.5.17; without the bounds it grew to 24 GB).
+    "hicache_file_storage_dir": Field(
+        env="SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR", requires=_HICACHE_FILE
+    ),
+    "hicache_file_max_size": Field(
+        env="SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE", env_since=14, requires=_HICACHE_FILE
+    ),
+    "hicache_file_min_free_space": Field(
+        env="SGLANG_HICACHE_FILE_BACKEND_MIN_FREE_SPACE", env_since=14, requires=_HICACHE_FILE
+    ),
+    # speculative decoding
+    "speculative_algorithm": Field(
+        choices=((12, 15, _SPEC_12), (16, 19, _SPEC_16), (20, 23, _SPEC_20))
+    ),
+    "speculative_num_steps": Field(),
+    "speculative_eagle_topk": Field(),
+    "speculative_num_draft_tokens": Field(),
+    "speculative_draft_model_path": Field(),
+    # CUDA graphs (P13: renamed in 0.5.14, old spellings removed in 0.5.20)
+    "cuda_graph_max_bs_decode": Field(
+        flags=((9, 13, "--cuda-graph-max-bs"), (14, 23, "--cuda-graph-max-bs-decode")),
+        aliases=("cuda_graph_max_bs",),
+    ),
+    "cuda_graph_bs_decode": Field(
+        flags=((9, 13, "--cuda-graph-bs"), (14, 23, "--cuda-graph-bs-decode")),
+        aliases=("cuda_graph_bs",),
+    ),
+    "disable_cuda_graph": Field(),
+    # serving
+    "reasoning_parser": Field(),
+    "tool_call_parser": Field(),
+    "served_model_name": Field(),
+    "trust_remote_code": Field(),
+    "skip_server_warmup": Field(),
+    "enable_cache_report": Field(),
+    "log_level": Field(),
+    "decode_log_interval": Field(),
+    "enable_metrics": Field(),
+}
+
+ALIASES: dict[str, str] = {a: name for name, f in FIELDS.items() for a in f.aliases}
+
+# Set through build_command's own arguments, never through the config.
+RESERVED: dict[str, str] = {"model_path": "model", "host": "host", "port": "port"}
+
+
+def _mechanical_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@functools.cache
+def known_fields() -> tuple[str, ...]:
+    """Every config field name accepted for some supported version."""
+    names = set(FIELDS) | set(ALIASES)
+    for flag in _catalog():
+        names.add(flag[2:].replace("-", "_"))
+    return tuple(sorted(names - set(RESERVED)))
+
+
+def canonical_field(name: str) -> str:
+    """The table's name for a config key (aliases resolved).
+
+    Raises:
+        UnknownNameError: no SGLang version has the field, with close matches.
+    """
+    if name in FIELDS:
+        return name
+    if name in ALIASES:
+        return ALIASES[name]
+    if name not in RESERVED and _mechanical_flag(name) in _catalog():
+        return name
+    raise UnknownNameError("SGLang config field", name, known_fields())
+
+
+def _field(name: str) -> Field:
+    return FIELDS.get(name, Field())
+
+
+def field_flag(name: str, version: str) -> str:
+    """The flag a config field uses in `version` (aliases resolved).
+
+    Raises:
+        UnknownNameError: unknown field.
+        UnsupportedFlagError: the version lacks it (names the versions that have it).
+        ConfigError: the field is env-only (no flag).
+    """
+    canonical = canonical_field(name)
+    field = _field(canonical)
+    if field.env is not None:
+        raise ConfigError(f"is set through env {field.env}, not a flag", field=name)
+    return _resolve_flag(name, canonical, field, _minor(version))[0]
+
+
+def _resolve_flag(name: str, canonical: str, field: Field, minor: int) -> tuple[str, FlagSpec]:
+    candidates = field.flags or ((MINOR_FIRST, MINOR_LAST, _mechanical_flag(canonical)),)
+    for first, last, flag in candidates:
+        if first <= minor <= last:
+            spec = _spec_at(flag, minor)
+            if spec is not None:
+                return flag, spec
+    have: list[Range] = []
+    for first, last, flag in candidates:
+        have += [
+            (max(first, s.first), min(last, s.last))
+            for s in _catalog().get(flag, ())
+            if max(first, s.first) <= min(last, s.last)
+        ]
+    shown = name if name == canonical else f"{name} (= {canonical})"
+    raise UnsupportedFlagError(
+        f"config field {shown!r} is not supported by SGLang 0.5.{minor}; "
+        f"versions that have it: {_ranges_text(have)}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Values -> argv
+
+
+def _choices(field: Field, spec: FlagSpec, minor: int) -> tuple[str, ...]:
+    for first, last, values in field.choices:
+        if first <= minor <= last:
+            return values
+    return spec.choices
+
+
+def _check_scalar(name: str, spec: FlagSpec, value: Any) -> str:
+    ok: bool
+    if spec.type == "int":
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        want = "an integer"
+    elif spec.type == "float":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        want = "a number"
+    elif spec.type == "str":
+        ok = isinstance(value, str) and value != ""
+        want = "a non-empty string"
+    else:  # JSON-valued and other custom argparse types
+        if isinstance(value, dict | list):
+            return json.dumps(value, sort_keys=True, separators=(",", ":"))
+        ok = isinstance(value, str | int | float) and not isinstance(value, bool)
+        want = "a string (or a JSON object/list)"
+    if not ok:
+        raise ConfigError(f"{spec.flag} expects {want}, got {value!r}", field=name)
+    return str(value)
+
+
+def _render(name: str, field: Field, spec: FlagSpec, value: Any, minor: int) -> list[str]:
+    flag = spec.flag
+    if spec.kind in ("b", "n"):
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"{flag} is a switch: expects true or false, got {value!r}", field=name
+            )
+        if value:
+            return [flag]
+        return ["--no-" + flag[2:]] if spec.kind == "n" else []
+    choices = _choices(field, spec, minor)
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    if spec.kind != "l" and isinstance(value, list | tuple) and spec.type != "other":
+        raise ConfigError(f"{flag} takes one value, got a list {value!r}", field=name)
+    if spec.kind == "l" and not items:
+        raise ConfigError(f"{flag} needs at least one value", field=name)
+    rendered = (
+        [_check_scalar(name, spec, v) for v in items]
+        if spec.kind == "l"
+        else [_check_scalar(name, spec, value)]
+    )
+    for token in rendered:
+        if choices and token not in choices:
+            raise ConfigError(
+                f"{token!r} is not valid for {flag} in SGLang 0.5.{minor}; "
+                f"valid: {', '.join(choices)}",
+                field=name,
+            )
+    return [flag, *rendered]
+
+
+def _render_env(name: str, field: Field, value: Any, minor: int) -> str:
+    assert field.env is not None
+    if minor < field.env_since:
+        raise UnsupportedFlagError(
+            f"config field {name!r} ({field.env}) is not supported by SGLang 0.5.{minor}; "
+            f"versions that have it: {_ranges_text([(field.env_since, MINOR_LAST)])}"
+        )
+    if field.env.endswith("_DIR"):
+        if not isinstance(value, str) or not value:
+            raise ConfigError(f"expects a directory path, got {value!r}", field=name)
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return str(value)
+    if isinstance(value, str) and _SIZE_RE.fullmatch(value.strip()):
+        return value.strip()
+    raise ConfigError(
+        f"expects a size in bytes or with a suffix (k, M, G, T, Ki, Mi, Gi, Ti), got {value!r}",
+        field=name,
+    )
+
+
+def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dict[str, str]]:
+    """Config -> (flag tokens in a stable order, environment variables) for `version`.
+
+    Order: the FIELDS table order, then other fields alphabetically. `None` emits nothing;
+    `--enable-metrics` is added unless the config sets `enable_metrics: false` (the tuner
+    scrapes /metrics).
+
+    Raises:
+        UnknownNameError, UnsupportedFlagError, ConfigError: see `field_flag` and value checks.
+    """
+    minor = _minor(version)
+    by_canonical: dict[str, tuple[str, Any]] = {}
+    for key, value in config.items():
+        if key in RESERVED:
+            raise ConfigError(
+                f"is set by the launcher's {RESERVED[key]!r} argument, not by the config",
+                field=key,
+            )
+        canonical = canonical_field(key)
+        if canonical in by_canonical:
+            other = by_canonical[canonical][0]
+            raise ConfigError(f"sets the same option as {other!r}; keep one", field=key)
+        by_canonical[canonical] = (key, value)
+    if by_canonical.get("enable_metrics", ("", None))[1] is None:
+        by_canonical["enable_metrics"] = ("enable_metrics", True)
+
+    order = [n for n in FIELDS if n in by_canonical]
+    order += sorted(n for n in by_canonical if n not in FIELDS)
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    dests: dict[str, str] = {}
+    for canonical in order:
+        key, value = by_canonical[canonical]
+        if value is None:
+            continue
+        field = _field(canonical)
+        if field.requires is not None:
+            need_field, need_value = field.requires
+            if config.get(need_field) != need_value:
+                raise ConfigError(
+                    f"only applies with {need_field}={need_value!r} "
+                    f"(got {config.get(need_field)!r})",
+                    field=key,
+                )
+        if field.env is not None:
+            env[field.env] = _render_env(key, field, value, minor)
+            continue
+        flag, spec = _resolve_flag(key, canonical, field, minor)
+        if spec.dest in dests:
+            raise ConfigError(
+                f"sets the same engine option ({spec.dest}) as {dests[spec.dest]!r}; keep one",
+                field=key,
+            )
+        dests[spec.dest] = key
+        argv += _render(key, field, spec, value, minor)
+    return argv, env

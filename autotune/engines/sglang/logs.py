@@ -1,0 +1,240 @@
+"""Read SGLang's own log lines: startup figures (LaunchReport) and runtime batch lines.
+
+Handles both log generations (0.5.9 and 0.5.2x; reference/sglang-internals.md §3), whose
+f-strings were checked against every wheel 0.5.9 .. 0.5.23:
+- `Load weight end. ... dtype=... (0.5.9) / quant=... (0.5.10+) ..., mem usage=X GB.`
+- `KV Cache is allocated. [dtype: D, ]#tokens: N, K size: K GB, V size: V GB` (dtype from
+  0.5.13; MLA prints `KV size:`; 0.5.18+ may say `VA upper bound` instead of `is allocated`);
+- `Capture cuda graph end. Time elapsed: ... mem usage=X GB.` (<= 0.5.13) and
+  `Capture target decode CUDA graph end. [bs=[..], ]elapsed=..., mem usage=X GB, ...` (0.5.14+).
+All "GB" on device-side lines are GiB (free bytes / 2**30); host pools use decimal GB.
+Per-rank lines are read from rank 0 only (each TP rank repeats them with its own prefix).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from autotune.engines.base import LaunchReport
+
+READY_TEXT = "The server is fired up and ready to roll!"
+# Printed first by the simulated engine (autotune sim) so reports never mistake it for a GPU run.
+SIMULATED_MARKER = "autotune simulated SGLang engine: figures come from a model, not a GPU."
+
+# `[%(asctime)s{.msecs}{ DPn PPn ATTN_CPn MOE_DPn TPn EPn}] message` (configure_logger).
+PREFIX_RE = re.compile(
+    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)(?P<ranks>(?: [A-Z_]+\d+)*)\] "
+)
+_RANK_RE = re.compile(r" ([A-Z_]+?)(\d+)")
+
+_WEIGHTS_RE = re.compile(r"Load weight end\. .*?mem usage=(?P<gib>\d+(?:\.\d+)?) GB")
+_KV_RE = re.compile(
+    r"^(?:(?P<label>.+?) )?KV Cache (?:is allocated|VA upper bound)\. "
+    r"(?:dtype: (?P<dtype>\S+), )?#tokens: (?P<tokens>\d+), "
+    r"(?:K size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB"
+    r"|KV size: (?P<kv>\d+(?:\.\d+)?) GB)"
+)
+_MAMBA_RE = re.compile(
+    r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<n>\d+), "
+    r"conv_state size: (?P<conv>\d+(?:\.\d+)?)GB, ssm_state size: (?P<ssm>\d+(?:\.\d+)?)GB"
+    r"(?: intermediate_ssm_state_cache size: (?P<ispec>\d+(?:\.\d+)?)GB"
+    r" intermediate_conv_window_cache size: (?P<iconv>\d+(?:\.\d+)?)GB)?"
+)
+_GRAPH_RE = re.compile(
+    r"^Capture (?:.+ )?(?:cuda|CUDA) graph end\. .*?mem usage=(?P<gib>\d+(?:\.\d+)?) GB"
+)
+_SUMMARY_RE = re.compile(
+    r"max_total_num_tokens=(?P<tokens>\d+), chunked_prefill_size=(?P<cps>-?\d+|None), "
+    r"max_prefill_tokens=(?P<mpt>\d+), max_running_requests=(?P<mrr>\d+), "
+    r"context_len=(?P<ctx>\d+), available_(?:gpu|cpu)_mem=(?P<avail>-?\d+(?:\.\d+)?) GB"
+)
+_HOST_KV_OLD_RE = re.compile(
+    r"^Allocating (?P<gb>\d+(?:\.\d+)?) GB host memory for hierarchical KV cache\."
+)
+_HOST_KV_RE = re.compile(
+    r"^Allocating (?P<label>\S+) hierarchical KV host pool: (?P<tokens>\d+) tokens, "
+    r"(?P<gb>\d+(?:\.\d+)?) GB host memory"
+)
+_HOST_MAMBA_RE = re.compile(
+    r"^Allocating (?P<gb>\d+(?:\.\d+)?) GB host memory for hierarchical Mamba cache"
+)
+# Startup warnings worth keeping with the trial (they explain a surprising capacity).
+_WARNING_MARKERS = (
+    "Max running requests is reset to 48",
+    "max_running_requests is capped to",
+    "max_running_requests was reduced from",
+    "is larger than the profiled value",
+    "Disabling overlap schedule",
+    "Disabling radix cache",
+    "HiCache auto-sizing",
+    "is smaller than the device pool",
+    "The memory capacity is unbalanced",
+)
+
+
+def split_prefix(line: str) -> tuple[dict[str, int], str]:
+    """`[2026-03-01 12:00:00 TP1] msg` -> ({"TP": 1}, "msg"); no prefix -> ({}, line)."""
+    match = PREFIX_RE.match(line)
+    if match is None:
+        return {}, line
+    ranks = {name: int(num) for name, num in _RANK_RE.findall(match.group("ranks"))}
+    return ranks, line[match.end() :]
+
+
+def strip_prefix(line: str) -> str:
+    return split_prefix(line)[1]
+
+
+def is_ready_line(line: str) -> bool:
+    return READY_TEXT in line
+
+
+def parse_startup(log_text: str) -> LaunchReport:
+    """What a launch got, from its startup log (any mix of rank prefixes; unknown lines ignored).
+
+    weights_gib sums every `Load weight end` of rank 0 (target plus a draft model, which
+    occupies the GPU too); the KV and Mamba figures are the first unlabeled pool (the target's);
+    graph_gib sums every graph capture (decode, verify, prefill, draft); host_pool_gb sums the KV
+    and Mamba host pools (HiCache's --hicache-size covers both, FIELD-NOTES P3).
+    """
+    weights: float | None = None
+    graph: float | None = None
+    host_gb: float | None = None
+    values: dict[str, object] = {}
+    warnings: list[str] = []
+    ready = simulated = False
+    for raw in log_text.splitlines():
+        ranks, msg = split_prefix(raw.rstrip("\r"))
+        if any(ranks.values()):  # another rank's copy of a per-rank line
+            continue
+        if READY_TEXT in msg:
+            ready = True
+        elif SIMULATED_MARKER in msg:
+            simulated = True
+        elif m := _WEIGHTS_RE.search(msg):
+            weights = (weights or 0.0) + float(m["gib"])
+        elif m := _KV_RE.search(msg):
+            if m["label"] is None and "kv_pool_tokens" not in values:
+                values["kv_pool_tokens"] = int(m["tokens"])
+                values["kv_dtype"] = m["dtype"]
+                values["kv_k_gib"] = float(m["k"] if m["k"] is not None else m["kv"])
+                values["kv_v_gib"] = float(m["v"]) if m["v"] is not None else None
+        elif m := _MAMBA_RE.search(msg):
+            if "mamba_slots" not in values:
+                values["mamba_slots"] = int(m["n"])
+                values["mamba_conv_gib"] = float(m["conv"])
+                values["mamba_ssm_gib"] = float(m["ssm"])
+                if m["ispec"] is not None:
+                    values["mamba_spec_gib"] = float(m["ispec"]) + float(m["iconv"])
+        elif m := _GRAPH_RE.search(msg):
+            graph = (graph or 0.0) + float(m["gib"])
+        elif m := _SUMMARY_RE.search(msg):
+            values["max_total_num_tokens"] = int(m["tokens"])
+            values["chunked_prefill_size"] = None if m["cps"] == "None" else int(m["cps"])
+            values["max_prefill_tokens"] = int(m["mpt"])
+            values["max_running_requests"] = int(m["mrr"])
+            values["context_len"] = int(m["ctx"])
+            values["available_gpu_mem_gib"] = float(m["avail"])
+        elif m := _HOST_KV_RE.search(msg):
+            values.setdefault("host_pool_tokens", int(m["tokens"]))
+            host_gb = (host_gb or 0.0) + float(m["gb"])
+        elif m := (_HOST_KV_OLD_RE.search(msg) or _HOST_MAMBA_RE.search(msg)):
+            host_gb = (host_gb or 0.0) + float(m["gb"])
+        elif any(marker in msg for marker in _WARNING_MARKERS):
+            if msg.strip() not in warnings:
+                warnings.append(msg.strip())
+    return LaunchReport(
+        weights_gib=_round(weights),
+        graph_gib=_round(graph),
+        host_pool_gb=_round(host_gb),
+        ready=ready,
+        simulated=simulated,
+        warnings=warnings,
+        **values,
+    )
+
+
+def _round(value: float | None) -> float | None:
+    # Sums of 2-decimal figures: drop float noise such as 0.30000000000000004.
+    return None if value is None else round(value, 6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime batch lines
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    """One `Prefill batch` or `Decode batch` scheduler line (managers/scheduler_metrics_mixin).
+
+    `token_usage` is the full-attention usage on hybrid models (`full token usage`), like the
+    `sglang:token_usage` gauge. Fields the line lacks are None; unknown keys land in `extra`.
+    """
+
+    kind: str  # "prefill" | "decode"
+    running_req: int | None = None
+    queue_req: int | None = None
+    token_usage: float | None = None
+    num_tokens: int | None = None  # decode: #token / #full token
+    mamba_usage: float | None = None
+    mamba_num: int | None = None
+    swa_token_usage: float | None = None
+    new_seq: int | None = None  # prefill
+    new_token: int | None = None
+    cached_token: int | None = None
+    input_throughput: float | None = None
+    gen_throughput: float | None = None  # decode
+    accept_len: float | None = None
+    accept_rate: float | None = None
+    cuda_graph: bool | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+_BATCH_RE = re.compile(r"(?P<kind>Prefill|Decode) batch(?: \[\d+\])?, (?P<body>.*)$")
+_INT_KEYS = {
+    "#running-req": "running_req",
+    "#queue-req": "queue_req",
+    "#token": "num_tokens",
+    "#full token": "num_tokens",
+    "mamba num": "mamba_num",
+    "#new-seq": "new_seq",
+    "#new-token": "new_token",
+    "#cached-token": "cached_token",
+}
+_FLOAT_KEYS = {
+    "token usage": "token_usage",
+    "full token usage": "token_usage",
+    "mamba usage": "mamba_usage",
+    "swa token usage": "swa_token_usage",
+    "input throughput (token/s)": "input_throughput",
+    "gen throughput (token/s)": "gen_throughput",
+    "accept len": "accept_len",
+    "accept rate": "accept_rate",
+}
+
+
+def parse_batch_line(line: str) -> BatchLine | None:
+    """Parse a scheduler batch line (with or without the log prefix); None for other lines."""
+    match = _BATCH_RE.search(strip_prefix(line.rstrip()))
+    if match is None:
+        return None
+    values: dict[str, object] = {}
+    extra: dict[str, str] = {}
+    for part in match["body"].split(", "):
+        key, sep, value = part.partition(": ")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        try:
+            if key in _INT_KEYS:
+                values[_INT_KEYS[key]] = int(value)
+            elif key in _FLOAT_KEYS:
+                values[_FLOAT_KEYS[key]] = float(value)
+            elif key.endswith(" graph"):  # "cuda graph", "CUDA graph", "npu graph"
+                values["cuda_graph"] = value == "True"
+            else:
+                extra[key] = value
+        except ValueError:
+            extra[key] = value
+    return BatchLine(kind=match["kind"].lower(), extra=extra, **values)  # type: ignore[arg-type]

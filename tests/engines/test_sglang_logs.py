@@ -1,0 +1,215 @@
+"""Startup and batch-line parsing on verbatim SGLang log formats (reference §3, C1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.engines.sglang import parse_batch_line, parse_startup, split_prefix, strip_prefix
+
+# SGLang 0.5.9, TP=1 (no rank prefix): the C1 calibration figures (34 slots, 183,838 tokens).
+LOG_0_5_9 = """\
+[2026-03-01 12:00:00] server_args=ServerArgs(model_path='/models/q', ...)
+[2026-03-01 12:00:01] Init torch distributed ends. elapsed=0.45 s, mem usage=0.31 GB
+[2026-03-01 12:00:01] Load weight begin. avail mem=30.91 GB
+[2026-03-01 12:00:09] Load weight end. elapsed=8.12 s, type=Qwen3_5ForConditionalGeneration, \
+dtype=torch.bfloat16, avail mem=14.38 GB, mem usage=16.53 GB.
+[2026-03-01 12:00:09] Mamba Cache is allocated. max_mamba_cache_size: 34, \
+conv_state size: 0.10GB, ssm_state size: 4.92GB \n\
+[2026-03-01 12:00:09] KV Cache is allocated. #tokens: 183838, K size: 2.81 GB, V size: 2.81 GB
+[2026-03-01 12:00:09] Memory pool end. avail mem=3.62 GB
+[2026-03-01 12:00:10] Capture cuda graph begin. This can take up to several minutes. \
+avail mem=3.50 GB
+[2026-03-01 12:00:10] Capture cuda graph bs [1, 2]
+[2026-03-01 12:00:14] Capture cuda graph end. Time elapsed: 4.20 s. mem usage=0.21 GB. \
+avail mem=3.29 GB.
+[2026-03-01 12:00:15] Allocating 12.00 GB host memory for hierarchical KV cache.
+[2026-03-01 12:00:15] max_total_num_tokens=183838, chunked_prefill_size=2048, \
+max_prefill_tokens=16384, max_running_requests=2, context_len=131072, \
+available_gpu_mem=3.29 GB
+[2026-03-01 12:00:16] INFO:     Started server process [4242]
+[2026-03-01 12:00:20] The server is fired up and ready to roll!
+"""
+
+# SGLang 0.5.23, TP=2 with ms timestamps: dtype in the KV line, role graph lines, host pool tokens.
+LOG_0_5_23 = """\
+[2026-03-01 12:00:01.123 TP0] Load weight begin. avail mem=30.50 GB
+[2026-03-01 12:00:01.124 TP1] Load weight begin. avail mem=30.60 GB
+[2026-03-01 12:00:08.000 TP0] Load weight end. elapsed=7.00 s, type=Qwen3_5ForCausalLM, \
+quant=compressed-tensors, avail mem=22.28 GB, mem usage=8.22 GB.
+[2026-03-01 12:00:08.001 TP1] Load weight end. elapsed=7.00 s, type=Qwen3_5ForCausalLM, \
+quant=compressed-tensors, avail mem=22.38 GB, mem usage=9.99 GB.
+[2026-03-01 12:00:08.100 TP0] Load weight end. elapsed=0.40 s, type=Qwen3_5MTP, \
+avail mem=21.78 GB, mem usage=0.50 GB.
+[2026-03-01 12:00:09.000 TP0] Mamba Cache is allocated. max_mamba_cache_size: 20, \
+conv_state size: 0.03GB, ssm_state size: 1.48GB intermediate_ssm_state_cache size: 2.25GB \
+intermediate_conv_window_cache size: 0.02GB \n\
+[2026-03-01 12:00:09.001 TP1] Mamba Cache is allocated. max_mamba_cache_size: 99, \
+conv_state size: 9.99GB, ssm_state size: 9.99GB \n\
+[2026-03-01 12:00:09.100 TP0] KV Cache is allocated. dtype: torch.float8_e4m3fn, \
+#tokens: 356237, K size: 2.72 GB, V size: 2.72 GB
+[2026-03-01 12:00:09.101 TP1] KV Cache is allocated. dtype: torch.float8_e4m3fn, \
+#tokens: 999999, K size: 9.99 GB, V size: 9.99 GB
+[2026-03-01 12:00:09.200 TP0] MiniMax MSA-v1 main NVFP4 KV Cache is allocated. \
+dtype: torch.uint8, #tokens: 77, K size: 0.01 GB, V size: 0.01 GB
+[2026-03-01 12:00:12.000 TP0] Capture target verify CUDA graph end. bs=[1, 2, 3, 4], \
+elapsed=3.00 s, mem usage=0.42 GB, avail mem=5.10 GB.
+[2026-03-01 12:00:13.000 TP0] Capture target prefill CUDA graph end. elapsed=1.00 s, \
+mem usage=0.31 GB, avail mem=4.79 GB.
+[2026-03-01 12:00:13.500 TP0] Capture draft decode CUDA graph end. elapsed=0.50 s, \
+mem usage=0.05 GB, avail mem=4.74 GB.
+[2026-03-01 12:00:14.000 TP0] Allocating kv hierarchical KV host pool: 712474 tokens, \
+5.84 GB host memory.
+[2026-03-01 12:00:14.001 TP0] Allocating 6.16 GB host memory for hierarchical Mamba cache \
+(40 state slots, layout=page_first).
+[2026-03-01 12:00:14.100] Max running requests is reset to 48 for speculative decoding. You \
+can override this by explicitly setting --max-running-requests.
+[2026-03-01 12:00:14.200 TP0] max_running_requests is capped to 4 by the mamba state cache \
+(max_mamba_cache_size=20, 5 state slots per request). To raise it: increase \
+--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with \
+--mamba-ssm-dtype bfloat16.
+[2026-03-01 12:00:14.201 TP1] max_running_requests is capped to 4 by the mamba state cache \
+(max_mamba_cache_size=20, 5 state slots per request). To raise it: increase \
+--mamba-full-memory-ratio or --max-mamba-cache-size, or halve the state size with \
+--mamba-ssm-dtype bfloat16.
+[2026-03-01 12:00:15.000 TP0] max_total_num_tokens=356237, chunked_prefill_size=2048, \
+max_prefill_tokens=16384, max_running_requests=4, context_len=262144, \
+available_gpu_mem=4.74 GB
+[2026-03-01 12:00:20.000] The server is fired up and ready to roll!
+"""
+
+
+def test_prefix_variants() -> None:
+    assert split_prefix("[2026-03-01 12:00:00] KV x") == ({}, "KV x")
+    assert split_prefix("[2026-03-01 12:00:00.123 DP1 TP3 EP3] m") == (
+        {"DP": 1, "TP": 3, "EP": 3},
+        "m",
+    )
+    assert split_prefix("[2026-03-01 12:00:00 ATTN_CP0 MOE_DP2 TP0] m")[0] == {
+        "ATTN_CP": 0,
+        "MOE_DP": 2,
+        "TP": 0,
+    }
+    assert (
+        strip_prefix("Traceback (most recent call last):") == "Traceback (most recent call last):"
+    )
+
+
+def test_parse_0_5_9_calibration_log() -> None:
+    r = parse_startup(LOG_0_5_9)
+    assert r.weights_gib == 16.53
+    assert (r.kv_pool_tokens, r.kv_k_gib, r.kv_v_gib, r.kv_dtype) == (183838, 2.81, 2.81, None)
+    assert (r.mamba_slots, r.mamba_conv_gib, r.mamba_ssm_gib) == (34, 0.10, 4.92)
+    assert r.mamba_spec_gib is None
+    assert r.graph_gib == 0.21
+    assert (r.max_total_num_tokens, r.chunked_prefill_size, r.max_prefill_tokens) == (
+        183838,
+        2048,
+        16384,
+    )
+    assert (r.max_running_requests, r.context_len, r.available_gpu_mem_gib) == (2, 131072, 3.29)
+    assert (r.host_pool_gb, r.host_pool_tokens) == (12.0, None)
+    assert r.ready and not r.simulated and r.warnings == []
+
+
+def test_parse_0_5_23_tp2_log_reads_rank0_only() -> None:
+    r = parse_startup(LOG_0_5_23)
+    assert r.weights_gib == pytest.approx(8.72)  # target 8.22 + MTP draft 0.50, rank 0 only
+    assert (r.kv_pool_tokens, r.kv_dtype, r.kv_k_gib, r.kv_v_gib) == (
+        356237,
+        "torch.float8_e4m3fn",
+        2.72,
+        2.72,
+    )
+    assert (r.mamba_slots, r.mamba_conv_gib, r.mamba_ssm_gib) == (20, 0.03, 1.48)
+    assert r.mamba_spec_gib == pytest.approx(2.27)
+    assert r.graph_gib == pytest.approx(0.78)  # verify + prefill + draft
+    assert (r.host_pool_tokens, r.host_pool_gb) == (712474, pytest.approx(12.0))
+    assert (r.max_total_num_tokens, r.max_running_requests, r.context_len) == (356237, 4, 262144)
+    assert r.available_gpu_mem_gib == 4.74
+    assert r.ready
+    assert len(r.warnings) == 2  # the TP1 copy of the capped warning is not repeated
+    assert r.warnings[0].startswith("Max running requests is reset to 48")
+    assert r.warnings[1].startswith("max_running_requests is capped to 4 by the mamba")
+
+
+def test_mla_kv_line_and_va_upper_bound() -> None:
+    r = parse_startup(
+        "[2026-03-01 12:00:00] KV Cache is allocated. #tokens: 1000, KV size: 0.50 GB\n"
+    )
+    assert (r.kv_pool_tokens, r.kv_k_gib, r.kv_v_gib) == (1000, 0.5, None)
+    r = parse_startup(
+        "[2026-03-01 12:00:00] KV Cache VA upper bound. dtype: torch.bfloat16, #tokens: 64, "
+        "K size: 0.01 GB, V size: 0.01 GB\n"
+    )
+    assert (r.kv_pool_tokens, r.kv_dtype) == (64, "torch.bfloat16")
+
+
+def test_piecewise_graph_and_cpu_summary() -> None:
+    r = parse_startup(
+        "[2026-03-01 12:00:00] Capture cuda graph end. Time elapsed: 4.20 s. mem usage=0.21 GB. "
+        "avail mem=3.29 GB.\n"
+        "[2026-03-01 12:00:01] Capture piecewise CUDA graph end. Time elapsed: 9.00 s. "
+        "mem usage=0.30 GB. avail mem=2.99 GB.\n"
+        "[2026-03-01 12:00:02] max_total_num_tokens=10, chunked_prefill_size=-1, "
+        "max_prefill_tokens=16384, max_running_requests=5, context_len=4096, "
+        "available_cpu_mem=100.50 GB\n"
+    )
+    assert r.graph_gib == pytest.approx(0.51)
+    assert (r.chunked_prefill_size, r.available_gpu_mem_gib) == (-1, 100.5)
+    assert not r.ready
+
+
+def test_empty_and_unrelated_logs() -> None:
+    r = parse_startup("")
+    assert r.model_dump(exclude={"warnings"}) == {
+        **{k: None for k in r.model_dump() if k not in ("ready", "simulated", "warnings")},
+        "ready": False,
+        "simulated": False,
+    }
+    assert parse_startup("hello\nworld\n").kv_pool_tokens is None
+
+
+def test_decode_batch_hybrid_with_spec() -> None:
+    b = parse_batch_line(
+        "[2026-03-01 12:01:00] Decode batch, #running-req: 2, #full token: 70123, "
+        "full token usage: 0.20, mamba num: 4, mamba usage: 0.67, accept len: 2.41, "
+        "accept rate: 0.47, cuda graph: True, gen throughput (token/s): 74.80, #queue-req: 0"
+    )
+    assert b is not None and b.kind == "decode"
+    assert (b.running_req, b.num_tokens, b.token_usage) == (2, 70123, 0.20)
+    assert (b.mamba_num, b.mamba_usage, b.accept_len, b.accept_rate) == (4, 0.67, 2.41, 0.47)
+    assert (b.cuda_graph, b.gen_throughput, b.queue_req) == (True, 74.8, 0)
+
+
+def test_decode_batch_plain() -> None:
+    b = parse_batch_line(
+        "Decode batch, #running-req: 1, #token: 512, token usage: 0.01, cuda graph: True, "
+        "gen throughput (token/s): 41.40, #queue-req: 0"
+    )
+    assert b is not None
+    assert (b.num_tokens, b.token_usage, b.accept_len, b.mamba_usage) == (512, 0.01, None, None)
+
+
+def test_prefill_batch_both_generations() -> None:
+    old = parse_batch_line(
+        "[2026-03-01 12:01:00] Prefill batch, #new-seq: 1, #new-token: 8192, #cached-token: 0, "
+        "full token usage: 0.05, mamba usage: 0.33, #running-req: 0, #queue-req: 1, "
+        "input throughput (token/s): 1884.00, cuda graph: False"
+    )
+    assert old is not None and old.kind == "prefill"
+    assert (old.new_seq, old.new_token, old.cached_token) == (1, 8192, 0)
+    assert (old.token_usage, old.mamba_usage, old.queue_req) == (0.05, 0.33, 1)
+    assert (old.input_throughput, old.cuda_graph) == (1884.0, False)
+    new = parse_batch_line(
+        "[2026-03-01 12:01:00 TP0] Prefill batch [42], #new-seq: 2, #new-token: 100, "
+        "#cached-token: 16384, token usage: 0.10, #running-req: 3, #queue-req: 0, "
+        "#pending-token: 0, CUDA graph: True, input throughput (token/s): 1736.80"
+    )
+    assert new is not None
+    assert (new.cached_token, new.running_req, new.input_throughput) == (16384, 3, 1736.8)
+    assert new.cuda_graph is True and new.extra == {"#pending-token": "0"}
+
+
+def test_non_batch_lines() -> None:
+    assert parse_batch_line("[2026-03-01 12:00:00] Load weight begin. avail mem=30 GB") is None
+    assert parse_batch_line("") is None
