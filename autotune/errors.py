@@ -125,7 +125,12 @@ class TrialInfeasible(AutotuneError):
 
 def did_you_mean(name: str, valid: Sequence[str]) -> str:
     """Return ' (did you mean X?); valid: ...' for an error message."""
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.5)
+    low = name.lower()
+    starts = [v for v in valid if low and v.lower().startswith(low)]
+    close = (
+        starts
+        + [c for c in difflib.get_close_matches(name, valid, n=3, cutoff=0.5) if c not in starts]
+    )[:3]
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     shown = ", ".join(valid[:30]) + (", ..." if len(valid) > 30 else "")
     return f"{hint} valid: {shown}"
