@@ -1,0 +1,486 @@
+"""The launch artifacts of a report: `launch.sh` and a systemd unit beside it.
+
+What the user runs must be exactly what was tuned, and nothing a stored value holds may run as
+shell code. So the engine adapter builds the argv (the flags of the named engine version, P13),
+every word is quoted with `shlex.quote`, and the three things a user changes (model path, host,
+port) are shell variables with defaults, substituted by position, never by pasting text.
+
+Secrets: an environment variable or engine field whose name contains TOKEN, KEY, SECRET or
+PASSWORD is never written out. launch.sh requires it from the environment instead (a clear
+`${NAME:?}` error when missing), and the unit reads it from an EnvironmentFile.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from autotune.errors import ConfigError
+
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+REDACTED = "<redacted>"
+
+# Fields the target decides (sweep.known_good.TARGET_FIELDS); the script makes them variables.
+TARGET_FIELDS = frozenset({"model_path", "host", "port"})
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 30000  # SGLang's own default port
+# Placeholders handed to the adapter, then replaced by "${MODEL_PATH}" / "${HOST}" / "${PORT}".
+_MODEL_SENTINEL = "__AUTOTUNE_MODEL_PATH__"
+_HOST_SENTINEL = "__AUTOTUNE_HOST__"
+_PORT_SENTINEL = 65531
+
+# FIELD-NOTES P4: the HiCache file tier reads its directory and its caps from the environment
+# (`--file-storage-path` was ignored in 0.5.17; without caps the directory grew to 24 GB).
+# The caps exist from 0.5.14 (read from the wheels' srt/environ.py).
+P4_STORAGE_DIR = "SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR"
+P4_MAX_SIZE = "SGLANG_HICACHE_FILE_BACKEND_MAX_SIZE"
+P4_MIN_FREE = "SGLANG_HICACHE_FILE_BACKEND_MIN_FREE_SPACE"
+P4_CAPS_SINCE = (0, 5, 14)
+P4_DEFAULTS = {
+    P4_STORAGE_DIR: "/var/tmp/sglang-hicache",
+    P4_MAX_SIZE: "64G",
+    P4_MIN_FREE: "20G",
+}
+
+_PY_RE = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)*)?$")
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def is_secret_name(name: str) -> bool:
+    """An environment variable name that holds a secret: it contains TOKEN, KEY, SECRET or
+    PASSWORD anywhere (HF_TOKEN, OPENAI_API_KEY, HUGGINGFACEHUB_API_TOKEN)."""
+    up = name.upper()
+    return any(word in up for word in SECRET_WORDS)
+
+
+_SECRET_SEGMENTS = {"token", "key", "secret", "password", "passwd", "apikey"}
+
+
+def is_secret_field(name: str) -> bool:
+    """An engine field that holds a secret (api_key, admin_api_key, hf_token). Judged by whole
+    name segments, since many fields merely count tokens (max_total_tokens, kv_pool_tokens)."""
+    return any(seg in _SECRET_SEGMENTS for seg in re.split(r"[_\-.]+", name.lower()))
+
+
+def redact_mapping(values: Mapping[str, Any], *, env: bool = False) -> dict[str, Any]:
+    """A copy with the value of every secret key replaced; nested mappings too. `env=True`:
+    keys are environment variable names (substring rule); a nested `env` mapping always is."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
+        if secret and v is not None and not isinstance(v, Mapping):
+            out[k] = REDACTED
+        elif isinstance(v, Mapping):
+            out[k] = redact_mapping(v, env=env or str(k) == "env")
+        else:
+            out[k] = v
+    return out
+
+
+class Redactor:
+    """Removes secrets from free text (log tails, rendered files): the known secret values, and
+    `NAME=value`, `NAME: value`, `--name value` where NAME names a secret."""
+
+    # Short values (true, 1, info) would match everywhere; a real secret is longer.
+    MIN_SECRET_LEN = 8
+    # Whole-segment names (api_key, HF_TOKEN, DB_PASSWORD), not counters like max_total_tokens.
+    _WORD = r"(?:token|key|secret|password|passwd|apikey)"
+    _ASSIGN = re.compile(
+        rf"(?P<name>\b(?:[A-Za-z0-9]+_)*{_WORD}(?:_[A-Za-z0-9]+)*\b)"
+        r"(?P<sep>\s*[=:]\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;)]+)",
+        re.IGNORECASE,
+    )
+    _FLAG = re.compile(
+        rf"(?P<name>--(?:[A-Za-z0-9]+-)*{_WORD}(?:-[A-Za-z0-9]+)*)"
+        r"(?P<sep>=|\s+)(?P<value>'[^']*'|\"[^\"]*\"|[^\s-]\S*)",
+        re.IGNORECASE,
+    )
+
+    _BEARER = re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
+
+    def __init__(self, secrets: Sequence[str] = ()):
+        self.secrets = sorted(
+            {s for s in secrets if s and len(s) >= self.MIN_SECRET_LEN}, key=len, reverse=True
+        )
+
+    def add(self, value: Any) -> None:
+        text = "" if value is None else str(value)
+        if len(text) >= self.MIN_SECRET_LEN and text not in self.secrets:
+            self.secrets = sorted([*self.secrets, text], key=len, reverse=True)
+
+    def add_from(self, values: Mapping[str, Any], *, env: bool = False) -> None:
+        """Learn the secret values of a config (or, `env=True`, an environment mapping)."""
+        for k, v in values.items():
+            secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
+            if secret and v is not None and not isinstance(v, bool | Mapping):
+                self.add(v)
+
+    def text(self, text: str) -> str:
+        for s in self.secrets:
+            text = text.replace(s, REDACTED)
+        text = self._ASSIGN.sub(self._assign, text)
+        text = self._BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
+        return self._FLAG.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
+
+    @staticmethod
+    def _assign(m: re.Match[str]) -> str:
+        # An identifier (api_key, HF_TOKEN) or `word=`; not prose such as "secret: export".
+        name = m["name"]
+        if "_" in name or name.isupper() or "=" in m["sep"]:
+            return f"{name}{m['sep']}{REDACTED}"
+        return m.group(0)
+
+
+def one_line(text: Any) -> str:
+    """Text for a comment or a unit's Description: control characters (newlines) removed, so
+    a stored value cannot end the comment and start a command."""
+    return _CONTROL_RE.sub(" ", str(text)).strip()
+
+
+def safe_name(name: str) -> str:
+    """A sweep name as a file-name part: [A-Za-z0-9._-] only."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
+    return cleaned or "sweep"
+
+
+def parse_version(version: str) -> tuple[int, int, int]:
+    nums = [int(x) for x in re.findall(r"\d+", version)[:3]]
+    while len(nums) < 3:
+        nums.append(0)
+    return nums[0], nums[1], nums[2]
+
+
+def require_line(name: str) -> str:
+    """A bash line that stops the script with a clear message when `name` is unset/empty."""
+    return (
+        f': "${{{name}:?{name} must be set in the environment (autotune never writes '
+        f'secrets into launch.sh)}}"'
+    )
+
+
+class ScriptWord(BaseModel):
+    """One word of the command line: literal text, or a reference to a script variable."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    var: str | None = Field(None, description="shell variable the word expands, if any")
+
+    def shell(self) -> str:
+        return f'"${{{self.var}}}"' if self.var else shlex.quote(self.text)
+
+
+class EnvVar(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    value: str | None = Field(None, description="None for a secret (required from outside)")
+    secret: bool = False
+    overridable: bool = Field(False, description="the environment's value wins if set")
+    note: str = ""
+
+    def export(self) -> str:
+        if self.secret:
+            return f"{require_line(self.name)}\nexport {self.name}"
+        assert self.value is not None
+        if self.overridable:
+            return (
+                f'[[ -n "${{{self.name}:-}}" ]] || {self.name}={shlex.quote(self.value)}\n'
+                f"export {self.name}"
+            )
+        return f"export {self.name}={shlex.quote(self.value)}"
+
+
+class LaunchSpec(BaseModel):
+    """Everything launch.sh and the unit are rendered from (argv already split into words)."""
+
+    engine: str
+    engine_version: str
+    sweep: str
+    words: list[ScriptWord]
+    env: list[EnvVar] = Field(default_factory=list)
+    secret_args: list[str] = Field(
+        default_factory=list, description="script variables that carry secret flag values"
+    )
+    model_path: str
+    python: str = Field("python3", description="interpreter that runs the engine's launcher")
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    simulated_sweep: bool = False
+    hicache_file_tier: bool = False
+    model_note: str = Field("", description="why MODEL_PATH probably needs to be set")
+    notes: list[str] = Field(default_factory=list)
+
+    def argv(
+        self, *, model_path: str | None = None, host: str | None = None, port: int | None = None
+    ) -> list[str]:
+        """The argv with the variables at their defaults (or the given values); secret flag
+        values stay `${NAME}` placeholders."""
+        values = {
+            "MODEL_PATH": model_path or self.model_path,
+            "HOST": host or self.host,
+            "PORT": str(port or self.port),
+            "PYTHON": self.python,
+        }
+        return [values.get(w.var, f"${{{w.var}}}") if w.var else w.text for w in self.words]
+
+    def command_line(self) -> str:
+        """The command as one shell line with variables at their defaults, for report.md."""
+        return shlex.join(self.argv())
+
+    def command_lines(self) -> list[str]:
+        """The quoted command, one flag and its values per line (the program on the first)."""
+        lines: list[list[str]] = [[]]
+        for w in self.words:
+            if w.var is None and w.text.startswith("--") and lines[-1]:
+                lines.append([])
+            lines[-1].append(w.shell())
+        return [" ".join(line) for line in lines]
+
+    def secret_names(self) -> list[str]:
+        return [e.name for e in self.env if e.secret] + list(self.secret_args)
+
+
+def build_launch(
+    config: Mapping[str, Any],
+    *,
+    engine: str,
+    engine_version: str,
+    sweep: str,
+    model_path: str,
+    env: Mapping[str, str] | None = None,
+    tp: int | None = None,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    simulated_sweep: bool = False,
+    launcher: Sequence[str] | None = None,
+) -> LaunchSpec:
+    """Build the engine's real launch command for `config` through its adapter.
+
+    `config` holds engine field names; model path, host and port become script variables.
+    A secret-named field (api_key) becomes a variable the user must export. Raises the
+    adapter's UnsupportedFlagError when a field does not exist in `engine_version`.
+    """
+    from autotune.engines import get_adapter
+
+    cfg = {k: v for k, v in config.items() if k not in TARGET_FIELDS}
+    if tp and tp > 1:
+        cfg.setdefault("tp_size", tp)
+    secret_fields = {k: k.upper() for k, v in cfg.items() if is_secret_field(k) and v is not None}
+    for field, var in secret_fields.items():
+        cfg[field] = f"__AUTOTUNE_SECRET_{var}__"
+    try:
+        adapter = get_adapter(engine)
+    except (ImportError, AttributeError) as exc:  # adapter module missing or incomplete
+        raise ConfigError(f"the {engine} adapter cannot be loaded: {exc}", field="engine") from exc
+    cmd = adapter.build_command(
+        cfg,
+        model=_MODEL_SENTINEL,
+        version=engine_version,
+        host=_HOST_SENTINEL,
+        port=_PORT_SENTINEL,
+    )
+    if any("autotune.sim" in a or "autotune sim" in a for a in cmd.argv):
+        raise ConfigError(
+            "the adapter returned the simulator's command; launch.sh must run the real engine",
+            field="engine",
+        )
+    words = _words(cmd.argv, secret_fields)
+    seen = {w.var for w in words if w.var}
+    missing = {"MODEL_PATH", "PORT"} - seen
+    if missing:
+        raise ConfigError(
+            f"{engine} {engine_version}: the launch command carries no {sorted(missing)} "
+            f"(argv: {cmd.argv[:6]}...); cannot make them script variables",
+            field="engine",
+        )
+    env_vars, hicache_file, notes = _env(cfg, cmd.env, env or {}, engine_version)
+    # The adapter's default interpreter may be autotune's own (sys.executable); the script
+    # uses python3 from PATH unless the sweep named the engine's interpreter (engine.launcher).
+    python = launcher[0] if launcher and _PY_RE.match(launcher[0]) else "python3"
+    from autotune.models.builtin import BUILTIN_CARDS
+
+    model_note = (
+        f"the sweep used autotune's built-in card {model_path!r}, which is not a path: point "
+        "MODEL_PATH at the model folder or hub id the engine should load"
+        if model_path in BUILTIN_CARDS
+        else ""
+    )
+    return LaunchSpec(
+        engine=engine,
+        engine_version=engine_version,
+        sweep=sweep,
+        words=words,
+        env=env_vars,
+        secret_args=sorted(secret_fields.values()),
+        model_path=model_path,
+        python=python,
+        host=host,
+        port=port,
+        simulated_sweep=simulated_sweep,
+        hicache_file_tier=hicache_file,
+        model_note=model_note,
+        notes=notes,
+    )
+
+
+def _words(argv: Sequence[str], secret_fields: Mapping[str, str]) -> list[ScriptWord]:
+    secret_values = {f"__AUTOTUNE_SECRET_{v}__": v for v in secret_fields.values()}
+    words: list[ScriptWord] = []
+    prev = ""
+    for i, arg in enumerate(argv):
+        if i == 0 and _PY_RE.match(arg):
+            words.append(ScriptWord(text="python3", var="PYTHON"))
+        elif arg == _MODEL_SENTINEL:
+            words.append(ScriptWord(text=arg, var="MODEL_PATH"))
+        elif arg == _HOST_SENTINEL:
+            words.append(ScriptWord(text=arg, var="HOST"))
+        elif arg == str(_PORT_SENTINEL) and prev == "--port":
+            words.append(ScriptWord(text=arg, var="PORT"))
+        elif arg in secret_values:
+            words.append(ScriptWord(text=arg, var=secret_values[arg]))
+        elif _MODEL_SENTINEL in arg or _HOST_SENTINEL in arg or "__AUTOTUNE_SECRET_" in arg:
+            raise ConfigError(f"cannot place a script variable inside the argument {arg!r}")
+        else:
+            words.append(ScriptWord(text=arg))
+        prev = arg
+    return words
+
+
+def _env(
+    cfg: Mapping[str, Any],
+    adapter_env: Mapping[str, str],
+    extra: Mapping[str, str],
+    version: str,
+) -> tuple[list[EnvVar], bool, list[str]]:
+    merged: dict[str, str] = {**dict(adapter_env), **dict(extra)}
+    for name in merged:
+        if not _NAME_RE.match(name):
+            raise ConfigError(
+                f"environment variable name {name!r} is not a valid shell name "
+                "([A-Za-z_][A-Za-z0-9_]*)",
+                field="engine.env",
+            )
+    out: list[EnvVar] = []
+    notes: list[str] = []
+    file_tier = bool(cfg.get("enable_hierarchical_cache")) and (
+        str(cfg.get("hicache_storage_backend") or "").lower() == "file"
+    )
+    if file_tier:
+        wanted = [P4_STORAGE_DIR]
+        if parse_version(version) >= P4_CAPS_SINCE:
+            wanted += [P4_MAX_SIZE, P4_MIN_FREE]
+        else:
+            notes.append(
+                f"sglang {version} has no size cap for the HiCache file tier "
+                f"({P4_MAX_SIZE} exists from 0.5.14): watch the disk (FIELD-NOTES P4)"
+            )
+        for name in wanted:
+            value = merged.pop(name, None)
+            out.append(
+                EnvVar(
+                    name=name,
+                    value=str(value) if value is not None else P4_DEFAULTS[name],
+                    overridable=True,
+                    note="HiCache file tier (FIELD-NOTES P4)",
+                )
+            )
+    for name in sorted(merged):
+        if is_secret_name(name):
+            out.append(
+                EnvVar(name=name, secret=True, note="secret, never written here: export it first")
+            )
+        else:
+            out.append(EnvVar(name=name, value=str(merged[name])))
+    return out, file_tier, notes
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def _environment() -> Any:
+    from autotune.report.render import environment
+
+    return environment()
+
+
+def render_launch_sh(spec: LaunchSpec, *, generated_at: str = "") -> str:
+    """launch.sh text; every stored value is quoted or reduced to one comment line."""
+    from autotune import __version__
+
+    return str(
+        _environment()
+        .get_template("launch.sh.j2")
+        .render(
+            spec=spec,
+            generated_at=generated_at,
+            autotune_version=__version__,
+            unit_name=unit_name(spec.sweep),
+            require_line=require_line,
+        )
+    )
+
+
+def unit_name(sweep: str) -> str:
+    return f"autotune-{safe_name(sweep)}.service"
+
+
+def systemd_quote(value: str) -> str:
+    """One double-quoted systemd word: backslash, quote and control characters escaped as C
+    escapes, `%` doubled (specifiers); `$` is literal in Environment= (no expansion)."""
+    out = []
+    for ch in value:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ch == "%":
+            out.append("%%")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def systemd_exec_path(path: Path) -> str:
+    """ExecStart's program: quoted, `%` doubled and `$` doubled (ExecStart expands $VAR)."""
+    return systemd_quote(str(path)).replace("$", "$$")
+
+
+def render_unit(spec: LaunchSpec, script_path: Path) -> str:
+    """The systemd unit that runs launch.sh (Restart=on-failure; secrets from a root-only
+    EnvironmentFile, never in the unit)."""
+    env_lines = [
+        f"Environment={systemd_quote(f'{k}={v}')}"
+        for k, v in (
+            ("MODEL_PATH", spec.model_path),
+            ("HOST", spec.host),
+            ("PORT", str(spec.port)),
+        )
+    ]
+    return str(
+        _environment()
+        .get_template("autotune.service.j2")
+        .render(
+            spec=spec,
+            exec_start=systemd_exec_path(script_path),
+            unit_file=unit_name(spec.sweep),
+            env_lines=env_lines,
+            env_file=f"/etc/autotune/{safe_name(spec.sweep)}.env",
+            description=one_line(
+                f"{spec.engine} server tuned by autotune (sweep {spec.sweep}, "
+                f"{spec.engine}=={spec.engine_version})"
+            ).replace("%", "%%"),
+        )
+    )
