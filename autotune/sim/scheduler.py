@@ -1,0 +1,551 @@
+"""The simulated engine's scheduler: a pure discrete-event model of SGLang's (no I/O, no clocks).
+
+One `step()` is one forward pass in virtual time, chosen the way SGLang's scheduler does:
+
+- New requests are admitted first-come first-served while fewer than `max_running_requests`
+  run (the planner's figure, which already holds the mamba-slot cap) and the KV pool can hold the
+  prompt plus the requested output (pool tokens held by unlocked cache entries count as free; they
+  are evicted least-recently-used). SGLang over-admits and retracts instead; reserving the whole
+  output keeps the model simple and never retracts.
+- Prefill has priority: a step prefills up to `chunked_prefill_size` new tokens (one request at a
+  time is split across steps); the running decodes wait, unless mixed chunk is on (never with
+  speculative decoding, P6), in which case one forward carries both.
+- Otherwise a decode step advances every running request by one token, or under speculative
+  decoding by a verify step of 1 + D tokens that yields a seeded number of accepted tokens whose
+  mean is the perf model's accept length for the request's kind of text (C4).
+- Prefixes come from the radix cache (radix.py): device hits are free, host hits (HiCache) cost
+  the PCIe restore time before the prefill (C3), and hybrid models reuse only up to their last
+  mamba checkpoint (P12).
+
+Step times come from the roofline perf model (autotune.planner.perf) with seeded lognormal noise.
+`step(fuse=True)` (the analytic mode) advances many identical decode steps at once: their cost is
+linear in the context, so k steps cost k times the mean of the first and last.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autotune.planner.perf import DecodeSeq, PerfModel, PrefillChunk
+from autotune.planner.sglang import Plan
+from autotune.sim import tokens
+from autotune.sim.radix import Match, Node, RadixCache
+from autotune.sim.tokens import IdArray
+
+NOISE_SIGMA = 0.02  # lognormal step-time noise
+DECODE_LOG_INTERVAL = 40  # SGLang's --decode-log-interval: gen_throughput window
+DEFAULT_MAX_PREFILL_TOKENS = 16384
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """One request as the scheduler sees it. Times are virtual seconds."""
+
+    rid: str
+    prompt: IdArray
+    output_len: int
+    kind: str = "prose"
+    seed: int = 0
+    output_ids: IdArray | None = None  # generated lazily at finish when None
+    arrival: float | None = None
+    ctx: Any = None  # the caller's handle (the server's stream)
+    internal: bool = False  # health probes: not counted in the metrics
+    # progress
+    ready_at: float = 0.0
+    admitted_at: float | None = None
+    prefilled: int = 0
+    cached: int = 0
+    cached_device: int = 0
+    cached_host: int = 0
+    generated: int = 0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    decode_steps: int = 0
+    decode_time: float = 0.0
+    spec_steps: int = 0
+    spec_accepted: int = 0
+    aborted: bool = False
+    # internal
+    _alloc: int = 0
+    _node: Node | None = None
+    _in_tree: int = 0
+    _restore_s: float = 0.0
+    _ckpts: list[int] = field(default_factory=list)
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+
+@dataclass
+class StepResult:
+    kind: str  # prefill / decode / mixed
+    duration: float
+    steps: int  # forward passes covered (1 unless fused)
+    emitted: list[tuple[SimRequest, int]]  # (request, new tokens) in this step
+    finished: list[SimRequest]
+    prefill_tokens: int = 0
+
+
+@dataclass
+class Stats:
+    """Cumulative counters in SGLang's metric semantics (sglang-internals §4.1)."""
+
+    num_requests: int = 0
+    prompt_tokens: int = 0  # at request completion
+    generation_tokens: int = 0  # at request completion
+    cached_device: int = 0
+    cached_host: int = 0
+    spec_verify_ct: int = 0
+    spec_accepted: int = 0
+    forward_steps: int = 0
+    prefill_steps: int = 0
+    decode_steps: int = 0
+    busy_s: float = 0.0
+    load_back_tokens: int = 0
+    gen_throughput: float = 0.0
+    spec_accept_length: float = 0.0
+    spec_accept_rate: float = 0.0
+    # decode-log window
+    _win_steps: int = 0
+    _win_tokens: int = 0
+    _win_time: float = 0.0
+    _win_verify: int = 0
+    _win_accepted: int = 0
+
+
+class RequestTooLong(ValueError):
+    """The request can never fit in the KV pool."""
+
+
+def _chain_p(mean: float, d: int) -> float:
+    """Per-position acceptance p of a draft chain whose expected yield 1 + sum p^i is `mean`."""
+    target = mean - 1.0
+    if d <= 0 or target <= 0:
+        return 0.0
+    if target >= d:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if sum(mid**i for i in range(1, d + 1)) < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+class Scheduler:
+    """Continuous batching over a KV pool, a radix cache and (for hybrids) mamba slots."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        perf: PerfModel,
+        *,
+        config: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        noise: float = NOISE_SIGMA,
+    ):
+        cfg = dict(config or {})
+        self.plan, self.perf = plan, perf
+        self.hybrid = perf.card.is_hybrid
+        self.kv_capacity = plan.kv_pool_tokens
+        self.mrr = max(plan.max_running_requests, 1)
+        self.cps = plan.chunked_prefill_size
+        self.max_prefill_tokens = int(cfg.get("max_prefill_tokens") or DEFAULT_MAX_PREFILL_TOKENS)
+        self.spec_d = perf.spec_draft_tokens if perf.spec_algorithm else 0
+        self.mixed = plan.mixed_chunk and not self.spec_d
+        self.track_interval = int(cfg.get("mamba_track_interval") or 256)
+        self.page = int(cfg.get("page_size") or 1)
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.nprng = np.random.default_rng(seed)
+        self.seed = seed
+        hicache = bool(cfg.get("enable_hierarchical_cache")) and bool(plan.host_pool_tokens)
+        slot_bytes = plan.mamba_slot_mib * 2**20
+        host_slots = 0
+        if hicache and self.hybrid and slot_bytes > 0:
+            host_slots = int((plan.host_mamba_gb or 0.0) * 1e9 // slot_bytes)
+        self.cache = RadixCache(
+            enabled=plan.radix_cache,
+            page=self.page,
+            host_tokens=int(plan.host_pool_tokens or 0) if hicache else 0,
+            hybrid=self.hybrid,
+            mamba_host_slots=host_slots,
+            write_back=cfg.get("hicache_write_policy") == "write_back",
+            mamba_device_slots=self._free_mamba_slots,
+        )
+        self.now = 0.0
+        self.pending: list[SimRequest] = []  # submitted, not yet through the tokenizer
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.prefilling: deque[SimRequest] = deque()
+        self.kv_used = 0  # KV reserved by running requests beyond what they hold in the tree
+        self.stats = Stats()
+        self._accept_p: dict[str, float] = {}
+
+    # -- capacities ------------------------------------------------------------------------------
+
+    def _free_mamba_slots(self) -> int:
+        # each running request works in one slot; the rest can hold cached checkpoints
+        return max(self.plan.mamba_slots - len(self.running), 0)
+
+    def max_request_tokens(self) -> int:
+        return self.kv_capacity
+
+    def token_usage(self) -> float:
+        if not self.kv_capacity:
+            return 0.0
+        return self.used_tokens() / self.kv_capacity
+
+    def used_tokens(self) -> int:
+        own = sum(max(r.prefilled + r.generated - r._in_tree, 0) for r in self.running)
+        return self.cache.locked_device_tokens + own
+
+    def mamba_usage(self) -> float:
+        if not self.hybrid or not self.plan.mamba_slots:
+            return 0.0
+        return min((len(self.running) + self.cache.ck_dev_count) / self.plan.mamba_slots, 1.0)
+
+    # -- queue -----------------------------------------------------------------------------------
+
+    def submit(self, req: SimRequest, *, delay: float | None = None) -> None:
+        """Queue a request arriving now (or at req.arrival); it becomes schedulable after the
+        per-request overhead (tokenizer, scheduler hand-off)."""
+        if req.prompt_len + req.output_len > self.kv_capacity:
+            raise RequestTooLong(
+                f"prompt ({req.prompt_len} tokens) + max_new_tokens ({req.output_len}) exceed "
+                f"the KV cache pool ({self.kv_capacity} tokens)"
+            )
+        if req.arrival is None:
+            req.arrival = self.now
+        overhead = self.perf.request_overhead_s if delay is None else delay
+        req.ready_at = req.arrival + overhead
+        self.pending.append(req)
+        if not req.internal:
+            self.stats.num_requests += 1
+
+    def abort(self, req: SimRequest) -> None:
+        """Drop a request (client went away); frees what it holds."""
+        if req.finished or req.aborted:
+            return
+        req.aborted = True
+        if req in self.pending:
+            self.pending.remove(req)
+        elif req in self.waiting:
+            self.waiting.remove(req)
+        elif req in self.running:
+            self.running.remove(req)
+            if req in self.prefilling:
+                self.prefilling.remove(req)
+            self.kv_used -= req._alloc
+            req._alloc = 0
+            self.cache.unlock(req._node)
+            req._node = None
+
+    def has_work(self) -> bool:
+        return bool(self.pending or self.waiting or self.running)
+
+    def num_queued(self) -> int:
+        return len(self.pending) + len(self.waiting)
+
+    def next_ready_time(self) -> float | None:
+        return min((r.ready_at for r in self.pending), default=None)
+
+    def _release_ready(self) -> None:
+        if not self.pending:
+            return
+        ready = [r for r in self.pending if r.ready_at <= self.now + 1e-12]
+        if ready:
+            ready.sort(key=lambda r: r.ready_at)
+            self.pending = [r for r in self.pending if r.ready_at > self.now + 1e-12]
+            self.waiting.extend(ready)
+
+    def advance_to(self, t: float) -> None:
+        """Idle until virtual time t."""
+        self.now = max(self.now, t)
+
+    def flush_cache(self) -> bool:
+        """SGLang's /flush_cache: only when nothing is pending (P5)."""
+        if self.has_work():
+            return False
+        self.cache.reset()
+        return True
+
+    # -- admission -------------------------------------------------------------------------------
+
+    def _admit(self, req: SimRequest) -> bool:
+        m: Match = self.cache.match(req.prompt)
+        node = m.path[-1] if m.path else None
+        self.cache.lock(node)
+        need = req.prompt_len - m.device + req.output_len
+        free = self.kv_capacity - self.kv_used - self.cache.device_tokens
+        if need > free + self.cache.evictable():
+            self.cache.unlock(node)
+            return False
+        if need > free:
+            self.cache.evict_device(need - free)
+        self.kv_used += need
+        req._alloc = need
+        req._node = node
+        req._in_tree = m.device
+        req.prefilled = m.usable
+        req.cached, req.cached_device, req.cached_host = m.usable, m.device, m.host
+        if m.restore:
+            req._restore_s = self.perf.restore_s(m.host)
+            self.stats.load_back_tokens += m.host
+        req.admitted_at = self.now
+        self.running.append(req)
+        self.prefilling.append(req)
+        if self.hybrid:
+            self.cache.trim_checkpoints()
+        return True
+
+    def _schedule_prefill(self) -> list[tuple[SimRequest, int]]:
+        chunked = self.cps > 0
+        budget = self.cps if chunked else self.max_prefill_tokens
+        chunks: list[tuple[SimRequest, int]] = []
+        for req in self.prefilling:
+            if budget <= 0:
+                break
+            rem = req.prompt_len - req.prefilled
+            n = min(budget, rem) if chunked else rem
+            chunks.append((req, n))
+            budget -= n
+        while self.waiting and budget > 0 and len(self.running) < self.mrr:
+            req = self.waiting[0]
+            if not chunked and chunks and req.prompt_len > budget:
+                break
+            if not self._admit(req):
+                break
+            self.waiting.popleft()
+            rem = req.prompt_len - req.prefilled
+            n = min(budget, rem) if chunked else rem
+            chunks.append((req, n))
+            budget -= n
+        return chunks
+
+    # -- the step --------------------------------------------------------------------------------
+
+    def _accept_draws(self, kind: str, size: int) -> IdArray:
+        p = self._accept_p.get(kind)
+        if p is None:
+            p = self._accept_p[kind] = _chain_p(self.perf.accept_length(kind), self.spec_d)
+        if p <= 0.0:
+            return np.ones(size, dtype=np.int64)
+        if p >= 1.0:
+            return np.full(size, 1 + self.spec_d, dtype=np.int64)
+        g = self.nprng.geometric(1.0 - p, size) - 1  # drafts accepted before the first reject
+        return 1 + np.minimum(g, self.spec_d)
+
+    def _accept_one(self, kind: str) -> int:
+        p = self._accept_p.get(kind)
+        if p is None:
+            p = self._accept_p[kind] = _chain_p(self.perf.accept_length(kind), self.spec_d)
+        if p <= 0.0:
+            return 1
+        if p >= 1.0:
+            return 1 + self.spec_d
+        u = 1.0 - self.rng.random()  # (0, 1]
+        return 1 + min(int(math.log(u) / math.log(p)), self.spec_d)
+
+    def _noise(self, k: int = 1) -> float:
+        if not self.noise:
+            return 1.0
+        return math.exp(self.rng.gauss(0.0, self.noise / math.sqrt(k)))
+
+    def step(self, *, fuse: bool = False, until: float = math.inf) -> StepResult | None:
+        """Run one forward pass (or, with fuse, a run of identical decode steps that ends before
+        `until`, before any request finishes early and before anything new can be scheduled).
+        Returns None when nothing can run now (see next_ready_time)."""
+        self._release_ready()
+        chunks = self._schedule_prefill()
+        decodes = [r for r in self.running if r.first_token_at is not None]
+        if chunks:
+            return self._prefill_step(chunks, decodes if self.mixed else [])
+        if decodes:
+            return self._decode_step(decodes, fuse, until)
+        return None
+
+    def _prefill_step(
+        self, chunks: list[tuple[SimRequest, int]], decodes: list[SimRequest]
+    ) -> StepResult:
+        pchunks = [PrefillChunk(n, r.prefilled) for r, n in chunks]
+        restore = 0.0
+        for r, _ in chunks:
+            restore += r._restore_s
+            r._restore_s = 0.0
+        q = 1 + self.spec_d
+        if decodes:
+            dseqs = [DecodeSeq(r.prompt_len + r.generated, q) for r in decodes]
+            t = self.perf.mixed_step_s(pchunks, dseqs)
+            kind = "mixed"
+        else:
+            t = self.perf.prefill_step_s(pchunks)
+            kind = "prefill"
+        t = t * self._noise() + restore
+        self.now += t
+        self.stats.forward_steps += 1
+        self.stats.prefill_steps += 1
+        self.stats.busy_s += t
+        emitted: list[tuple[SimRequest, int]] = []
+        finished: list[SimRequest] = []
+        for r, n in chunks:
+            r.prefilled += n
+            if self.hybrid and n == self.cps:
+                r._ckpts.append(r.prefilled)  # a full chunk ends at a checkpoint (P12)
+            if r.prefilled >= r.prompt_len:
+                self.prefilling.remove(r)
+                self._cache_prompt(r)
+                r.first_token_at = self.now
+                r.generated = 1
+                emitted.append((r, 1))
+                if r.generated >= r.output_len:
+                    finished.append(r)
+        for r in decodes:
+            got = self._advance_decode(r, 1, t)
+            emitted.append((r, got))
+            if r.generated >= r.output_len:
+                finished.append(r)
+        for r in finished:
+            self._finish(r)
+        return StepResult(kind, t, 1, emitted, finished, sum(n for _, n in chunks))
+
+    def _advance_decode(
+        self, r: SimRequest, steps: int, dt: float, total: int | None = None
+    ) -> int:
+        old = r.prompt_len + r.generated
+        if self.spec_d:
+            acc = total if total is not None else self._accept_one(r.kind)
+            r.spec_steps += steps
+            r.spec_accepted += acc
+            self.stats.spec_verify_ct += steps
+            self.stats.spec_accepted += acc
+            self.stats._win_verify += steps
+            self.stats._win_accepted += acc
+            got = min(acc, r.output_len - r.generated)
+        else:
+            got = min(steps, r.output_len - r.generated)
+        r.generated += got
+        r.decode_steps += steps
+        r.decode_time += dt
+        self.stats._win_tokens += got
+        if self.hybrid:
+            new = old + got
+            ti = self.track_interval
+            first = (old // ti + 1) * ti
+            r._ckpts.extend(range(first, new + 1, ti))
+        return got
+
+    def _decode_step(self, decodes: list[SimRequest], fuse: bool, until: float) -> StepResult:
+        q = 1 + self.spec_d
+        dseqs = [DecodeSeq(r.prompt_len + r.generated, q) for r in decodes]
+        t1 = self.perf.decode_step_s(dseqs)
+        k = 1
+        if fuse:
+            rem = [r.output_len - r.generated for r in decodes]
+            k = min(rem) if not self.spec_d else max(min((x - 1) // q for x in rem), 1)
+            if self.pending:
+                until = min(until, min(r.ready_at for r in self.pending))
+            if until < math.inf:
+                k = min(k, max(int((until - self.now) / t1), 1))
+        emitted: list[tuple[SimRequest, int]] = []
+        finished: list[SimRequest] = []
+        if k <= 1:
+            t = t1 * self._noise()
+            self.now += t
+            for r in decodes:
+                got = self._advance_decode(r, 1, t)
+                emitted.append((r, got))
+                if r.generated >= r.output_len:
+                    finished.append(r)
+        else:
+            totals: list[int] = []
+            if self.spec_d:
+                for r in decodes:
+                    totals.append(int(self._accept_draws(r.kind, k).sum()))
+            else:
+                totals = [k] * len(decodes)
+            last = [
+                DecodeSeq(r.prompt_len + r.generated + tot * (k - 1) // k, q)
+                for r, tot in zip(decodes, totals, strict=True)
+            ]
+            t = k * (t1 + self.perf.decode_step_s(last)) / 2 * self._noise(k)
+            self.now += t
+            for r, tot in zip(decodes, totals, strict=True):
+                got = self._advance_decode(r, k, t, tot if self.spec_d else None)
+                emitted.append((r, got))
+                if r.generated >= r.output_len:
+                    finished.append(r)
+        self.stats.forward_steps += k
+        self.stats.decode_steps += k
+        self.stats.busy_s += t
+        self._log_window(k, t)
+        for r in finished:
+            self._finish(r)
+        return StepResult("decode", t, k, emitted, finished)
+
+    def _log_window(self, k: int, t: float) -> None:
+        s = self.stats
+        s._win_steps += k
+        s._win_time += t
+        if s._win_steps >= DECODE_LOG_INTERVAL:
+            s.gen_throughput = s._win_tokens / s._win_time if s._win_time else 0.0
+            if s._win_verify:
+                s.spec_accept_length = s._win_accepted / s._win_verify
+                s.spec_accept_rate = (s._win_accepted - s._win_verify) / (
+                    s._win_verify * self.spec_d
+                )
+            s._win_steps = s._win_tokens = s._win_verify = s._win_accepted = 0
+            s._win_time = 0.0
+
+    # -- cache updates -----------------------------------------------------------------------------
+
+    def _relock(self, r: SimRequest, seq: IdArray, ckpts: Sequence[int]) -> int:
+        added, node = self.cache.insert(seq, ckpts)
+        self.cache.lock(node)
+        self.cache.unlock(r._node)
+        r._node = node if node is not self.cache.root else None
+        r._in_tree = node.end if r._node is not None else 0
+        added = min(added, r._alloc)
+        r._alloc -= added
+        self.kv_used -= added
+        return added
+
+    def _cache_prompt(self, r: SimRequest) -> None:
+        if self.cache.enabled:
+            self._relock(r, r.prompt, r._ckpts)
+
+    def _finish(self, r: SimRequest) -> None:
+        r.finished_at = self.now
+        self.running.remove(r)
+        if self.cache.enabled:
+            if r.output_ids is None:
+                # nobody reads this answer's text (the analytic mode's one-shot requests): ids
+                # that are distinct per prompt are enough for the cache, and ~50x cheaper
+                r.output_ids = tokens.placeholder_ids(r.seed, r.output_len)
+            seq = np.concatenate([r.prompt, r.output_ids[: r.generated - 1]])
+            self._relock(r, seq, [*r._ckpts, len(seq)])
+            self.cache.unlock(r._node)
+            r._node = None
+        self.kv_used -= r._alloc
+        r._alloc = 0
+        if r.internal:
+            return
+        s = self.stats
+        s.prompt_tokens += r.prompt_len
+        s.generation_tokens += r.generated
+        s.cached_device += r.cached_device
+        s.cached_host += r.cached_host
