@@ -1,0 +1,18 @@
+"""Triton GEMM kernel tuning: FP8 W8A8 block-wise and INT4 W4A16, configs in the files the
+engines load (reference/kernel-tuning-anchors.md; report: reports/kernels/README.md).
+
+Modules (heavy imports stay inside functions; torch and triton only where kernels run):
+
+- `kernels/`    our Triton kernels (fp8_block, int4_w4a16), their references and quantizers, and
+                the vLLM AWQ-Triton baseline algorithm;
+- `shapes`      GEMM shapes from a model card and TP size (`gemm_shapes`), batch sizes;
+- `space`       the config space and its pre-compile filters (`build_space`);
+- `bench`       the correctness gate and CUDA-graph timing (GPU);
+- `strategies/` exhaustive and budgeted (Optuna TPE + neighbourhood) search;
+- `compile`     parallel precompile of every binary a run may launch;
+- `runner`      work items, in-process and Ray executors, the resumable JSONL cache (`tune`,
+                `polish`, `write_outputs`);
+- `output`      engine file names, atomic merged writes, provenance sidecars and warnings;
+- `shim`        loader for our own files (nearest-M lookup) and `int4_matmul`;
+- `compare`     side-by-side timings and the budgeted-vs-exhaustive check for the report.
+"""

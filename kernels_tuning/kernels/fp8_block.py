@@ -1,0 +1,300 @@
+# mypy: disable-error-code="no-untyped-def,untyped-decorator"
+"""FP8 W8A8 block-wise GEMM (Triton), with the contract of SGLang's `w8a8_block_fp8_matmul`.
+
+    C[M, N] = (A * As) @ (B * Bs)^T
+
+- A  [M, K]  float8_e4m3fn activations, quantized per token in 1 x group_k groups;
+- As [M, K/group_k] fp32 activation scales;
+- B  [N, K]  float8_e4m3fn weights in [group_n, group_k] blocks (an "NT" GEMM);
+- Bs [N/group_n, K/group_k] fp32 block scales;
+- C  [M, N]  bf16 (what SGLang's engines run with bf16 models) or fp16.
+
+Config keys: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages (SGLang's), plus SPLIT_K,
+which only our own files hold (SGLang's and vLLM's kernels do not read it). The kernel loads one
+activation and one weight scale per K tile, so BLOCK_SIZE_K must divide group_k. K must be a
+multiple of group_k (every shape of the models we tune; checked). M is not specialized (one
+binary serves every batch size), nor are the scale strides, which vary with K.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from autotune.errors import ConfigError
+from kernels_tuning.kernels._buffers import split_k_buffers
+from kernels_tuning.kernels._common import grouped_pid, k_tile_range, store_tile
+from kernels_tuning.kernels._interpret import patch_interpreter
+from kernels_tuning.space import SGLANG_DEFAULT_FP8, KernelConfig, cdiv
+
+patch_interpreter()
+
+FP8_MAX = 448.0  # float8_e4m3fn
+
+
+@triton.jit(do_not_specialize=["M", "stride_As_m", "stride_Bs_n", "GROUP_SIZE_M", "SPLIT_K"])
+def _fp8_block_kernel(
+    A,
+    B,
+    C,
+    As,
+    Bs,
+    WS,
+    LOCKS,
+    M,
+    N,
+    K,
+    group_n,
+    group_k,
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_As_m,
+    stride_As_k,
+    stride_Bs_k,
+    stride_Bs_n,
+    GROUP_SIZE_M,
+    SPLIT_K,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+):
+    pid = tl.program_id(axis=0)
+    pid_k = tl.program_id(axis=1)
+    pid_m, pid_n = grouped_pid(pid, M, N, GROUP_SIZE_M, BLOCK_SIZE_M, BLOCK_SIZE_N)
+    # Wrap rows/columns past the edge instead of masking the loads; the store is masked.
+    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    k_first, k_last = k_tile_range(K, pid_k, SPLIT_K, BLOCK_SIZE_K)
+    k0 = k_first * BLOCK_SIZE_K
+    a_ptrs = A + offs_am[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak
+    b_ptrs = B + (k0 + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+    as_ptrs = As + offs_am * stride_As_m
+    bs_ptrs = Bs + (offs_bn // group_n) * stride_Bs_n
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for kt in range(k_first, k_last):
+        a = tl.load(a_ptrs)
+        b = tl.load(b_ptrs)
+        g = (kt * BLOCK_SIZE_K) // group_k  # the one quant group this K tile lies in
+        a_s = tl.load(as_ptrs + g * stride_As_k)
+        b_s = tl.load(bs_ptrs + g * stride_Bs_k)
+        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+    store_tile(
+        acc,
+        C,
+        WS,
+        LOCKS,
+        pid_m,
+        pid_n,
+        pid_k,
+        M,
+        N,
+        stride_cm,
+        stride_cn,
+        SPLIT_K,
+        BLOCK_SIZE_M,
+        BLOCK_SIZE_N,
+    )
+
+
+KERNEL = _fp8_block_kernel
+
+
+def check_config(cfg: KernelConfig, group_k: int) -> None:
+    if group_k % cfg.BLOCK_SIZE_K:
+        raise ConfigError(
+            f"BLOCK_SIZE_K={cfg.BLOCK_SIZE_K} must divide the quant group {group_k} (one scale "
+            "per K tile)",
+            field="BLOCK_SIZE_K",
+        )
+
+
+def w8a8_block_fp8_matmul(
+    A: Any,
+    B: Any,
+    As: Any,
+    Bs: Any,
+    block_size: Sequence[int] = (128, 128),
+    output_dtype: Any = None,
+    *,
+    config: KernelConfig | Mapping[str, int] | None = None,
+    out: Any = None,
+    workspace: Any = None,
+) -> Any:
+    """C = dequant(A, As) @ dequant(B, Bs)^T in `output_dtype` (default bf16).
+
+    A: [..., K] fp8; As: [..., K/block_k] fp32; B: [N, K] fp8; Bs: [N/block_n, K/block_k] fp32.
+    `config` defaults to SGLang's fallback (BM64 BN128 BK128 G32 w4 s3).
+    """
+    import torch
+
+    block_n, block_k = int(block_size[0]), int(block_size[1])
+    if output_dtype is None:
+        output_dtype = torch.bfloat16
+    cfg = _as_config(config, SGLANG_DEFAULT_FP8)
+    check_config(cfg, block_k)
+    if A.shape[-1] != B.shape[-1] or B.ndim != 2:
+        raise ConfigError(f"A {tuple(A.shape)} and B {tuple(B.shape)}: need A [..., K], B [N, K]")
+    N, K = B.shape
+    if K % block_k:
+        raise ConfigError(f"K={K} must be a multiple of block_k={block_k}", field="K")
+    a2 = A.reshape(-1, K)
+    as2 = As.reshape(-1, As.shape[-1])
+    M = a2.shape[0]
+    if as2.shape != (M, K // block_k):
+        raise ConfigError(f"As has shape {tuple(As.shape)}, expected [..., {K // block_k}]")
+    if tuple(Bs.shape) != (cdiv(N, block_n), K // block_k):
+        raise ConfigError(
+            f"Bs has shape {tuple(Bs.shape)}, expected [{cdiv(N, block_n)}, {K // block_k}]"
+        )
+    if not (a2.stride(-1) == 1 and B.stride(-1) == 1):
+        raise ConfigError("A and B must be contiguous along K")
+    c = out if out is not None else torch.empty((M, N), dtype=output_dtype, device=A.device)
+    if M == 0:
+        return c.reshape(*A.shape[:-1], N)
+    tiles = cdiv(M, cfg.BLOCK_SIZE_M) * cdiv(N, cfg.BLOCK_SIZE_N)
+    ws, locks = split_k_buffers(A.device, cfg.SPLIT_K, M, N, tiles, workspace)
+    grid = (tiles, cfg.SPLIT_K)
+    _fp8_block_kernel[grid](
+        a2,
+        B,
+        c,
+        as2,
+        Bs,
+        ws,
+        locks,
+        M,
+        N,
+        K,
+        block_n,
+        block_k,
+        a2.stride(0),
+        a2.stride(1),
+        B.stride(1),
+        B.stride(0),
+        c.stride(0),
+        c.stride(1),
+        as2.stride(0),
+        as2.stride(1),
+        Bs.stride(1),
+        Bs.stride(0),
+        cfg.GROUP_SIZE_M,
+        cfg.SPLIT_K,
+        BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
+        BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
+        BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )
+    return c.reshape(*A.shape[:-1], N)
+
+
+def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -> None:
+    """Compile `cfg` without launching (the precompile pool calls this in worker processes).
+    The argument pattern must match a real launch so the on-disk cache key is the same."""
+    import torch
+
+    fp8 = torch.float8_e4m3fn
+    _fp8_block_kernel.warmup(
+        fp8,
+        fp8,
+        output_dtype,
+        torch.float32,
+        torch.float32,
+        torch.float32,
+        torch.int32,
+        16,
+        n,
+        k,
+        128,
+        128,
+        k,
+        1,
+        1,
+        k,
+        n,
+        1,
+        k // 128,
+        1,
+        1,
+        k // 128,
+        1,
+        1,
+        BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
+        BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
+        BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+        grid=(1,),
+    )
+
+
+def _as_config(
+    config: KernelConfig | Mapping[str, int] | None, default: KernelConfig
+) -> KernelConfig:
+    if config is None:
+        return default
+    if isinstance(config, KernelConfig):
+        return config
+    return KernelConfig.from_dict(config)
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantization helpers and the reference (torch; used by tests and the correctness gate).
+
+
+def per_token_group_quant_fp8(x: Any, group: int = 128) -> tuple[Any, Any]:
+    """x [M, K] -> (fp8 [M, K], fp32 scales [M, K/group]): amax/448 per 1 x group."""
+    import torch
+
+    m, k = x.shape
+    xg = x.float().reshape(m, k // group, group)
+    s = xg.abs().amax(-1).clamp(min=1e-10) / FP8_MAX
+    q = (xg / s[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q.reshape(m, k), s.contiguous()
+
+
+def block_quant_fp8(w: Any, block: Sequence[int] = (128, 128)) -> tuple[Any, Any]:
+    """w [N, K] -> (fp8 [N, K], fp32 scales [N/bn, K/bk]): amax/448 per block."""
+    import torch
+
+    bn, bk = block
+    n, k = w.shape
+    wb = w.float().reshape(n // bn, bn, k // bk, bk)
+    s = wb.abs().amax(dim=(1, 3)).clamp(min=1e-10) / FP8_MAX
+    q = (wb / s[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q.reshape(n, k), s.contiguous()
+
+
+def reference(
+    A: Any,
+    B: Any,
+    As: Any,
+    Bs: Any,
+    block_size: Sequence[int] = (128, 128),
+    output_dtype: Any = None,
+) -> Any:
+    """Dequantize then matmul in fp32 (TF32 off), cast to `output_dtype`."""
+    import torch
+
+    bn, bk = block_size
+    out_dtype = output_dtype or torch.bfloat16
+    n, k = B.shape
+    a = A.float() * As.float().repeat_interleave(bk, dim=-1)[..., :k]
+    b = B.float() * Bs.float().repeat_interleave(bn, 0)[:n].repeat_interleave(bk, 1)[:, :k]
+    prev = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        c = a @ b.T
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = prev
+    return c.to(out_dtype)

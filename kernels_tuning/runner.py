@@ -1,0 +1,695 @@
+"""The tuning run: a queue of (shape, M) work items, executors, a resumable result cache, and
+the merged, atomically written outputs.
+
+- Work items are processed shape by shape in increasing M, and each one is seeded with the
+  winners of the nearest batch sizes already done for its shape and of other shapes at the same
+  M (the driver picks seeds when it hands an item out, so this also works with several GPUs).
+- The result cache is an append-only JSONL file: one line per evaluated config ("eval") and one
+  per finished item ("item"). A killed run resumes: finished items are skipped, and the
+  evaluations of an unfinished one are reused without re-timing. Only the driver writes it, so
+  several GPUs cannot race on it (the engines' tuners lost results to exactly that race).
+- Executors: in-process for one GPU (no Ray), or Ray with one actor per GPU pulling items from
+  the driver's queue (ray is imported only then; `pip install autotune[ray]`).
+- Outputs are rebuilt from the results, merged with existing files and written atomically
+  (kernels_tuning.output).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from autotune.errors import ConfigError
+from kernels_tuning.space import (
+    DEFAULT_INT4,
+    SGLANG_DEFAULT_FP8,
+    DeviceLimits,
+    KernelConfig,
+    KernelKind,
+    build_space,
+    legality,
+)
+from kernels_tuning.strategies import Memo, Objective, Trial, budgeted, exhaustive
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    kind: KernelKind
+    n: int
+    k: int
+    m: int
+    label: str = ""
+    packing: str = "awq"  # int4 only
+
+    def key(self) -> str:
+        extra = f",packing={self.packing}" if self.kind == "int4" else ""
+        return f"{self.kind}:N={self.n},K={self.k},M={self.m}{extra}"
+
+    @property
+    def shape_key(self) -> tuple[str, int, int, str]:
+        return (self.kind, self.n, self.k, self.packing if self.kind == "int4" else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "n": self.n,
+            "k": self.k,
+            "m": self.m,
+            "label": self.label,
+            "packing": self.packing,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> WorkItem:
+        return cls(
+            d["kind"],
+            int(d["n"]),
+            int(d["k"]),
+            int(d["m"]),
+            str(d.get("label", "")),
+            str(d.get("packing", "awq")),
+        )
+
+
+def make_items(
+    kind: KernelKind, shapes: Iterable[Any], batch_sizes: Iterable[int], packing: str = "awq"
+) -> list[WorkItem]:
+    """Shape-major, M ascending (neighbouring M seeds the next)."""
+    ms = sorted(set(batch_sizes))
+    return [WorkItem(kind, s.n, s.k, m, s.label, packing) for s in shapes for m in ms]
+
+
+@dataclass
+class ItemResult:
+    item: WorkItem
+    best: KernelConfig | None  # for our own files (FP8: SPLIT_K allowed)
+    best_us: float
+    engine_best: KernelConfig | None  # SPLIT_K=1 (the engine files); INT4: same as best
+    engine_best_us: float
+    evaluations: int
+    space_size: int
+    wall_s: float
+    phases: dict[str, int] = field(default_factory=dict)
+    default_us: float | None = None  # the engine default config, when the search timed it
+
+    def to_record(self) -> dict[str, Any]:
+        def cfg(c: KernelConfig | None) -> dict[str, int] | None:
+            return c.as_dict() if c is not None else None
+
+        return {
+            "t": "item",
+            "item": self.item.to_dict(),
+            "best": cfg(self.best),
+            "best_us": _num(self.best_us),
+            "engine_best": cfg(self.engine_best),
+            "engine_best_us": _num(self.engine_best_us),
+            "evaluations": self.evaluations,
+            "space_size": self.space_size,
+            "wall_s": round(self.wall_s, 3),
+            "phases": self.phases,
+            "default_us": self.default_us,
+        }
+
+    @classmethod
+    def from_record(cls, r: Mapping[str, Any]) -> ItemResult:
+        def cfg(d: Any) -> KernelConfig | None:
+            return KernelConfig.from_dict(d) if d else None
+
+        return cls(
+            WorkItem.from_dict(r["item"]),
+            cfg(r.get("best")),
+            _inf(r.get("best_us")),
+            cfg(r.get("engine_best")),
+            _inf(r.get("engine_best_us")),
+            int(r.get("evaluations", 0)),
+            int(r.get("space_size", 0)),
+            float(r.get("wall_s", 0.0)),
+            dict(r.get("phases", {})),
+            r.get("default_us"),
+        )
+
+
+def _num(x: float) -> float | None:
+    return None if not math.isfinite(x) else round(x, 4)
+
+
+def _inf(x: Any) -> float:
+    return math.inf if x is None else float(x)
+
+
+class ResultCache:
+    """Append-only JSONL of evaluations and finished items (module docstring)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def append(self, record: Mapping[str, Any], *, sync: bool = False) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(record, separators=(",", ":")) + "\n")
+            f.flush()
+            if sync:
+                os.fsync(f.fileno())
+
+    def load(self) -> tuple[dict[str, dict[KernelConfig, float]], dict[str, ItemResult]]:
+        """(evaluations by item key, finished results by item key). A torn last line (killed
+        mid-write) is skipped."""
+        evals: dict[str, dict[KernelConfig, float]] = {}
+        done: dict[str, ItemResult] = {}
+        if not self.path.exists():
+            return evals, done
+        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # torn write; that evaluation is simply redone
+            try:
+                if r.get("t") == "eval":
+                    cfg = KernelConfig.from_dict(r["cfg"])
+                    evals.setdefault(r["item"], {})[cfg] = (
+                        _inf(r.get("us")) if r.get("ok") else math.inf
+                    )
+                elif r.get("t") == "item":
+                    res = ItemResult.from_record(r)
+                    done[res.item.key()] = res
+            except (KeyError, TypeError, ValueError, ConfigError) as exc:
+                raise ConfigError(
+                    f"line {lineno}: malformed record ({exc})", source=str(self.path)
+                ) from None
+        return evals, done
+
+
+class ObjectiveFactory(Protocol):
+    def __call__(self, item: WorkItem) -> Objective: ...
+
+
+@dataclass
+class TuneParams:
+    strategy: str = "budgeted"
+    budget_fraction: float = 0.1
+    min_evals: int = 8
+    max_evals: int = 48
+    split_k_fp8: bool = True  # also search split-K for our own FP8 files
+    split_k_budget: int = 10
+    seed: int = 0
+
+
+def default_config(kind: KernelKind) -> KernelConfig:
+    return SGLANG_DEFAULT_FP8 if kind == "fp8" else DEFAULT_INT4
+
+
+def choose_seeds(
+    item: WorkItem, done: Mapping[str, ItemResult], *, per_side: int = 1, other_shapes: int = 2
+) -> list[KernelConfig]:
+    """The engine default, then the winners of the nearest finished M of the same shape (below
+    and above) and of other shapes at this M."""
+    same = [r for r in done.values() if r.item.shape_key == item.shape_key and r.item.m != item.m]
+    below = sorted((r for r in same if r.item.m < item.m), key=lambda r: -r.item.m)[:per_side]
+    above = sorted((r for r in same if r.item.m > item.m), key=lambda r: r.item.m)[:per_side]
+    others = [
+        r
+        for r in done.values()
+        if r.item.kind == item.kind and r.item.m == item.m and r.item.shape_key != item.shape_key
+    ][:other_shapes]
+    out: list[KernelConfig] = [default_config(item.kind)]
+    for r in [*below, *above, *others]:
+        for c in (r.engine_best, r.best):
+            if c is not None and c not in out:
+                out.append(c)
+    return out
+
+
+def tune_item(
+    item: WorkItem,
+    objective: Objective,
+    limits: DeviceLimits,
+    *,
+    params: TuneParams,
+    seeds: Sequence[KernelConfig] = (),
+    known: Mapping[KernelConfig, float] | None = None,
+    on_eval: Callable[[Trial], None] | None = None,
+) -> ItemResult:
+    """Search one (shape, M)."""
+    t0 = time.perf_counter()
+    split = item.kind == "int4"
+    space = build_space(item.kind, item.m, item.n, item.k, limits, split_k=split)
+    d = default_config(item.kind)
+    if d not in space and legality(d, item.kind, 128, limits, item.n, item.k) is None:
+        space.append(d)  # the engine default is always a candidate, even where "wasteful"
+    if not space:
+        raise ConfigError(f"{item.key()}: no legal config on {limits.name or 'this GPU'}")
+    memo = Memo(objective, known=known, on_eval=on_eval)
+    if params.strategy == "exhaustive":
+        res = exhaustive.search(space, memo)
+    elif params.strategy == "budgeted":
+        budget = budgeted.default_budget(
+            len(space),
+            fraction=params.budget_fraction,
+            min_evals=params.min_evals,
+            max_evals=params.max_evals,
+        )
+        res = budgeted.search(
+            space, memo, budget=budget, seeds=seeds, seed=_stable_seed(item.key(), params.seed)
+        )
+    else:
+        raise ConfigError(
+            f"unknown strategy {params.strategy!r}; valid: exhaustive, budgeted",
+            field="--strategy",
+        )
+    engine_best, engine_cost = res.best, res.best_cost
+    best, cost = engine_best, engine_cost
+    phases = dict(res.phases)
+    if item.kind == "fp8" and params.split_k_fp8 and engine_best is not None:
+        sk_space = build_space("fp8", item.m, item.n, item.k, limits, split_k=True)
+        if any(c.SPLIT_K > 1 for c in sk_space):
+            r2 = budgeted.refine_split_k(sk_space, memo, engine_best, budget=params.split_k_budget)
+            phases.update({f"split_k_{k}": v for k, v in r2.phases.items()})
+            if r2.best is not None and r2.best_cost < cost:
+                best, cost = r2.best, r2.best_cost
+    default_us = memo.costs.get(d)
+    return ItemResult(
+        item,
+        best,
+        cost,
+        engine_best,
+        engine_cost,
+        len(memo.costs),
+        len(space),
+        time.perf_counter() - t0,
+        phases,
+        default_us if default_us is not None and math.isfinite(default_us) else None,
+    )
+
+
+def _stable_seed(key: str, base: int) -> int:
+    return (int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) + base) % 2**31
+
+
+def eval_record(item: WorkItem, trial: Trial) -> dict[str, Any]:
+    r = trial.result
+    rec: dict[str, Any] = {
+        "t": "eval",
+        "item": item.key(),
+        "cfg": trial.config.as_dict(),
+        "us": _num(trial.cost),
+        "ok": math.isfinite(trial.cost),
+        "phase": trial.phase,
+    }
+    for attr in ("error", "rel_err", "early", "launch_s", "wall_s"):
+        v = getattr(r, attr, None)
+        if v not in (None, False):
+            rec[attr] = round(v, 6) if isinstance(v, float) else v
+    return rec
+
+
+@dataclass
+class TuneSummary:
+    results: dict[str, ItemResult]
+    wall_s: float
+    evaluations: int
+    skipped: list[WorkItem]
+    files: list[Path] = field(default_factory=list)
+
+
+class _Driver:
+    """Owns the cache and the finished results; hands out seeds."""
+
+    def __init__(self, cache: ResultCache, log: Log) -> None:
+        self.cache = cache
+        self.log = log
+        self.evals, self.done = cache.load()
+
+    def finish(self, res: ItemResult) -> None:
+        self.done[res.item.key()] = res
+        self.cache.append(res.to_record(), sync=True)
+        self.log(
+            f"{res.item.key():48s} best {res.best_us:9.2f} us {res.best.key() if res.best else '-'}"
+            f"  evals {res.evaluations}/{res.space_size}  {res.wall_s:.1f}s"
+        )
+
+
+def run_in_process(
+    items: Sequence[WorkItem],
+    driver: _Driver,
+    factory: ObjectiveFactory,
+    limits: DeviceLimits,
+    params: TuneParams,
+    deadline: float | None,
+) -> list[WorkItem]:
+    skipped = []
+    for item in items:
+        if item.key() in driver.done:
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            skipped.append(item)
+            continue
+        objective = factory(item)
+
+        def on_eval(trial: Trial, item: WorkItem = item) -> None:
+            driver.cache.append(eval_record(item, trial))
+
+        res = tune_item(
+            item,
+            objective,
+            limits,
+            params=params,
+            seeds=choose_seeds(item, driver.done),
+            known=driver.evals.get(item.key()),
+            on_eval=on_eval,
+        )
+        driver.finish(res)
+    return skipped
+
+
+def _ray_worker_class() -> Any:
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise ConfigError(
+            "the Ray executor needs ray: pip install 'autotune[ray]'", field="--executor"
+        ) from exc
+
+    @ray.remote
+    class TuneWorker:
+        """One per GPU: builds objectives on its own device and tunes the items it is given."""
+
+        def __init__(
+            self, factory: ObjectiveFactory, limits: DeviceLimits, params: TuneParams
+        ) -> None:
+            self.factory = factory
+            self.limits = limits
+            self.params = params
+
+        def tune(
+            self,
+            item_d: dict[str, Any],
+            seeds: list[dict[str, int]],
+            known: list[tuple[dict[str, int], float]],
+        ) -> dict[str, Any]:
+            item = WorkItem.from_dict(item_d)
+            records: list[dict[str, Any]] = []
+            res = tune_item(
+                item,
+                self.factory(item),
+                self.limits,
+                params=self.params,
+                seeds=[KernelConfig.from_dict(s) for s in seeds],
+                known={KernelConfig.from_dict(c): v for c, v in known},
+                on_eval=lambda t: records.append(eval_record(item, t)),
+            )
+            return {"evals": records, "item": res.to_record()}
+
+    return TuneWorker
+
+
+def run_ray(
+    items: Sequence[WorkItem],
+    driver: _Driver,
+    factory: ObjectiveFactory,
+    limits: DeviceLimits,
+    params: TuneParams,
+    deadline: float | None,
+    *,
+    num_workers: int | None = None,
+    gpus_per_worker: float = 1.0,
+) -> list[WorkItem]:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+    if num_workers is None:
+        gpus = ray.cluster_resources().get("GPU", 0)  # type: ignore[no-untyped-call]
+        num_workers = int(gpus // max(gpus_per_worker, 1e-9))
+    if num_workers < 1:
+        raise ConfigError(
+            "Ray sees no GPU; pass --workers or use --executor local", field="--executor"
+        )
+    worker_cls = _ray_worker_class()
+    actors = [
+        worker_cls.options(num_gpus=gpus_per_worker).remote(factory, limits, params)
+        for _ in range(num_workers)
+    ]
+    queue = deque(i for i in items if i.key() not in driver.done)
+    idle = list(actors)
+    inflight: dict[Any, tuple[Any, WorkItem]] = {}
+    skipped: list[WorkItem] = []
+    try:
+        while queue or inflight:
+            while queue and idle:
+                item = queue.popleft()
+                if deadline is not None and time.monotonic() > deadline:
+                    skipped.append(item)
+                    continue
+                actor = idle.pop()
+                seeds = [c.as_dict() for c in choose_seeds(item, driver.done)]
+                known = [(c.as_dict(), v) for c, v in driver.evals.get(item.key(), {}).items()]
+                ref = actor.tune.remote(item.to_dict(), seeds, known)
+                inflight[ref] = (actor, item)
+            if not inflight:
+                break
+            ready, _ = ray.wait(list(inflight), num_returns=1)
+            for ref in ready:
+                actor, item = inflight.pop(ref)
+                idle.append(actor)
+                out = ray.get(ref)
+                for rec in out["evals"]:
+                    driver.cache.append(rec)
+                driver.finish(ItemResult.from_record(out["item"]))
+    finally:
+        for a in actors:
+            ray.kill(a)
+    return skipped
+
+
+def tune(
+    items: Sequence[WorkItem],
+    *,
+    cache_path: Path,
+    limits: DeviceLimits,
+    objective_factory: ObjectiveFactory | None = None,
+    params: TuneParams | None = None,
+    executor: str = "local",
+    num_workers: int | None = None,
+    gpus_per_worker: float = 1.0,
+    out_dir: Path | None = None,
+    device_name: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    deadline_s: float | None = None,
+    log: Log | None = None,
+) -> TuneSummary:
+    """Tune every item (resuming from `cache_path`) and, with `out_dir`, write the files.
+
+    `objective_factory(item)` returns the config -> measurement callable; the default builds
+    the GPU benchmark (kernels_tuning.bench). `provenance` holds the machine facts for the
+    sidecars (default: read from the local GPU). `deadline_s` stops handing out new items after
+    that many seconds; they are returned in `skipped`.
+    """
+    params = params or TuneParams()
+    log = log or (lambda s: None)
+    factory = objective_factory or GpuObjectiveFactory()
+    t0 = time.monotonic()
+    deadline = t0 + deadline_s if deadline_s is not None else None
+    driver = _Driver(ResultCache(cache_path), log)
+    if executor == "local":
+        skipped = run_in_process(items, driver, factory, limits, params, deadline)
+    elif executor == "ray":
+        skipped = run_ray(
+            items,
+            driver,
+            factory,
+            limits,
+            params,
+            deadline,
+            num_workers=num_workers,
+            gpus_per_worker=gpus_per_worker,
+        )
+    else:
+        raise ConfigError(f"unknown executor {executor!r}; valid: local, ray", field="--executor")
+    wanted = {i.key() for i in items}
+    results = {k: v for k, v in driver.done.items() if k in wanted}
+    summary = TuneSummary(
+        results, time.monotonic() - t0, sum(r.evaluations for r in results.values()), skipped
+    )
+    if out_dir is not None and results:
+        from kernels_tuning.output import current_device_name
+
+        dev = device_name or current_device_name()
+        summary.files = write_outputs(results.values(), Path(out_dir), dev, provenance)
+    return summary
+
+
+def _recorder(cache: ResultCache, item: WorkItem) -> Callable[[Trial], None]:
+    def record(trial: Trial) -> None:
+        cache.append(eval_record(item, trial))
+
+    return record
+
+
+def polish(
+    items: Sequence[WorkItem],
+    *,
+    cache_path: Path,
+    limits: DeviceLimits,
+    objective_factory: ObjectiveFactory | None = None,
+    deadline_s: float | None = None,
+    log: Log | None = None,
+) -> TuneSummary:
+    """Cross-check each finished item against its neighbours' winners, in one session.
+
+    Items are searched in increasing M, so an item only ever saw the winner of the M below it
+    (and M=1, the first, none of its own shape). This pass times, side by side and freshly, the
+    item's winners and those of the next smaller and larger M of the same shape (legal ones),
+    and keeps the fastest: 2 to 6 evaluations per item. The updated result is appended to the
+    cache (the latest record of an item wins when it is loaded).
+    """
+    log = log or (lambda s: None)
+    factory = objective_factory or GpuObjectiveFactory()
+    t0 = time.monotonic()
+    driver = _Driver(ResultCache(cache_path), log)
+    by_shape: dict[tuple[str, int, int, str], list[ItemResult]] = {}
+    for r in driver.done.values():
+        by_shape.setdefault(r.item.shape_key, []).append(r)
+    for rs in by_shape.values():
+        rs.sort(key=lambda r: r.item.m)
+    skipped: list[WorkItem] = []
+    touched: dict[str, ItemResult] = {}
+    for item in items:
+        res = driver.done.get(item.key())
+        if res is None or res.best is None:
+            continue
+        if deadline_s is not None and time.monotonic() - t0 > deadline_s:
+            skipped.append(item)
+            continue
+        rs = by_shape[item.shape_key]
+        i = next(j for j, r in enumerate(rs) if r.item.m == item.m)
+        pool: list[KernelConfig] = []
+        for r in [res, *rs[max(0, i - 1) : i], *rs[i + 1 : i + 2]]:
+            for c in (r.engine_best, r.best):
+                if (
+                    c is not None
+                    and c not in pool
+                    and legality(c, item.kind, 128, limits, item.n, item.k) is None
+                ):
+                    pool.append(c)
+        if len(pool) < 2:
+            continue
+        t_item = time.perf_counter()
+        memo = Memo(factory(item), on_eval=_recorder(driver.cache, item))
+        costs = {c: memo(c, "polish") for c in pool}
+        eng = [c for c in pool if c.SPLIT_K == 1] if item.kind == "fp8" else pool
+        new_eng = min(eng, key=lambda c: costs[c]) if eng else res.engine_best
+        new_best = min(pool, key=lambda c: costs[c])
+        phases = dict(res.phases)
+        phases["polish"] = len(pool)
+        updated = ItemResult(
+            item,
+            new_best,
+            costs[new_best],
+            new_eng,
+            costs[new_eng] if new_eng is not None else math.inf,
+            res.evaluations + sum(1 for c in pool if c not in (res.best, res.engine_best)),
+            res.space_size,
+            res.wall_s + time.perf_counter() - t_item,
+            phases,
+            res.default_us,
+        )
+        driver.finish(updated)
+        touched[item.key()] = updated
+    return TuneSummary(
+        touched,
+        time.monotonic() - t0,
+        sum(r.phases.get("polish", 0) for r in touched.values()),
+        skipped,
+    )
+
+
+def write_outputs(
+    results: Iterable[ItemResult],
+    out_dir: Path,
+    device_name: str,
+    provenance: Mapping[str, Any] | None = None,
+) -> list[Path]:
+    """Group results by (kind, N, K) and merge-write the engine and our own files."""
+    from kernels_tuning import output as O
+
+    groups: dict[tuple[str, int, int, str], list[ItemResult]] = {}
+    for r in results:
+        if r.best is not None:
+            groups.setdefault(r.item.shape_key, []).append(r)
+    written: list[Path] = []
+    for (kind, n, k, packing), rs in sorted(groups.items()):
+        rs.sort(key=lambda r: r.item.m)
+        base = dict(provenance) if provenance is not None else O.current_provenance(kind).to_json()
+        base["kernel"] = kind
+        base["kernel_sha256"] = O.kernel_source_sha256(kind)
+
+        def prov(entries: dict[str, dict[str, Any]], base: dict[str, Any] = base) -> O.Provenance:
+            p = O.Provenance.from_json(base)
+            p.entries = entries
+            return p
+
+        own_entries = {
+            str(r.item.m): {
+                "us": _num(r.best_us),
+                "evaluations": r.evaluations,
+                "space": r.space_size,
+                "default_us": r.default_us,
+            }
+            for r in rs
+        }
+        if kind == "fp8":
+            eng = {
+                r.item.m: r.engine_best.as_dict(engine=True)
+                for r in rs
+                if r.engine_best is not None
+            }
+            eng_entries = {
+                str(r.item.m): {
+                    "us": _num(r.engine_best_us),
+                    "evaluations": r.evaluations,
+                    "space": r.space_size,
+                    "default_us": r.default_us,
+                }
+                for r in rs
+                if r.engine_best is not None
+            }
+            for sub, name in (
+                ("sglang", O.sglang_filename(n, k, device_name)),
+                ("vllm", O.vllm_filename(n, k, device_name)),
+            ):
+                path = out_dir / sub / name
+                O.merge_write(path, eng)
+                O.write_provenance(path, prov(eng_entries))
+                written.append(path)
+            own = out_dir / "autotune" / O.fp8_splitk_filename(n, k, device_name)
+        else:
+            own = out_dir / "autotune" / O.int4_filename(n, k, device_name, 128, packing)
+        O.merge_write(own, {r.item.m: r.best.as_dict() for r in rs if r.best is not None})
+        O.write_provenance(own, prov(own_entries))
+        written.append(own)
+    return written
+
+
+class GpuObjectiveFactory:
+    """Builds the GPU benchmark for an item (kernels_tuning.bench)."""
+
+    def __init__(self, *, reject_ratio: float = 1.5) -> None:
+        self.reject_ratio = reject_ratio
+
+    def __call__(self, item: WorkItem) -> Objective:
+        from kernels_tuning import bench
+
+        problem = bench.make_problem(item.kind, item.m, item.n, item.k, packing=item.packing)
+        return bench.Evaluator(problem, reject_ratio=self.reject_ratio)

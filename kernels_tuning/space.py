@@ -1,0 +1,319 @@
+"""The config space: SGLang's grid as the superset, plus split-K, pre-filtered before any compile.
+
+A `KernelConfig` is one Triton launch config. `build_space` lists the configs worth timing for
+one (kernel, M, N, K) on one GPU, after three filters that need no compile:
+
+- legality: BLOCK_SIZE_K divides the quantization group along K (one scale per K tile; a tile
+  that straddles two groups gives silently wrong results, SGLang PR #20819 / issue #39626);
+- shared memory: the operand tiles the software pipeline keeps, against the GPU's opt-in limit
+  per block. SGLang PR #28038's rule `(stages-1) * (BM+BN) * BK * bytes` matches Triton's figure
+  for mma.sync kernels; on Hopper, Triton 3.6's wgmma path (BLOCK_SIZE_M >= 64) keeps `stages`
+  buffers of the operands it feeds from shared memory, and the INT4 kernel stages the dequantized
+  [BK, BN] tile once more. `smem_bytes` models both; it matched the `shared` figure of 28
+  sm_90 compiles of our two kernels to within 1 KiB (the margin added);
+- registers: the fp32 accumulator tile BM*BN spread over 32*num_warps threads must fit in half
+  of the 255 registers a thread has;
+- waste: a BLOCK_SIZE_M above M (rounded up to a power of two, at least 16) only multiplies
+  zeros; GROUP_SIZE_M values that give the same program order as a smaller one (when there are
+  fewer M tiles than the group size) are duplicates; split-K only where the output tiles leave
+  the GPU under-filled.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
+
+from autotune.errors import ConfigError
+
+KernelKind = Literal["fp8", "int4"]
+KERNEL_KINDS: tuple[KernelKind, ...] = ("fp8", "int4")
+
+# SGLang's benchmark/kernels/quantization grid (and its MoE superset with BK 256).
+GRID: dict[str, tuple[int, ...]] = {
+    "BLOCK_SIZE_M": (16, 32, 64, 128, 256),
+    "BLOCK_SIZE_N": (32, 64, 128, 256),
+    "BLOCK_SIZE_K": (64, 128, 256),
+    "GROUP_SIZE_M": (1, 16, 32, 64),
+    "num_warps": (4, 8),
+    "num_stages": (2, 3, 4, 5),
+}
+SPLIT_K_VALUES: tuple[int, ...] = (1, 2, 4, 8, 16)
+DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K")
+
+# Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
+ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
+
+# Bytes per element of the A operand and the B operand as they sit in shared memory.
+OPERAND_BYTES: dict[KernelKind, tuple[float, float]] = {
+    "fp8": (1.0, 1.0),  # fp8 activations, fp8 weights
+    "int4": (2.0, 0.5),  # bf16/fp16 activations, packed int4 weights
+}
+
+
+@dataclass(frozen=True, order=True)
+class KernelConfig:
+    """One launch config; `as_dict()` gives the engines' JSON value."""
+
+    BLOCK_SIZE_M: int
+    BLOCK_SIZE_N: int
+    BLOCK_SIZE_K: int
+    GROUP_SIZE_M: int
+    num_warps: int
+    num_stages: int
+    SPLIT_K: int = 1
+
+    def as_dict(self, *, engine: bool = False) -> dict[str, int]:
+        """The config dict; `engine=True` drops SPLIT_K (the engines' kernels do not read it)."""
+        d = asdict(self)
+        if engine:
+            if self.SPLIT_K != 1:
+                raise ConfigError(
+                    f"SPLIT_K={self.SPLIT_K} cannot go into an engine file: SGLang's and vLLM's "
+                    "w8a8 block kernels have no split-K",
+                    field="SPLIT_K",
+                )
+            d.pop("SPLIT_K")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object], *, source: str | None = None) -> KernelConfig:
+        unknown = set(d) - set(DIMENSIONS)
+        if unknown:
+            raise ConfigError(
+                f"unknown config keys {sorted(unknown)}; valid: {list(DIMENSIONS)}", source=source
+            )
+        missing = set(ENGINE_KEYS) - set(d)
+        if missing:
+            raise ConfigError(f"config lacks keys {sorted(missing)}", source=source)
+        vals: dict[str, int] = {}
+        for key, v in d.items():
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(
+                    f"expected a positive integer, got {v!r}", source=source, field=key
+                )
+            vals[key] = v
+        return cls(**vals)
+
+    def key(self) -> str:
+        """Compact stable text key, e.g. 'm64n128k128g32w4s3k1'."""
+        return (
+            f"m{self.BLOCK_SIZE_M}n{self.BLOCK_SIZE_N}k{self.BLOCK_SIZE_K}g{self.GROUP_SIZE_M}"
+            f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}"
+        )
+
+    def compile_key(self) -> tuple[int, int, int, int, int]:
+        """What a compiled binary depends on: GROUP_SIZE_M and SPLIT_K are runtime arguments of
+        our kernels, so configs differing only there share one binary."""
+        return (
+            self.BLOCK_SIZE_M,
+            self.BLOCK_SIZE_N,
+            self.BLOCK_SIZE_K,
+            self.num_warps,
+            self.num_stages,
+        )
+
+    def with_(self, **changes: int) -> KernelConfig:
+        return replace(self, **changes)
+
+
+# The engines' fallback when no file exists (SGLang fp8_kernel.py, block [128, 128]).
+SGLANG_DEFAULT_FP8 = KernelConfig(64, 128, 128, 32, 4, 3)
+# vLLM's Triton AWQ GEMM is hard-coded to 32/32/32 with split_k_iters=8 (pack factor).
+VLLM_AWQ_DEFAULT = KernelConfig(32, 32, 32, 1, 4, 3, SPLIT_K=8)  # Triton's default warps/stages
+# Our INT4 kernel's fallback when no tuned file matches.
+DEFAULT_INT4 = KernelConfig(16, 64, 128, 1, 4, 4, SPLIT_K=1)
+
+
+@dataclass(frozen=True)
+class DeviceLimits:
+    """What the filters need to know about the GPU."""
+
+    smem_per_block_bytes: int
+    sm_count: int
+    name: str = ""
+    arch: str = ""  # sm_90 etc.; selects the wgmma shared-memory model
+
+    @classmethod
+    def from_gpu_spec(cls, spec: object) -> DeviceLimits:
+        """From an `autotune.hardware.GPUSpec` (catalog entry)."""
+        smem_kib = int(getattr(spec, "smem_per_block_kib"))  # noqa: B009 - duck-typed
+        return cls(
+            smem_kib * 1024,
+            int(getattr(spec, "sm_count")),  # noqa: B009
+            str(getattr(spec, "cuda_name", "") or ""),
+            str(getattr(spec, "arch", "")),
+        )
+
+    @classmethod
+    def from_torch(cls, device: int = 0) -> DeviceLimits:
+        """From the live CUDA device (needs torch with CUDA)."""
+        import torch
+
+        p = torch.cuda.get_device_properties(device)
+        smem = int(getattr(p, "shared_memory_per_block_optin", 0) or 48 * 1024)
+        return cls(smem, int(p.multi_processor_count), str(p.name), f"sm_{p.major}{p.minor}")
+
+
+H200_LIMITS = DeviceLimits(227 * 1024, 132, "NVIDIA H200", "sm_90")
+
+
+def next_pow2(x: int) -> int:
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def uses_wgmma(cfg: KernelConfig, arch: str) -> bool:
+    """Triton emits Hopper wgmma for tiles of at least one warpgroup's 64 rows."""
+    return arch.startswith("sm_90") and cfg.BLOCK_SIZE_M >= 64
+
+
+SMEM_MARGIN = 1024  # barriers and scratch Triton adds beyond the operand buffers
+
+
+def smem_bytes(cfg: KernelConfig, kind: KernelKind, arch: str = "") -> int:
+    """Shared memory of one program, in bytes (see module docstring)."""
+    a_bytes, b_bytes = OPERAND_BYTES[kind]
+    a_tile = cfg.BLOCK_SIZE_M * cfg.BLOCK_SIZE_K * a_bytes
+    b_tile = cfg.BLOCK_SIZE_K * cfg.BLOCK_SIZE_N * b_bytes
+    s = cfg.num_stages
+    if kind == "fp8":
+        nbuf = s if uses_wgmma(cfg, arch) else s - 1
+        return int(nbuf * (a_tile + b_tile)) + SMEM_MARGIN
+    # INT4: packed weights go through registers (dequant), so wgmma keeps `s` A buffers but
+    # s - 1 packed-B buffers; the dequantized tile is staged once for the MMA.
+    w_tile = cfg.BLOCK_SIZE_K * cfg.BLOCK_SIZE_N * a_bytes
+    a_buf = s if uses_wgmma(cfg, arch) else s - 1
+    return int(a_buf * a_tile + (s - 1) * b_tile + w_tile) + SMEM_MARGIN
+
+
+# A thread has 255 registers; a tile whose fp32 accumulator alone needs more than half of them
+# spills (the BM128xBN256 4-warp and BM256xBN256 configs took 4-23 s each to compile for sm_90
+# on the H200 and are never competitive).
+MAX_ACC_REGISTERS = 128
+
+
+def acc_registers(cfg: KernelConfig) -> int:
+    return cfg.BLOCK_SIZE_M * cfg.BLOCK_SIZE_N // (32 * cfg.num_warps)
+
+
+def legality(
+    cfg: KernelConfig,
+    kind: KernelKind,
+    group_k: int,
+    limits: DeviceLimits,
+    n: int | None = None,
+    k: int | None = None,
+) -> str | None:
+    """Why `cfg` cannot run at all (None: it can). Independent of M."""
+    if group_k % cfg.BLOCK_SIZE_K:
+        return f"BLOCK_SIZE_K={cfg.BLOCK_SIZE_K} does not divide the quant group {group_k}"
+    need = smem_bytes(cfg, kind, limits.arch)
+    if need > limits.smem_per_block_bytes:
+        return f"shared memory {need} B > limit {limits.smem_per_block_bytes} B"
+    regs = acc_registers(cfg)
+    if regs > MAX_ACC_REGISTERS:
+        return (
+            f"fp32 accumulator takes {regs} registers per thread (> {MAX_ACC_REGISTERS}): spills"
+        )
+    if k is not None and k % cfg.BLOCK_SIZE_K:
+        return f"K={k} is not a multiple of BLOCK_SIZE_K={cfg.BLOCK_SIZE_K}"
+    if k is not None and cfg.SPLIT_K > 1 and cdiv(k, cfg.BLOCK_SIZE_K) < 2 * cfg.SPLIT_K:
+        return f"SPLIT_K={cfg.SPLIT_K} leaves under 2 K tiles per split"
+    if kind == "int4" and cfg.BLOCK_SIZE_N % 8:
+        return "BLOCK_SIZE_N must be a multiple of the int4 pack factor 8"
+    return None
+
+
+def waste(cfg: KernelConfig, m: int, n: int, limits: DeviceLimits) -> str | None:
+    """Why `cfg` is an obviously wasteful or duplicate choice for this M (None: keep it)."""
+    bm_cap = max(16, next_pow2(m))
+    if cfg.BLOCK_SIZE_M > bm_cap:
+        return f"BLOCK_SIZE_M={cfg.BLOCK_SIZE_M} > {bm_cap} for M={m}"
+    m_tiles = cdiv(m, cfg.BLOCK_SIZE_M)
+    if cfg.GROUP_SIZE_M > 1:
+        # The grouped order only depends on min(GROUP_SIZE_M, m_tiles): a larger group value that
+        # does not change it duplicates a smaller one (with one M tile all orders are equal).
+        eff = min(cfg.GROUP_SIZE_M, m_tiles)
+        for g in GRID["GROUP_SIZE_M"]:
+            if g >= cfg.GROUP_SIZE_M:
+                break
+            if min(g, m_tiles) == eff:
+                return f"GROUP_SIZE_M={cfg.GROUP_SIZE_M} duplicates {g} at {m_tiles} M tiles"
+    if cfg.SPLIT_K > 1:
+        tiles = m_tiles * cdiv(n, cfg.BLOCK_SIZE_N)
+        if tiles >= 4 * limits.sm_count:
+            return f"split-K with {tiles} output tiles (>= 4 waves already)"
+    return None
+
+
+def candidate_grid(kind: KernelKind, *, split_k: bool) -> list[KernelConfig]:
+    """The unfiltered Cartesian product (with SPLIT_K values when `split_k`)."""
+    sks = SPLIT_K_VALUES if split_k else (1,)
+    out = []
+    for bm, bn, bk, g, w, s, sk in itertools.product(*GRID.values(), sks):
+        out.append(KernelConfig(bm, bn, bk, g, w, s, sk))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def legal_configs(
+    kind: KernelKind,
+    n: int,
+    k: int,
+    limits: DeviceLimits,
+    group_k: int = 128,
+    split_k: bool = False,
+) -> tuple[KernelConfig, ...]:
+    """Every config that can run for (N, K) on this GPU, any M (cached: M only adds `waste`)."""
+    return tuple(
+        c
+        for c in candidate_grid(kind, split_k=split_k)
+        if legality(c, kind, group_k, limits, n, k) is None
+    )
+
+
+def build_space(
+    kind: KernelKind,
+    m: int,
+    n: int,
+    k: int,
+    limits: DeviceLimits,
+    *,
+    group_k: int = 128,
+    split_k: bool | None = None,
+) -> list[KernelConfig]:
+    """Every config worth timing for one (M, N, K). `split_k=None` enables split-K for INT4
+    (our own kernel and files) and disables it for FP8 (the engine files cannot hold it)."""
+    if m < 1 or n < 1 or k < 1:
+        raise ConfigError(f"M, N, K must be positive, got M={m} N={n} K={k}")
+    use_sk = (kind == "int4") if split_k is None else split_k
+    return [
+        c
+        for c in legal_configs(kind, n, k, limits, group_k, use_sk)
+        if waste(c, m, n, limits) is None
+    ]
+
+
+def compile_set(kind: KernelKind, limits: DeviceLimits, group_k: int = 128) -> list[KernelConfig]:
+    """One config per distinct compiled binary over all M (what a precompile pass builds)."""
+    seen: dict[tuple[int, ...], KernelConfig] = {}
+    for c in candidate_grid(kind, split_k=False):
+        if c.GROUP_SIZE_M == 1 and legality(c, kind, group_k, limits) is None:
+            seen.setdefault(c.compile_key(), c)
+    return list(seen.values())
+
+
+def dimension_values(space: Iterable[KernelConfig]) -> dict[str, list[int]]:
+    """Sorted values each dimension takes in `space` (the ordinal axes of the search)."""
+    vals: dict[str, set[int]] = {d: set() for d in DIMENSIONS}
+    for c in space:
+        for d in DIMENSIONS:
+            vals[d].add(getattr(c, d))
+    return {d: sorted(v) for d, v in vals.items()}

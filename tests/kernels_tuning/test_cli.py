@@ -1,0 +1,78 @@
+"""`autotune kernels ...` (autotune/cli/kernels.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from autotune.cli import app
+from autotune.cli.kernels import engine_config_dir
+
+runner = CliRunner()
+
+
+def test_shapes_json() -> None:
+    res = runner.invoke(
+        app, ["kernels", "shapes", "--model", "qwen3.8-27b-awq-int4", "--tp", "2", "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["tp"][0]["kind"] == "int4"
+    assert {(s["n"], s["k"]) for s in data["tp"][0]["shapes"]} == {
+        (7168, 5120),
+        (5120, 3072),
+        (8192, 5120),
+        (17408, 5120),
+        (5120, 8704),
+    }
+    assert len(data["batch_sizes"]) == 20
+
+
+def test_install_copies_into_a_target(tmp_path: Path) -> None:
+    res = runner.invoke(
+        app,
+        [
+            "kernels",
+            "install",
+            "--engine",
+            "vllm",
+            "--target",
+            str(tmp_path),
+            "--device-name",
+            "NVIDIA_H200",
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert (
+        "N=5120,K=6144,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json" in names
+    )
+    assert all("[128, 128]" not in n for n in names)
+
+
+def test_install_without_the_engine_prints_where(tmp_path: Path) -> None:
+    if engine_config_dir("sglang") is not None:
+        pytest.skip("sglang is installed here")
+    res = runner.invoke(app, ["kernels", "install", "--engine", "sglang", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "srt/layers/quantization/configs" in res.output and "would copy" in res.output
+
+
+def test_install_rejects_unknown_engine() -> None:
+    res = runner.invoke(app, ["kernels", "install", "--engine", "llama"])
+    assert res.exit_code != 0
+
+
+def test_show_picks_nearest(tmp_path: Path) -> None:
+    from kernels_tuning.output import sglang_filename
+    from kernels_tuning.shim import CONFIG_DIR
+
+    f = CONFIG_DIR / "sglang" / sglang_filename(5120, 6144, "NVIDIA_H200")
+    res = runner.invoke(app, ["kernels", "show", str(f), "--m", "20", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["picked"] == data["configs"]["16"]  # 16 and 24 tie at distance 4: the smaller
+    assert data["provenance"]["gpu_name"] == "NVIDIA H200"

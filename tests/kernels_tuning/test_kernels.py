@@ -1,0 +1,115 @@
+"""Both kernels against their dequantize-then-matmul references on tiny shapes, on CPU under
+Triton's interpreter (bf16 needs a GPU: the interpreter cannot compute in bf16, so INT4 runs in
+fp16 here and bf16 in test_gpu.py)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+if os.environ.get("TRITON_INTERPRET") != "1":
+    pytest.skip(
+        "interpreter tests (TRITON_INTERPRET=1); GPU runs use test_gpu.py", allow_module_level=True
+    )
+
+import torch  # noqa: E402
+
+from autotune.errors import ConfigError  # noqa: E402
+from kernels_tuning import bench  # noqa: E402
+from kernels_tuning.kernels import fp8_block as F  # noqa: E402
+from kernels_tuning.kernels import int4_w4a16 as W  # noqa: E402
+from kernels_tuning.kernels.vllm_awq_like import awq_gemm_vllm_defaults  # noqa: E402
+from kernels_tuning.space import KernelConfig as C  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("m", "cfg"),
+    [
+        (16, C(16, 32, 128, 1, 4, 2)),
+        (16, C(16, 64, 64, 1, 4, 3, SPLIT_K=2)),  # BK 64 < the 128 group: two tiles per scale
+        (5, C(32, 128, 64, 16, 4, 2, SPLIT_K=4)),  # M not a tile multiple, wrap + masked store
+    ],
+    ids=lambda v: v.key() if isinstance(v, C) else str(v),
+)
+def test_fp8_block_matches_reference(m: int, cfg: C) -> None:
+    p = bench.make_problem("fp8", m, 256, 256, device="cpu")
+    meas = bench.Evaluator(p)(cfg)
+    assert meas.ok, meas.error
+    assert meas.rel_err is not None and meas.rel_err < 5e-3  # bf16 output rounding only
+
+
+def test_fp8_reference_is_the_dequantized_product() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 256)
+    w = torch.randn(128, 256)
+    a, a_s = F.per_token_group_quant_fp8(x)
+    b, b_s = F.block_quant_fp8(w)
+    ref = F.reference(a, b, a_s, b_s, output_dtype=torch.float32)
+    exact = (a.float() * a_s.repeat_interleave(128, 1)) @ (
+        b.float() * b_s.repeat_interleave(128, 0).repeat_interleave(128, 1)
+    ).T
+    assert torch.allclose(ref, exact, rtol=1e-5, atol=1e-5)
+    # fp8 quantization itself stays close to the unquantized product
+    assert float((ref - x @ w.T).norm() / (x @ w.T).norm()) < 0.06
+
+
+@pytest.mark.parametrize("packing", ["awq", "gptq"])
+@pytest.mark.parametrize(
+    "cfg", [C(16, 64, 64, 1, 4, 2), C(16, 32, 128, 1, 4, 2, SPLIT_K=2)], ids=lambda c: c.key()
+)
+def test_int4_matches_reference(packing: str, cfg: C) -> None:
+    p = bench.make_problem(
+        "int4", 16, 256, 256, device="cpu", packing=packing, act_dtype="float16"
+    )
+    meas = bench.Evaluator(p)(cfg)
+    assert meas.ok, meas.error
+
+
+@pytest.mark.parametrize("packing", ["awq", "gptq"])
+def test_int4_packing_round_trips(packing: str) -> None:
+    torch.manual_seed(1)
+    w = torch.randn(256, 64) * 0.05
+    q, z, s = W.quantize_int4(w, 128)
+    qw, qz = W.pack(q, z, packing)  # type: ignore[arg-type]
+    assert qw.dtype == torch.int32
+    assert qw.shape == ((256, 8) if packing == "awq" else (32, 64))
+    assert qz.shape == (2, 8)
+    deq = W.dequantize(qw, qz, s, packing=packing)  # type: ignore[arg-type]
+    manual = (q.float() - z.repeat_interleave(128, 0).float()) * s.repeat_interleave(128, 0)
+    assert torch.equal(deq, manual)
+
+
+def test_awq_order_is_interleaved() -> None:
+    # nibble i of a word holds column AWQ_ORDER[i]: columns 0..7 = values 0..7
+    q = torch.arange(8, dtype=torch.int32).reshape(1, 8)
+    word = int(W.pack_awq(q)[0, 0]) & 0xFFFFFFFF
+    nibbles = [(word >> (4 * i)) & 0xF for i in range(8)]
+    assert nibbles == [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+def test_vllm_like_baseline_is_correct() -> None:
+    torch.manual_seed(2)
+    q, z, s = W.quantize_int4(torch.randn(256, 64) * 0.05, 128)
+    qw, qz = W.pack_awq(q), W.pack_awq(z)
+    x = torch.randn(8, 256).half()
+    out = awq_gemm_vllm_defaults(x, qw, s.half(), qz)
+    ref = W.reference(x, qw, qz, s.half())
+    assert float((out.float() - ref.float()).norm() / ref.float().norm()) < 5e-3
+
+
+def test_gate_rejects_a_wrong_result() -> None:
+    p = bench.make_problem("fp8", 16, 256, 256, device="cpu")
+    p.ref = p.ref.clone()
+    p.ref[:, :32] *= 1.05  # one 32-column block off by 5%
+    meas = bench.Evaluator(p)(C(16, 32, 128, 1, 4, 2))
+    assert not meas.ok and "correctness gate" in (meas.error or "")
+
+
+def test_bk_must_divide_the_group() -> None:
+    p = bench.make_problem("fp8", 4, 256, 256, device="cpu")
+    s = p.sets[0]
+    with pytest.raises(ConfigError, match="BLOCK_SIZE_K"):
+        F.w8a8_block_fp8_matmul(s["A"], s["B"], s["As"], s["Bs"], config=C(16, 32, 256, 1, 4, 2))
+    with pytest.raises(ConfigError, match="Bs has shape"):
+        F.w8a8_block_fp8_matmul(s["A"], s["B"], s["As"], s["Bs"][:1])

@@ -1,0 +1,163 @@
+"""The run: work queue, resumable JSONL cache, merged atomic outputs (synthetic objective)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from kernels_tuning import output as O
+from kernels_tuning import runner
+from kernels_tuning.shapes import GemmShape
+from kernels_tuning.space import H200_LIMITS, SGLANG_DEFAULT_FP8, KernelConfig, cdiv
+
+SHAPES = [GemmShape(5120, 6144, ("o_proj",)), GemmShape(14336, 5120, ("qkv_proj",))]
+PROV = {"gpu_name": "NVIDIA H200", "sm_count": 132, "triton": "3.6.0"}
+
+
+class Res:
+    def __init__(self, cost: float) -> None:
+        self.cost = cost
+        self.error = None
+
+
+class Killed(Exception):
+    pass
+
+
+class Factory:
+    """Synthetic cost; counts calls; can 'die' after a number of evaluations."""
+
+    def __init__(self, die_after: int | None = None) -> None:
+        self.calls: Counter[str] = Counter()
+        self.die_after = die_after
+
+    def __call__(self, item: runner.WorkItem):  # type: ignore[no-untyped-def]
+        def f(c: KernelConfig) -> Res:
+            if self.die_after is not None and sum(self.calls.values()) >= self.die_after:
+                raise Killed
+            self.calls[item.key()] += 1
+            tiles = cdiv(item.m, c.BLOCK_SIZE_M) * cdiv(item.n, c.BLOCK_SIZE_N) * c.SPLIT_K
+            work = math.ceil(tiles / 132) * c.BLOCK_SIZE_M * c.BLOCK_SIZE_N * item.k / c.SPLIT_K
+            return Res(work * (1 + 0.2 * abs(c.num_stages - 4)) * 1e-6 + 2)
+
+        return f
+
+
+def _tune(tmp: Path, factory: Factory, ms: list[int], out: bool = True) -> runner.TuneSummary:
+    items = runner.make_items("fp8", SHAPES, ms)
+    return runner.tune(
+        items,
+        cache_path=tmp / "cache.jsonl",
+        limits=H200_LIMITS,
+        objective_factory=factory,
+        params=runner.TuneParams(max_evals=10),
+        out_dir=tmp / "out" if out else None,
+        device_name="NVIDIA_H200",
+        provenance=PROV,
+    )
+
+
+def test_tune_writes_engine_files(tmp_path: Path) -> None:
+    s = _tune(tmp_path, Factory(), [1, 16, 64])
+    assert len(s.results) == 6 and not s.skipped
+    sg = tmp_path / "out/sglang" / O.sglang_filename(5120, 6144, "NVIDIA_H200")
+    vl = tmp_path / "out/vllm" / O.vllm_filename(5120, 6144, "NVIDIA_H200")
+    own = tmp_path / "out/autotune" / O.fp8_splitk_filename(5120, 6144, "NVIDIA_H200")
+    for p in (sg, vl, own):
+        assert p.exists() and O.provenance_path(p).exists()
+    raw = json.loads(sg.read_text())
+    assert list(raw) == ["1", "16", "64"]
+    assert all(set(v) == set(SGLANG_DEFAULT_FP8.as_dict(engine=True)) for v in raw.values())
+    assert json.loads(sg.read_text()) == json.loads(vl.read_text())
+    assert any(v.get("SPLIT_K", 1) > 1 for v in json.loads(own.read_text()).values())
+    prov = O.read_provenance(sg)
+    assert prov is not None and prov.entries["16"]["evaluations"] > 0
+    assert prov.kernel_sha256 == O.kernel_source_sha256("fp8")
+
+
+def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
+    dying = Factory(die_after=25)
+    with pytest.raises(Killed):
+        _tune(tmp_path, dying, [1, 16, 64], out=False)
+    done_before = sum(
+        1
+        for line in (tmp_path / "cache.jsonl").read_text().splitlines()
+        if json.loads(line)["t"] == "item"
+    )
+    assert 0 < done_before < 6
+    # a torn last line (killed mid-write) is skipped
+    with (tmp_path / "cache.jsonl").open("a") as f:
+        f.write('{"t": "eval", "item": "fp8:N=51')
+    resumed = Factory()
+    s = _tune(tmp_path, resumed, [1, 16, 64])
+    assert len(s.results) == 6
+    fresh = Factory()
+    _tune(tmp_path / "fresh", fresh, [1, 16, 64], out=False)
+    # every evaluation done before the kill is reused: the two runs together do what a fresh
+    # run does (same seeds, same sampler seeds)
+    assert sum(dying.calls.values()) + sum(resumed.calls.values()) == sum(fresh.calls.values())
+    again = Factory()
+    _tune(tmp_path, again, [1, 16, 64])
+    assert sum(again.calls.values()) == 0  # all done: nothing re-run
+
+
+def test_a_second_run_merges_into_existing_files(tmp_path: Path) -> None:
+    _tune(tmp_path, Factory(), [1, 16])
+    _tune(tmp_path, Factory(), [64])  # same cache file: old items stay done
+    sg = tmp_path / "out/sglang" / O.sglang_filename(14336, 5120, "NVIDIA_H200")
+    assert list(json.loads(sg.read_text())) == ["1", "16", "64"]
+
+
+def test_seeds_put_the_default_first_then_neighbours(tmp_path: Path) -> None:
+    s = _tune(tmp_path, Factory(), [1, 64], out=False)
+    item = runner.WorkItem("fp8", 5120, 6144, 16, "o_proj")
+    seeds = runner.choose_seeds(item, s.results)
+    assert seeds[0] == SGLANG_DEFAULT_FP8
+    below = s.results["fp8:N=5120,K=6144,M=1"]
+    assert below.engine_best in seeds
+
+
+def test_polish_adopts_a_neighbours_better_winner(tmp_path: Path) -> None:
+    s = _tune(tmp_path, Factory(), [16, 24, 32], out=False)
+    cache = tmp_path / "cache.jsonl"
+    # make M=24's recorded winner poor, as a search with a small budget can leave it
+    bad = s.results["fp8:N=5120,K=6144,M=24"]
+    poor = KernelConfig(16, 256, 64, 1, 8, 2)
+    rec = bad.to_record()
+    rec.update(best=poor.as_dict(), engine_best=poor.as_dict())
+    with cache.open("a") as f:
+        f.write(json.dumps(rec) + "\n")
+    items = runner.make_items("fp8", SHAPES, [16, 24, 32])
+    p = runner.polish(items, cache_path=cache, limits=H200_LIMITS, objective_factory=Factory())
+    fixed = p.results["fp8:N=5120,K=6144,M=24"]
+    assert fixed.best != poor and fixed.phases["polish"] >= 2
+    _, done = runner.ResultCache(cache).load()
+    assert done["fp8:N=5120,K=6144,M=24"].best == fixed.best
+
+
+@pytest.mark.ray
+def test_ray_executor_with_cpu_actors(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        items = runner.make_items("fp8", SHAPES[:1], [1, 16, 64, 256])
+        s = runner.tune(
+            items,
+            cache_path=tmp_path / "c.jsonl",
+            limits=H200_LIMITS,
+            objective_factory=Factory(),
+            executor="ray",
+            num_workers=2,
+            gpus_per_worker=0,
+            params=runner.TuneParams(max_evals=8),
+        )
+        assert len(s.results) == 4
+        lines = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+        assert sum(1 for r in lines if r["t"] == "item") == 4
+        assert sum(1 for r in lines if r["t"] == "eval") == s.evaluations
+    finally:
+        ray.shutdown()

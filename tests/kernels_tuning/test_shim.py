@@ -1,0 +1,87 @@
+"""The loader for our own files: nearest-M lookup, search order, defaults, shipped files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernels_tuning import output as O
+from kernels_tuning import shim
+from kernels_tuning.space import DEFAULT_INT4, SGLANG_DEFAULT_FP8, KernelConfig
+
+
+def _write(d: Path, rel: str, table: dict[int, dict[str, int]]) -> Path:
+    p = d / rel
+    O.merge_write(p, table)
+    return p
+
+
+def test_shipped_h200_files_load_with_nearest_m() -> None:
+    table = json.loads(
+        (shim.CONFIG_DIR / "sglang" / O.sglang_filename(5120, 6144, "NVIDIA_H200")).read_text()
+    )
+    assert len(table) == 20
+    cfg = shim.get_config(
+        "int4", 34816, 5120, 7, device_name="NVIDIA_H200", check_provenance=False
+    )
+    own = json.loads(
+        (shim.CONFIG_DIR / "autotune" / O.int4_filename(34816, 5120, "NVIDIA_H200")).read_text()
+    )
+    assert cfg == KernelConfig.from_dict(own["8"])  # 7 is nearest to 8
+    fp8 = shim.get_config("fp8", 5120, 6144, 1, device_name="NVIDIA_H200", check_provenance=False)
+    split = json.loads(
+        (
+            shim.CONFIG_DIR / "autotune" / O.fp8_splitk_filename(5120, 6144, "NVIDIA_H200")
+        ).read_text()
+    )
+    assert fp8 == KernelConfig.from_dict(split["1"])  # our split-K file wins over SGLang's
+
+
+def test_defaults_without_a_file() -> None:
+    assert shim.get_config("fp8", 128, 128, 4, device_name="NO_SUCH_GPU") == SGLANG_DEFAULT_FP8
+    assert shim.get_config("int4", 128, 128, 4, device_name="NO_SUCH_GPU") == DEFAULT_INT4
+
+
+def test_env_folder_comes_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = KernelConfig(16, 32, 64, 1, 4, 2, SPLIT_K=2)
+    _write(tmp_path, "autotune/" + O.int4_filename(256, 256, "TEST_GPU"), {1: cfg.as_dict()})
+    monkeypatch.setenv(shim.ENV_DIR, str(tmp_path))
+    assert (
+        shim.get_config("int4", 256, 256, 3, device_name="TEST_GPU", check_provenance=False) == cfg
+    )
+    found = shim.find_config_file("int4", 256, 256, "TEST_GPU")
+    assert found is not None and found.parent.parent == tmp_path
+
+
+def test_sglang_named_file_is_the_fp8_fallback(tmp_path: Path) -> None:
+    cfg = KernelConfig(32, 64, 128, 16, 4, 3)
+    _write(
+        tmp_path,
+        "sglang/" + O.sglang_filename(512, 512, "TEST_GPU"),
+        {64: cfg.as_dict(engine=True)},
+    )
+    assert (
+        shim.get_config(
+            "fp8",
+            512,
+            512,
+            100,
+            device_name="TEST_GPU",
+            config_dir=tmp_path,
+            check_provenance=False,
+        )
+        == cfg
+    )
+
+
+def test_shipped_sidecars_match_the_kernel_source() -> None:
+    """A kernel change without re-tuning would leave the shipped files describing another
+    kernel: re-run `autotune kernels tune` on the GPU (or revert the kernel)."""
+    sides = sorted(shim.CONFIG_DIR.glob("*/*" + O.PROVENANCE_SUFFIX))
+    assert len(sides) == 40
+    for side in sides:
+        prov = json.loads(side.read_text())
+        assert prov["kernel_sha256"] == O.kernel_source_sha256(prov["kernel"]), side.name
+        assert prov["gpu_name"] == "NVIDIA H200"

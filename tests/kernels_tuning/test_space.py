@@ -1,0 +1,107 @@
+"""The config space and its pre-compile filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.errors import ConfigError
+from kernels_tuning.space import (
+    H200_LIMITS,
+    SGLANG_DEFAULT_FP8,
+    DeviceLimits,
+    KernelConfig,
+    build_space,
+    candidate_grid,
+    compile_set,
+    legality,
+    smem_bytes,
+    waste,
+)
+
+C = KernelConfig
+RTX4090 = DeviceLimits(99 * 1024, 128, "NVIDIA GeForce RTX 4090", "sm_89")
+
+# Shared memory Triton 3.6 reported for sm_90 compiles of our kernels (calibration, this repo).
+SM90_SHARED = {
+    # (BM, BN, BK, warps, stages): (fp8, int4)
+    (128, 32, 64, 8, 4): (40960, 72944),
+    (128, 128, 128, 4, 3): (98816, 147584),
+    (64, 256, 128, 4, 2): (82944, 115328),
+    (32, 32, 64, 8, 4): (12288, 19696),
+    (16, 64, 128, 8, 4): (30720, 41440),
+    (256, 64, 64, 4, 3): (62464, 110912),
+}
+
+
+def test_grid_is_sglangs_superset() -> None:
+    assert len(candidate_grid("fp8", split_k=False)) == 5 * 4 * 3 * 4 * 2 * 4  # 1,920
+    assert len(candidate_grid("int4", split_k=True)) == 1920 * 5
+
+
+@pytest.mark.parametrize("key", list(SM90_SHARED))
+def test_smem_model_bounds_the_compiler_figure(key: tuple[int, ...]) -> None:
+    bm, bn, bk, w, s = key
+    cfg = C(bm, bn, bk, 1, w, s)
+    for kind, measured in zip(("fp8", "int4"), SM90_SHARED[key], strict=True):
+        est = smem_bytes(cfg, kind, "sm_90")  # type: ignore[arg-type]
+        assert measured <= est <= measured + 1024
+
+
+def test_fp8_smem_off_hopper_is_the_sglang_rule() -> None:
+    cfg = C(64, 128, 128, 1, 4, 4)
+    assert smem_bytes(cfg, "fp8", "sm_89") == 3 * (64 + 128) * 128 + 1024
+
+
+def test_legality_filters() -> None:
+    assert "does not divide" in (legality(C(64, 64, 256, 1, 4, 3), "fp8", 128, H200_LIMITS) or "")
+    big = C(128, 256, 128, 1, 8, 4)
+    assert legality(big, "fp8", 128, H200_LIMITS) is None
+    assert "shared memory" in (legality(big, "fp8", 128, RTX4090) or "")
+    assert "registers" in (legality(C(128, 256, 64, 1, 4, 2), "fp8", 128, H200_LIMITS) or "")
+    assert "2 K tiles" in (
+        legality(C(16, 64, 128, 1, 4, 3, SPLIT_K=16), "fp8", 128, H200_LIMITS, 5120, 3072) or ""
+    )
+
+
+def test_waste_filters_for_small_m() -> None:
+    space = build_space("fp8", 1, 5120, 6144, H200_LIMITS)
+    assert {c.BLOCK_SIZE_M for c in space} == {16}
+    assert {c.GROUP_SIZE_M for c in space} == {1}  # one M tile: all group orders are equal
+    assert {c.SPLIT_K for c in space} == {1}  # engine files cannot hold split-K
+    m24 = build_space("fp8", 24, 5120, 6144, H200_LIMITS)
+    assert {c.BLOCK_SIZE_M for c in m24} == {16, 32}
+    assert waste(SGLANG_DEFAULT_FP8, 1, 5120, H200_LIMITS) is not None
+    # GROUP 64 equals GROUP 32 when there are only 20 M tiles
+    assert waste(C(16, 64, 128, 64, 4, 3), 320, 5120, H200_LIMITS) is not None
+    assert waste(C(16, 64, 128, 16, 4, 3), 320, 5120, H200_LIMITS) is None
+    # split-K only while the output tiles leave the GPU under-filled
+    assert waste(C(16, 32, 128, 1, 4, 3, SPLIT_K=2), 16, 34816, H200_LIMITS) is not None
+    assert waste(C(16, 128, 128, 1, 4, 3, SPLIT_K=2), 16, 5120, H200_LIMITS) is None
+
+
+def test_int4_space_has_split_k_and_large_m_space_is_large() -> None:
+    assert any(c.SPLIT_K > 1 for c in build_space("int4", 1, 5120, 6144, H200_LIMITS))
+    assert len(build_space("fp8", 8192, 5120, 6144, H200_LIMITS)) > 1000
+
+
+def test_compile_set_is_one_config_per_binary() -> None:
+    cs = compile_set("fp8", H200_LIMITS)
+    assert len({c.compile_key() for c in cs}) == len(cs)
+    assert 250 < len(cs) < 320
+
+
+def test_config_dicts() -> None:
+    assert SGLANG_DEFAULT_FP8.as_dict(engine=True) == {
+        "BLOCK_SIZE_M": 64,
+        "BLOCK_SIZE_N": 128,
+        "BLOCK_SIZE_K": 128,
+        "GROUP_SIZE_M": 32,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
+    with pytest.raises(ConfigError, match="SPLIT_K"):
+        C(16, 64, 128, 1, 4, 3, SPLIT_K=2).as_dict(engine=True)
+    with pytest.raises(ConfigError, match="unknown config keys"):
+        KernelConfig.from_dict({**SGLANG_DEFAULT_FP8.as_dict(), "BLOCK_M": 1})
+    with pytest.raises(ConfigError, match="positive integer"):
+        KernelConfig.from_dict({**SGLANG_DEFAULT_FP8.as_dict(), "num_warps": 0})
