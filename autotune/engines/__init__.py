@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 ENGINES: dict[str, str] = {
     "sglang": "autotune.engines.sglang:SGLangAdapter",
+    "vllm": "autotune.engines.vllm:VLLMAdapter",
+    "llamacpp": "autotune.engines.llamacpp:LlamaCppAdapter",
 }
 
 

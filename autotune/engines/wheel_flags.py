@@ -106,8 +106,18 @@ def download_wheel(package: str, version: str, dest: Path) -> Path:
     cached = sorted(dest.glob(f"{norm}-{version}-*.whl"))
     if cached:
         return cached[0]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-           "-q", "-d", str(dest), f"{package}=={version}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-q",
+        "-d",
+        str(dest),
+        f"{package}=={version}",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=900)
     found = sorted(dest.glob(f"{norm}-{version}-*.whl"))
     if not found:
@@ -126,16 +136,21 @@ def _call_name(node: ast.Call) -> str | None:
 
 def _long_flags(args: Iterable[ast.expr]) -> set[str]:
     return {
-        a.value for a in args
+        a.value
+        for a in args
         if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
     }
 
 
 def _annotated_field_flags(name: str, ann: ast.expr) -> set[str]:
     # A[T, Arg(...)] or A[T, "help"]
-    if not (isinstance(ann, ast.Subscript) and isinstance(ann.value, ast.Name)
-            and ann.value.id == "A" and isinstance(ann.slice, ast.Tuple)
-            and len(ann.slice.elts) >= 2):
+    if not (
+        isinstance(ann, ast.Subscript)
+        and isinstance(ann.value, ast.Name)
+        and ann.value.id == "A"
+        and isinstance(ann.slice, ast.Tuple)
+        and len(ann.slice.elts) >= 2
+    ):
         return set()
     meta = ann.slice.elts[1]
     if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
@@ -147,9 +162,11 @@ def _annotated_field_flags(name: str, ann: ast.expr) -> set[str]:
     if isinstance(no_cli, ast.Constant) and no_cli.value is True:
         return set()
     cli = kw.get("cli_name")
-    flags = {cli.value} if isinstance(cli, ast.Constant) and isinstance(cli.value, str) else {
-        "--" + name.replace("_", "-")
-    }
+    flags = (
+        {cli.value}
+        if isinstance(cli, ast.Constant) and isinstance(cli.value, str)
+        else {"--" + name.replace("_", "-")}
+    )
     aliases = kw.get("aliases")
     if isinstance(aliases, ast.List | ast.Tuple):
         flags |= _long_flags(aliases.elts)
@@ -239,7 +256,9 @@ def _build_index(trees: list[ast.Module], text: str) -> _Index:
                 index.classes[node.name] = _Class(
                     bases=[b for b in map(_name, node.bases) if b],
                     fields=_class_fields(node),
-                    is_config=any(_name(d) in ("dataclass", "config") for d in node.decorator_list),
+                    is_config=any(
+                        _name(d) in ("dataclass", "config") for d in node.decorator_list
+                    ),
                 )
             elif (
                 isinstance(node, ast.Assign)
@@ -346,15 +365,45 @@ def _field_kwargs(index: _Index, ann: ast.expr) -> dict[str, object]:
     if "Literal" in heads:
         if "str" in heads:
             return {}  # literal_to_kwargs: metavar, not choices
-        values: list[str] = []
-        for m in members:
-            if _head(m) == "Literal" and isinstance(m, ast.Subscript):
-                elts = m.slice.elts if isinstance(m.slice, ast.Tuple) else [m.slice]
-                values += [str(e.value) for e in elts if isinstance(e, ast.Constant)]
+        values = [v for m in members for v in _literal_values(index, m)]
         return {"choices": tuple(sorted(set(values)))}
     if heads & _COLLECTIONS:
         return {"nargs": "+"}
     return {}
+
+
+def _literal_values(index: _Index, member: ast.expr, depth: int = 0) -> list[str]:
+    """Values of `Literal[...]`, nested Literal aliases flattened (Literal["eagle", MTPTypes])."""
+    if depth > 10:
+        return []
+    if isinstance(member, ast.Name) and member.id in index.aliases:
+        return _literal_values(index, index.aliases[member.id], depth + 1)
+    if isinstance(member, ast.BinOp) and isinstance(member.op, ast.BitOr):
+        return _literal_values(index, member.left, depth + 1) + _literal_values(
+            index, member.right, depth + 1
+        )
+    if not (isinstance(member, ast.Subscript) and _head(member) == "Literal"):
+        return []
+    elts = member.slice.elts if isinstance(member.slice, ast.Tuple) else [member.slice]
+    out: list[str] = []
+    for e in elts:
+        if isinstance(e, ast.Constant):
+            out.append(str(e.value))
+        elif isinstance(e, ast.Name) and e.id in index.aliases:
+            out += _literal_values(index, index.aliases[e.id], depth + 1)
+    return out
+
+
+def field_choices_from_wheel(wheel: Path, engine: str, cls: str, name: str) -> tuple[str, ...]:
+    """The Literal values a config dataclass field accepts (vLLM's SpeculativeConfig.method),
+    read from the wheel's source; empty when the field is not a Literal."""
+    sources = wheel_sources(wheel, engine)
+    trees = [ast.parse(text) for text in sources.values()]
+    index = _build_index(trees, "\n".join(sources.values()))
+    ann = _fields(index, cls).get(name)
+    if ann is None:
+        raise ConfigError(f"{wheel.name} has no field {cls}.{name}")
+    return tuple(sorted({v for m in _members(index, ann) for v in _literal_values(index, m)}))
 
 
 def _literal(node: ast.expr) -> object:
@@ -448,7 +497,7 @@ def _read_function(
         return None
 
     def visit(node: ast.AST, loop: tuple[str, str, str] | None) -> None:
-        if isinstance(node, ast.For) and node.iter is not None:
+        if isinstance(node, ast.For):
             it = node.iter
             if (
                 isinstance(it, ast.Call)
@@ -461,8 +510,8 @@ def _read_function(
                 and all(isinstance(e, ast.Name) for e in node.target.elts)
             ):
                 k, v = (e.id for e in node.target.elts if isinstance(e, ast.Name))
-                for child in node.body:
-                    visit(child, (it.func.value.id, k, v))
+                for stmt in node.body:
+                    visit(stmt, (it.func.value.id, k, v))
                 return
         if isinstance(node, ast.Call) and _call_name(node) == "add_argument":
             _add_call(node, loop)
@@ -479,8 +528,8 @@ def _read_function(
                 fields.update(_fields(index, cls))
             for name, ann in fields.items():
                 flag = "--" + name.replace("_", "-")
-                kw = {**_field_kwargs(index, ann), **overrides.get((var, name), {})}
-                _record(table, [flag], kw, name, index)
+                merged = {**_field_kwargs(index, ann), **overrides.get((var, name), {})}
+                _record(table, [flag], merged, name, index)
             return
         flags = [
             a.value
@@ -495,9 +544,9 @@ def _read_function(
                 kw[k.arg] = _literal(k.value)
                 continue
             for var, fname, extra in _splat(k.value):
-                ann = field_ann(var, fname)
-                if ann is not None:
-                    kw.update(_field_kwargs(index, ann))
+                found = field_ann(var, fname)
+                if found is not None:
+                    kw.update(_field_kwargs(index, found))
                 kw.update(overrides.get((var, fname), {}))
                 kw.update(extra)
         dest = kw.get("dest")

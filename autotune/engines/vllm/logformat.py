@@ -1,0 +1,466 @@
+"""Render vLLM's startup and failure log lines for a given release.
+
+The simulated engine prints these so that `parse_startup` and `classify_failure` read it exactly
+as they read real vLLM. Every format string is vLLM's own (see logs.py for where each lives),
+with the release where it changed:
+
+- process prefixes: `(EngineCore_0 pid=N)` up to 0.10.1.1, `(EngineCore_DP0 pid=N)` after;
+  TP workers `(VllmWorker rank=R ...)` 0.10.0, `(VllmWorker TPR ...)` 0.10.1.x,
+  `(Worker_TPR ...)` from 0.10.2; the API server `(APIServer pid=N)` from 0.10.1.
+- `Model loading took %.4f GiB and` (<= 0.11.0), `%.4f GiB memory and` (0.11.1 .. 0.13.0),
+  `%s GiB memory and` with format_gib (0.14.0+); `Available KV cache memory: %.2f` / `%s GiB`.
+- KV capacity: two lines up to 0.27.1, one line 0.28 .. 0.29, `GPU KV cache size` with the device
+  name from 0.30.
+- CUDA graph memory profiling (0.18+): `Estimated CUDA graph memory: %.2f GiB total` and the
+  `--gpu-memory-utilization` advice, worded per release (opt-in 0.18/0.19, default from 0.20).
+- `Starting vLLM API server %d on %s` (<= 0.17.1) / `Starting vLLM server on %s`;
+  `vLLM API server version %s` (<= 0.24.0) / `vLLM server version %s, serving model %s`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.engines.vllm.flags import at_least, parse_version
+from autotune.engines.vllm.logs import READY_TEXT, SIMULATED_MARKER, VLLMLaunchReport
+from autotune.errors import ConfigError
+
+DEFAULT_TIMESTAMP = "03-01 12:00:00"
+GIB = 2**30
+
+
+def format_gib(gib: float) -> str:
+    """vLLM's format_gib: `f"{round(b / GiB_bytes, 2)}"` (so 16.80 prints as 16.8)."""
+    return f"{round(gib, 2)}"
+
+
+class _Printer:
+    """Prefixes lines the way each process of a vLLM release does."""
+
+    def __init__(self, version: str, timestamp: str, pid: int) -> None:
+        self.version, self.ts, self.pid = version, timestamp, pid
+
+    def core_name(self) -> str:
+        return "EngineCore_DP0" if at_least(self.version, "0.10.2") else "EngineCore_0"
+
+    def worker_name(self, rank: int, tp: int) -> str:
+        if tp <= 1:
+            return self.core_name()  # single GPU: the worker runs inside the engine core
+        if not at_least(self.version, "0.10.1"):
+            return f"VllmWorker rank={rank}"
+        if not at_least(self.version, "0.10.2"):
+            return f"VllmWorker TP{rank}"
+        return f"Worker_TP{rank}"
+
+    def line(self, proc: str | None, src: str, msg: str, level: str = "INFO") -> str:
+        if proc == "APIServer" and not at_least(self.version, "0.10.1"):
+            proc = None  # 0.10.0's API server did not decorate its logs
+        head = f"({proc} pid={self.pid}) " if proc else ""
+        return f"{head}{level} {self.ts} [{src}] {msg}"
+
+
+def _kv_lines(version: str, tokens: int, max_len: int, concurrency: float) -> list[str]:
+    size = f"KV cache size: {tokens:,} tokens"
+    conc = f"Maximum concurrency for {max_len:,} tokens per request: {concurrency:.2f}x"
+    if not at_least(version, "0.28.0"):
+        return [f"GPU {size}", conc]
+    return [f"GPU {size}, {conc}"]
+
+
+def _non_default_repr(values: dict[str, Any]) -> str:
+    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in values.items()) + "}"
+
+
+def format_startup_lines(
+    version: str,
+    report: VLLMLaunchReport,
+    *,
+    model: str = "Qwen/Qwen3.8-27B",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    tp_size: int = 1,
+    total_gib: float | None = None,
+    estimate_cudagraphs: bool | None = None,
+    mamba_padding_pct: float | None = None,
+    non_default: dict[str, Any] | None = None,
+    timestamp: str = DEFAULT_TIMESTAMP,
+    pid: int = 4242,
+    elapsed_s: float = 1.0,
+) -> list[str]:
+    """The startup lines vLLM `version` prints for the figures in `report`, prefixes included.
+
+    Only figures that are set produce lines: weights_gib, kv_cache_gib, kv_pool_tokens with
+    max_concurrency and context_len, graph_gib, graph_estimate_gib (0.18+),
+    gpu_memory_utilization (the 0.18+ advice line needs total_gib), block_size (printed as the
+    hybrid alignment line), num_gpu_blocks (<= 0.11.0), max_num_batched_tokens, engine
+    settings in the config line. Per-rank worker lines repeat for each TP rank.
+    `estimate_cudagraphs`: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default: on from 0.20).
+
+    Raises:
+        ConfigError: a bad version, or figures the release's format cannot express.
+    """
+    version = parse_version(version)
+    p = _Printer(version, timestamp, pid)
+    api, core = "APIServer", p.core_name()
+    out: list[str] = []
+    if report.simulated:
+        out.append(p.line(api, "sim.py:1", SIMULATED_MARKER))
+    if at_least(version, "0.25.0"):
+        out.append(
+            p.line(api, "utils.py:60", f"vLLM server version {version}, serving model {model}")
+        )
+    else:
+        out.append(p.line(api, "api_server.py:1755", f"vLLM API server version {version}"))
+    args: dict[str, Any] = {"model_tag": model, "host": host, "port": port}
+    for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
+        value = getattr(report, key)
+        if value is not None:
+            args[key] = value
+    if tp_size > 1:
+        args["tensor_parallel_size"] = tp_size
+    args.update(non_default or {})
+    out.append(p.line(api, "utils.py:263", f"non-default args: {_non_default_repr(args)}"))
+    if report.context_len is not None:
+        out.append(p.line(api, "model.py:1545", f"Using max model len {report.context_len}"))
+    if report.max_num_batched_tokens is not None and report.enable_chunked_prefill is not False:
+        out.append(
+            p.line(
+                api,
+                "scheduler.py:230",
+                "Chunked prefill is enabled with "
+                f"max_num_batched_tokens={report.max_num_batched_tokens}.",
+            )
+        )
+    if report.block_size is not None:
+        out.append(
+            p.line(
+                api,
+                "config.py:477",
+                f"Setting attention block size to {report.block_size} tokens to ensure that "
+                "attention page size is >= mamba page size.",
+            )
+        )
+        if mamba_padding_pct is not None:
+            out.append(
+                p.line(
+                    api,
+                    "config.py:497",
+                    f"Padding mamba page size by {mamba_padding_pct:.2f}% to ensure that mamba "
+                    "page size and attention page size are exactly equal.",
+                )
+            )
+    chunked_key = (
+        "enable_chunked_prefill" if at_least(version, "0.11.1") else "chunked_prefill_enabled"
+    )
+    config = (
+        f"model={model!r}, speculative_config=None, tokenizer={model!r}, "
+        f"max_seq_len={report.context_len}, tensor_parallel_size={tp_size}, "
+        f"quantization={report.quantization}, enforce_eager={bool(report.enforce_eager)}, "
+        f"kv_cache_dtype={report.kv_dtype or 'auto'}, device_config=cuda, "
+        f"served_model_name={model}, enable_prefix_caching={report.enable_prefix_caching}, "
+        f"{chunked_key}={report.enable_chunked_prefill}"
+    )
+    out.append(
+        p.line(
+            core, "core.py:98", f"Initializing a V1 LLM engine (v{version}) with config: {config}"
+        )
+    )
+    workers = [p.worker_name(r, tp_size) for r in range(max(tp_size, 1))]
+    for w in workers:
+        if report.weights_gib is not None:
+            out.append(
+                p.line(w, "gpu_model_runner.py:1892", _weights_msg(version, report, elapsed_s))
+            )
+    for w in workers:
+        out += [p.line(w, "gpu_worker.py:359", m) for m in _memory_msgs(
+            version, report, total_gib, estimate_cudagraphs
+        )]  # fmt: skip
+    if report.kv_pool_tokens is not None:
+        if report.max_concurrency is None or report.context_len is None:
+            raise ConfigError(
+                "the KV capacity line needs max_concurrency and context_len with kv_pool_tokens",
+                field="max_concurrency",
+            )
+        out += [
+            p.line(core, "kv_cache_utils.py:1305", m)
+            for m in _kv_lines(
+                version, report.kv_pool_tokens, report.context_len, report.max_concurrency
+            )  # fmt: skip
+        ]
+    if report.graph_gib is not None and not report.enforce_eager:
+        for w in workers:
+            out.append(
+                p.line(
+                    w,
+                    "gpu_model_runner.py:2485",
+                    f"Graph capturing finished in {report.graph_capture_s or elapsed_s:.0f} secs, "
+                    f"took {report.graph_gib:.2f} GiB",
+                )
+            )
+    init_s = report.init_engine_s or elapsed_s
+    unit = "s" if at_least(version, "0.20.0") else "seconds"
+    out.append(
+        p.line(
+            core,
+            "core.py:274",
+            f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} {unit}",
+        )
+    )
+    if report.num_gpu_blocks is not None and not at_least(version, "0.11.1"):
+        out.append(
+            p.line(
+                api,
+                "loggers.py:142",
+                "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks "
+                f"is: {report.num_gpu_blocks}",
+            )
+        )
+    out += [p.line(api, "api_server.py:1", w, level="WARNING") for w in report.warnings]
+    url = f"http://{host}:{port}"
+    if at_least(version, "0.18.0"):
+        out.append(p.line(api, "api_server.py:602", f"Starting vLLM server on {url}"))
+    else:
+        out.append(p.line(api, "api_server.py:1818", f"Starting vLLM API server 0 on {url}"))
+    if report.ready:
+        head = f"(APIServer pid={pid}) " if at_least(version, "0.10.1") else ""
+        out += [
+            f"{head}INFO:     Started server process [{pid}]",
+            f"{head}INFO:     Waiting for application startup.",
+            f"{head}INFO:     {READY_TEXT}",
+        ]
+    return out
+
+
+def _weights_msg(version: str, report: VLLMLaunchReport, elapsed: float) -> str:
+    gib = report.weights_gib or 0.0
+    seconds = report.weights_load_s or elapsed
+    if not at_least(version, "0.11.1"):
+        return f"Model loading took {gib:.4f} GiB and {seconds:.6f} seconds"
+    if not at_least(version, "0.14.0"):
+        return f"Model loading took {gib:.4f} GiB memory and {seconds:.6f} seconds"
+    return f"Model loading took {format_gib(gib)} GiB memory and {seconds:.6f} seconds"
+
+
+def _memory_msgs(
+    version: str,
+    report: VLLMLaunchReport,
+    total_gib: float | None,
+    estimate: bool | None,
+) -> list[str]:
+    out: list[str] = []
+    graph_est = report.graph_estimate_gib
+    if graph_est is not None:
+        if not at_least(version, "0.18.0"):
+            raise ConfigError(
+                f"vLLM {version} does not profile CUDA graph memory (0.18.0+)",
+                field="graph_estimate_gib",
+            )
+        out.append(f"Estimated CUDA graph memory: {graph_est:.2f} GiB total")
+    if report.kv_cache_gib is not None:
+        gib = report.kv_cache_gib
+        shown = f"{gib:.2f}" if not at_least(version, "0.14.0") else format_gib(gib)
+        out.append(f"Available KV cache memory: {shown} GiB")
+    util = report.gpu_memory_utilization
+    if graph_est is not None and graph_est > 0 and util is not None and total_gib:
+        on = at_least(version, "0.20.0") if estimate is None else estimate
+        delta = graph_est / total_gib
+        equiv, suggested = round(util - delta, 4), min(round(util + delta, 4), 1.0)
+        if at_least(version, "0.20.0"):
+            if on:
+                out.append(
+                    "CUDA graph memory profiling is enabled (default since v0.21.0). The "
+                    f"current --gpu-memory-utilization={util:.4f} is equivalent to "
+                    f"--gpu-memory-utilization={equiv:.4f} without CUDA graph memory "
+                    "profiling. To maintain the same effective KV cache size as before, "
+                    f"increase --gpu-memory-utilization to {suggested:.4f}. To disable, set "
+                    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
+                )
+            else:
+                out.append(
+                    "CUDA graph memory profiling is disabled "
+                    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without it, CUDA graph "
+                    "memory is not accounted for during KV cache allocation, which may require "
+                    "lowering --gpu-memory-utilization to avoid OOM. Consider re-enabling it "
+                    "(the default as of v0.21.0) and increasing --gpu-memory-utilization from "
+                    f"{util:.4f} to {suggested:.4f}."
+                )
+        elif on:
+            out.append(
+                "CUDA graph memory profiling is enabled "
+                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1). This will become the default in "
+                f"v0.19. The current --gpu-memory-utilization={util:.4f} is equivalent to "
+                f"--gpu-memory-utilization={equiv:.4f} without CUDA graph memory profiling. To "
+                "maintain the same effective KV cache size as before, increase "
+                f"--gpu-memory-utilization to {suggested:.4f}."
+            )
+        else:
+            out.append(
+                "In v0.19, CUDA graph memory profiling will be enabled by default "
+                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts "
+                "for CUDA graph memory during KV cache allocation. To try it now, set "
+                "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase "
+                f"--gpu-memory-utilization from {util:.4f} to {suggested:.4f} to maintain the "
+                "same effective KV cache size."
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures
+
+FAILURE_KINDS = (
+    "kv_cache_too_small",
+    "no_cache_memory",
+    "startup_free_memory",
+    "profile_oom",
+    "graph_capture_oom",
+    "engine_dead",
+)
+
+
+def _get(values: dict[str, Any], key: str, kind: str) -> Any:
+    if key not in values:
+        raise ConfigError(f"format_failure({kind!r}) needs {key}=...", field=key)
+    return values[key]
+
+
+def _oom(values: dict[str, Any], kind: str) -> str:
+    from autotune.engines.sglang.logformat import torch_oom_message  # PyTorch's own wording
+
+    return torch_oom_message(
+        tried_gib=_get(values, "tried_gib", kind),
+        total_gib=_get(values, "total_gib", kind),
+        free_gib=_get(values, "free_gib", kind),
+        in_use_gib=_get(values, "in_use_gib", kind),
+        allocated_gib=_get(values, "allocated_gib", kind),
+        reserved_unallocated_gib=values.get("reserved_unallocated_gib", 0.0),
+    )
+
+
+_FRAMES = {
+    # where each failure is raised, innermost last (vllm/v1/...)
+    "profile": (
+        ("engine/core.py", "_initialize_kv_caches", "available_gpu_memory = self.model_executor"
+         ".determine_available_memory()"),
+        ("worker/gpu_worker.py", "determine_available_memory", "self.model_runner.profile_run()"),
+        ("worker/gpu_model_runner.py", "profile_run", "hidden_states, last_hidden_states = "
+         "self._dummy_run(self.max_num_tokens, is_profile=True)"),
+    ),
+    "kv": (
+        ("engine/core.py", "_initialize_kv_caches", "kv_cache_configs = get_kv_cache_configs("
+         "vllm_config, kv_cache_specs, available_gpu_memory)"),
+        ("core/kv_cache_utils.py", "check_enough_kv_cache_memory", "raise ValueError("),
+    ),
+    "graph": (
+        ("engine/core.py", "_initialize_kv_caches", "self.model_executor.initialize_from_config("
+         "kv_cache_configs)"),
+        ("worker/gpu_worker.py", "compile_or_warm_up_model", "self.model_runner.capture_model()"),
+        ("worker/gpu_model_runner.py", "capture_model", "self._capture_cudagraphs("),
+    ),
+    "init": (
+        ("worker/gpu_worker.py", "init_device", "raise ValueError("),
+    ),
+}  # fmt: skip
+
+
+def format_failure(
+    kind: str,
+    version: str,
+    *,
+    timestamp: str = DEFAULT_TIMESTAMP,
+    tp_size: int = 1,
+    pid: int = 4242,
+    **values: Any,
+) -> list[str]:
+    """vLLM `version`'s own error text for a failure `kind`, with the engine core's traceback and
+    the API server's "Engine core initialization failed" that follow it.
+
+    Kinds and their values: kv_cache_too_small (max_model_len, needed_gib, available_gib,
+    optional estimated_max_len); no_cache_memory (none); startup_free_memory (free_gib,
+    total_gib, gpu_memory_utilization); profile_oom and graph_capture_oom (tried_gib, total_gib,
+    free_gib, in_use_gib, allocated_gib, optional reserved_unallocated_gib); engine_dead
+    (exit_code: the core died without a Python error, e.g. SIGKILL -9).
+
+    Raises:
+        ConfigError: unknown kind or missing values.
+    """
+    version = parse_version(version)
+    p = _Printer(version, timestamp, pid)
+    core = p.core_name()
+    proc = p.worker_name(0, tp_size)
+    new_gib = at_least(version, "0.14.0")
+
+    def gib(x: float) -> str:
+        return format_gib(x) if new_gib else f"{x:.2f}"
+
+    if kind == "kv_cache_too_small":
+        est = values.get("estimated_max_len")
+        model = "model's" if at_least(version, "0.22.0") else "models's"
+        msg = (
+            f"To serve at least one request with the {model} max seq len "
+            f"({_get(values, 'max_model_len', kind)}), ({gib(_get(values, 'needed_gib', kind))} "
+            "GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({gib(_get(values, 'available_gib', kind))} GiB)."
+        )
+        if est:
+            msg += f" Based on the available memory, the estimated maximum model length is {est}."
+        tail = (
+            " Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+            "backend) or decreasing `max_model_len` when initializing the engine."
+            if at_least(version, "0.22.0")
+            else " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine."
+        )
+        exc, frames, who = "ValueError: " + msg + tail, _FRAMES["kv"], core
+    elif kind == "no_cache_memory":
+        exc = (
+            "ValueError: No available memory for the cache blocks. Try increasing "
+            "`gpu_memory_utilization` when initializing the engine."
+        )
+        frames, who = _FRAMES["kv"], core
+    elif kind == "startup_free_memory":
+        free, total = _get(values, "free_gib", kind), _get(values, "total_gib", kind)
+        util = _get(values, "gpu_memory_utilization", kind)
+        device = " cuda:0" if new_gib else ""
+        exc = (
+            f"ValueError: Free memory on device{device} ({gib(free)}/{gib(total)} GiB) on "
+            f"startup is less than desired GPU memory utilization ({util}, "
+            f"{gib(total * util)} GiB). Decrease GPU memory utilization or reduce GPU memory "
+            "used by other processes."
+        )
+        frames, who = _FRAMES["init"], proc
+    elif kind == "profile_oom":
+        exc, frames, who = (
+            "torch.OutOfMemoryError: " + _oom(values, kind),
+            _FRAMES["profile"],
+            proc,
+        )
+    elif kind == "graph_capture_oom":
+        exc, frames, who = "torch.OutOfMemoryError: " + _oom(values, kind), _FRAMES["graph"], proc
+    elif kind == "engine_dead":
+        code = _get(values, "exit_code", kind)
+        return [
+            p.line("APIServer", "api_server.py:1", "Traceback (most recent call last):", "ERROR"),
+            "RuntimeError: Engine core initialization failed. See root cause above. "
+            f"Failed core proc(s): {{{core!r}: {code}}}",
+        ]
+    else:
+        raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(FAILURE_KINDS)}")
+    body = [
+        p.line(who, "core.py:632", "EngineCore failed to start.", "ERROR"),
+        f"({who} pid={pid}) Traceback (most recent call last):",
+    ]
+    for path, func, code_line in frames:
+        body += [
+            f'({who} pid={pid})   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/{path}",'
+            f" line 1, in {func}",
+            f"({who} pid={pid})     {code_line}",
+        ]
+    body.append(f"({who} pid={pid}) {exc}")
+    exit_code = 1
+    return [
+        *body,
+        p.line("APIServer", "api_server.py:1", "Traceback (most recent call last):", "ERROR"),
+        "RuntimeError: Engine core initialization failed. See root cause above. "
+        f"Failed core proc(s): {{{core!r}: {exit_code}}}",
+    ]

@@ -1,0 +1,265 @@
+"""Read vLLM's own log lines (V1 engine, 0.10.0 .. 0.33.0): startup figures -> VLLMLaunchReport.
+
+Line shape: `[(Proc pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:line] message`; the `(Proc pid=N)`
+prefix comes from decorate_logs (EngineCore_DP0, Worker_TP1, APIServer; 0.10.0 names workers
+`VllmWorker rank=N`) and is part of the format itself from 0.31. ANSI colours are stripped.
+Per-rank lines (a TP worker's `Model loading took`) are read from rank 0 only.
+
+The f-strings, checked against the wheels (vllm/v1/...):
+- worker/gpu_model_runner.py: `Model loading took %.4f GiB and %.6f seconds` (<= 0.11.0),
+  `... %.4f GiB memory and ...` (0.11.1 .. 0.13.0), `... %s GiB memory and ...` (0.14.0+,
+  format_gib = round(b / 2**30, 2)); `Graph capturing finished in %.0f secs, took %.2f GiB`;
+  `Estimated CUDA graph memory: %.2f GiB total` (0.18+, profile_cudagraph_memory).
+- worker/gpu_worker.py: `Available KV cache memory: %.2f GiB` (`%s GiB` from 0.14.0), and
+  from 0.18 the `--gpu-memory-utilization=%.4f` / `from %.4f to %.4f` advice lines (the
+  utilisation the launch used).
+- core/kv_cache_utils.py: `GPU KV cache size: %s tokens` and `Maximum concurrency for %s tokens
+  per request: %.2fx` on two lines (<= 0.27.1), on one line (0.28, 0.29), with the device first
+  (`GPU KV cache size` / `XPU ...`, `GPU + host ...`) from 0.30. The token figure is
+  num_blocks // groups * block_size up to 0.19.1 and int(max_concurrency * max_model_len) from
+  0.20.0 (both "tokens of context the pool holds").
+- engine/core.py: `Initializing a V1 LLM engine (v%s) with config: ...kv_cache_dtype=...`;
+  `init engine (profile, create kv cache, warmup model) took %.2f seconds` (`s` from 0.20).
+- Ready: uvicorn's `Application startup complete.` (after `Starting vLLM API server ...`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from pydantic import Field
+
+from autotune.engines.base import LaunchReport
+
+READY_TEXT = "Application startup complete."
+# Printed first by the simulated engine (autotune sim) so reports never mistake it for a GPU run.
+SIMULATED_MARKER = "autotune simulated vLLM engine: figures come from a model, not a GPU."
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+_PROC_RE = re.compile(r"\((?P<proc>[^()]+?) pid=(?P<pid>\d+)\) ")
+_LEVEL_RE = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})"
+    r"(?:\.\d+)? \[(?P<src>[^\]]*)\] "
+)
+_RANK_RE = re.compile(r"(?:rank=|Worker-|[ _](?:TP|PP|DP|PCP|DCP|EP))(\d+)")
+
+_NUM = r"-?\d+(?:\.\d+)?"
+_WEIGHTS_RE = re.compile(
+    rf"Model loading took (?P<gib>{_NUM}) GiB(?: memory)? and (?P<s>{_NUM}) seconds"
+)
+_AVAIL_RE = re.compile(rf"Available KV cache memory: (?P<gib>{_NUM}) GiB")
+_KV_TOKENS_RE = re.compile(
+    r"(?:(?P<device>[A-Z]+)(?P<host> \+ host)? )?KV cache size: (?P<tokens>[\d,]+) tokens"
+)
+_CONCURRENCY_RE = re.compile(
+    rf"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>{_NUM})x"
+)
+_GRAPH_RE = re.compile(rf"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>{_NUM}) GiB")
+_GRAPH_EST_RE = re.compile(rf"Estimated CUDA graph memory: (?P<gib>{_NUM}) GiB total")
+_GMU_RE = re.compile(r"--gpu-memory-utilization(?:=| from )(?P<u>\d+(?:\.\d+)?)")
+_V0_BLOCKS_RE = re.compile(r"# (?:GPU|cuda|CUDA) blocks: (?P<n>\d+), # CPU blocks: \d+")
+_ENGINE_BLOCKS_RE = re.compile(
+    r"cache_config_info with initialization after num_gpu_blocks is: (?P<n>\d+)"
+)
+_BLOCK_SIZE_RE = re.compile(r"Setting (?:attention|kv cache) block size to (?P<n>\d+)(?: tokens)?")
+_CHUNKED_RE = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
+_ENGINE_RE = re.compile(r"Initializing a V1 LLM engine \(v(?P<v>[^)]+)\) with config: (?P<c>.*)$")
+_SERVER_VERSION_RE = re.compile(r"vLLM (?:API )?server version (?P<v>[^\s,]+)")
+_INIT_RE = re.compile(
+    rf"init engine \(profile, create kv cache, warmup model\) took (?P<s>{_NUM}) s"
+)
+_NON_DEFAULT_RE = re.compile(r"non-default args: (?P<d>\{.*\})\s*$")
+_MAX_LEN_RE = re.compile(r"Using max model len (?P<n>\d+)")
+# key=value pairs of the engine config line that the report keeps.
+_CONFIG_KEYS = {
+    "max_seq_len": "context_len",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "kv_cache_dtype": "kv_dtype",
+    "enforce_eager": "enforce_eager",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "enable_chunked_prefill": "enable_chunked_prefill",
+    "chunked_prefill_enabled": "enable_chunked_prefill",  # up to 0.11.0
+    "quantization": "quantization",
+}
+# Startup lines worth keeping with the trial (they explain a surprising capacity).
+_WARNING_MARKERS = (
+    "Setting attention block size to",
+    "Padding mamba page size by",
+    "Mamba cache mode is set to",
+    "Prefix caching in Mamba cache",
+    "CUDA graph memory profiling is",
+    "In v0.19, CUDA graph memory profiling",
+    "does not officially support",
+    "padding layers, may waste",
+    "is less than desired GPU memory utilization",
+    "Disabling calculate_kv_scales",
+)
+
+
+class VLLMLaunchReport(LaunchReport):
+    """LaunchReport plus what only vLLM logs: concurrency at max_model_len, the KV budget and
+    the memory utilisation behind it, CUDA-graph estimate, block size and engine settings."""
+
+    engine_version: str | None = None
+    max_concurrency: float | None = Field(
+        default=None, description="requests of max_model_len tokens the KV cache holds"
+    )
+    kv_cache_gib: float | None = Field(default=None, description="Available KV cache memory")
+    gpu_memory_utilization: float | None = None
+    graph_estimate_gib: float | None = Field(
+        default=None, description="CUDA graph memory profiled before the KV cache (0.18+)"
+    )
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    tensor_parallel_size: int | None = None
+    quantization: str | None = None
+    enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    weights_load_s: float | None = None
+    graph_capture_s: float | None = None
+    init_engine_s: float | None = None
+
+
+def clean(line: str) -> str:
+    return _ANSI_RE.sub("", line.rstrip("\r\n"))
+
+
+def split_prefix(line: str) -> tuple[str | None, str]:
+    """`(Worker_TP1 pid=7) INFO 03-01 12:00:00 [gpu_worker.py:1] msg` -> ("Worker_TP1", "msg");
+    a line without a vLLM prefix -> (None, line)."""
+    text = clean(line)
+    proc: str | None = None
+    pos = 0
+    while m := _PROC_RE.match(text, pos):
+        proc, pos = m["proc"], m.end()
+    if m := _LEVEL_RE.match(text, pos):
+        pos = m.end()
+    return proc, text[pos:]
+
+
+def strip_prefix(line: str) -> str:
+    return split_prefix(line)[1]
+
+
+def rank_of(proc: str | None) -> int:
+    """The highest parallel rank a process name carries (0 for the API server, EngineCore_DP0,
+    a single-GPU worker)."""
+    if not proc:
+        return 0
+    return max((int(n) for n in _RANK_RE.findall(proc)), default=0)
+
+
+def is_ready_line(line: str) -> bool:
+    return READY_TEXT in line
+
+
+def _bool(text: str) -> bool | None:
+    return {"True": True, "False": False}.get(text)
+
+
+def _config_pairs(text: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for key, target in _CONFIG_KEYS.items():
+        m = re.search(rf"(?:^|, ){key}=([^,]+?)(?:,|$)", text)
+        if m is None:
+            continue
+        raw = m.group(1).strip().strip("'")
+        if target in ("context_len", "tensor_parallel_size"):
+            if raw.isdigit():
+                out[target] = int(raw)
+        elif target in ("enforce_eager", "enable_prefix_caching", "enable_chunked_prefill"):
+            out.setdefault(target, _bool(raw))
+        elif raw != "None":
+            out[target] = raw
+    return out
+
+
+def _non_default(text: str) -> dict[str, object]:
+    """The dict vLLM logs as `non-default args: {...}` (literal_eval; a regex for the numeric
+    keys when some value has no literal repr)."""
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        value = {
+            k: float(v) if "." in v else int(v)
+            for k, v in re.findall(r"'(\w+)': (-?\d+(?:\.\d+)?)\b", text)
+        }
+    return value if isinstance(value, dict) else {}
+
+
+def _num(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parse_startup(log_text: str) -> VLLMLaunchReport:
+    """What a launch got, from its startup log (unknown lines ignored, rank 0 figures only).
+
+    weights_gib and graph_gib come from rank 0's worker; kv_pool_tokens and max_concurrency
+    from the engine core's report (the whole TP group); max_running_requests is max_num_seqs
+    and chunked_prefill_size max_num_batched_tokens when the log names them.
+    """
+    values: dict[str, object] = {}
+    warnings: list[str] = []
+    ready = simulated = False
+    for raw in log_text.splitlines():
+        proc, msg = split_prefix(raw)
+        if rank_of(proc) > 0:
+            continue
+        if READY_TEXT in msg:
+            ready = True
+            continue
+        if SIMULATED_MARKER in msg:
+            simulated = True
+            continue
+        if m := _WEIGHTS_RE.search(msg):
+            values.setdefault("weights_gib", float(m["gib"]))
+            values.setdefault("weights_load_s", float(m["s"]))
+        if m := _AVAIL_RE.search(msg):
+            values.setdefault("kv_cache_gib", float(m["gib"]))
+        if m := _KV_TOKENS_RE.search(msg):
+            values.setdefault("kv_pool_tokens", _num(m["tokens"]))
+        if m := _CONCURRENCY_RE.search(msg):
+            values.setdefault("max_concurrency", float(m["x"]))
+            values["context_len"] = _num(m["len"])
+        if m := _GRAPH_RE.search(msg):
+            values.setdefault("graph_gib", float(m["gib"]))
+            values.setdefault("graph_capture_s", float(m["s"]))
+        if m := _GRAPH_EST_RE.search(msg):
+            values.setdefault("graph_estimate_gib", float(m["gib"]))
+        if m := _GMU_RE.search(msg):
+            values.setdefault("gpu_memory_utilization", float(m["u"]))
+        if m := (_V0_BLOCKS_RE.search(msg) or _ENGINE_BLOCKS_RE.search(msg)):
+            values.setdefault("num_gpu_blocks", int(m["n"]))
+        if m := _BLOCK_SIZE_RE.search(msg):
+            values["block_size"] = int(m["n"])  # the last adjustment wins
+        if m := _CHUNKED_RE.search(msg):
+            values.setdefault("max_num_batched_tokens", int(m["n"]))
+        if m := _MAX_LEN_RE.search(msg):
+            values.setdefault("context_len", int(m["n"]))
+        if m := _INIT_RE.search(msg):
+            values.setdefault("init_engine_s", float(m["s"]))
+        if m := _ENGINE_RE.search(msg):
+            values.setdefault("engine_version", m["v"])
+            for key, value in _config_pairs(m["c"]).items():
+                values.setdefault(key, value)
+        elif m := _SERVER_VERSION_RE.search(msg):
+            values.setdefault("engine_version", m["v"])
+        if m := _NON_DEFAULT_RE.search(msg):
+            args = _non_default(m["d"])
+            for key in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                        "block_size", "tensor_parallel_size"):  # fmt: skip
+                if isinstance(args.get(key), int | float) and not isinstance(args[key], bool):
+                    values.setdefault(key, args[key])
+        if any(marker in msg for marker in _WARNING_MARKERS) and msg.strip() not in warnings:
+            warnings.append(msg.strip())
+    if "max_num_seqs" in values:
+        values["max_running_requests"] = values["max_num_seqs"]
+    if "max_num_batched_tokens" in values:
+        values["chunked_prefill_size"] = values["max_num_batched_tokens"]
+    return VLLMLaunchReport.model_validate(
+        {**values, "ready": ready, "simulated": simulated, "warnings": warnings}
+    )
