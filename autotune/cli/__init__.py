@@ -31,7 +31,27 @@ COMMAND_MODULES = (
     "report",
     "kernels",
     "demo",
+    "serve",  # last: it routes sweep/status/report to a service under --server
 )
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    server: str | None = typer.Option(
+        None,
+        "--server",
+        envvar="AUTOTUNE_SERVER",
+        metavar="URL",
+        help="Run sweep, status and report against an `autotune serve` service at URL "
+        "(token: $AUTOTUNE_TOKEN or $AUTOTUNE_TOKEN_FILE).",
+    ),
+) -> None:
+    if server:
+        from autotune.service.remote import use_server
+
+        use_server(server, ctx)
+
 
 for _name in COMMAND_MODULES:
     try:

@@ -1,0 +1,202 @@
+"""A typed-enough httpx client of `autotune serve` (used by `autotune --server URL ...`).
+
+    with ServiceClient("http://127.0.0.1:8321") as c:    # token: $AUTOTUNE_TOKEN, or the file
+        name = c.submit_sweep(Path("spec.yaml").read_text())["name"]
+        for event, data in c.events(name):
+            ...
+
+HTTP errors become RemoteError (an AutotuneError) carrying the service's message, with the
+exit code the local command would have had (bad input 2, no such sweep 6).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from autotune.errors import AutotuneError, ConfigError
+
+if TYPE_CHECKING:
+    import httpx
+
+YAML_TYPE = "application/yaml"
+
+
+class RemoteError(AutotuneError):
+    """The service answered with an error (or could not be reached: status None)."""
+
+    def __init__(self, message: str, *, status: int | None, field: str | None = None):
+        self.status = status
+        self.field = field
+        if status is None:
+            self.exit_code = 1
+        elif status == 404:
+            self.exit_code = 6  # as StorageError: no such sweep
+        elif 400 <= status < 500:
+            self.exit_code = 2  # as UserError
+        elif status == 503:
+            self.exit_code = 6
+        else:
+            self.exit_code = 1
+        super().__init__(message)
+
+
+def resolve_token(token: str | None = None) -> str:
+    """The token: given, $AUTOTUNE_TOKEN, $AUTOTUNE_TOKEN_FILE, or the local state folder's."""
+    from autotune.service.auth import TOKEN_ENV, TOKEN_FILE_ENV, read_token
+    from autotune.service.state import default_state_dir
+
+    if token:
+        return token
+    env = os.environ.get(TOKEN_ENV, "").strip()
+    if env:
+        return env
+    path = os.environ.get(TOKEN_FILE_ENV, "").strip()
+    file = Path(path).expanduser() if path else default_state_dir() / "token"
+    if not file.exists():
+        raise ConfigError(
+            f"no service token: set {TOKEN_ENV} (or {TOKEN_FILE_ENV}) to the token in the "
+            f"service's state folder; {file} does not exist",
+            field="--server",
+        )
+    return read_token(file)
+
+
+class ServiceClient:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        timeout_s: float = 120.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        import httpx
+
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {resolve_token(token)}"},
+            timeout=timeout_s,
+            transport=transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        import httpx
+
+        try:
+            r = self._http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise RemoteError(
+                f"cannot reach the autotune service at {self.base_url}: {exc}", status=None
+            ) from exc
+        if r.status_code >= 400:
+            raise _remote_error(r)
+        return r
+
+    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        data = self.request(method, path, **kw).json()
+        if not isinstance(data, dict):
+            raise RemoteError(f"{path}: expected a JSON object from the service", status=None)
+        return data
+
+    # -- sweeps ------------------------------------------------------------------------------
+
+    def submit_sweep(self, spec_yaml: str, **overrides: Any) -> dict[str, Any]:
+        params = {k: v for k, v in overrides.items() if v is not None}
+        return self._json(
+            "POST",
+            "/v1/sweeps",
+            content=spec_yaml.encode(),
+            headers={"Content-Type": YAML_TYPE},
+            params=params,
+        )
+
+    def list_sweeps(self) -> dict[str, Any]:
+        return self._json("GET", "/v1/sweeps")
+
+    def sweep_status(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/v1/sweeps/{name}")
+
+    def stop_sweep(self, name: str, *, force: bool = False, wait_s: float = 0) -> dict[str, Any]:
+        return self._json(
+            "POST", f"/v1/sweeps/{name}/stop", json={"force": force, "wait_s": wait_s}
+        )
+
+    def resume_sweep(self, name: str, **overrides: Any) -> dict[str, Any]:
+        body = {k: v for k, v in overrides.items() if v is not None}
+        return self._json("POST", f"/v1/sweeps/{name}/resume", json=body)
+
+    def report_md(self, name: str) -> str:
+        return self.request("GET", f"/v1/sweeps/{name}/report").text
+
+    def launch_sh(self, name: str) -> str | None:
+        """The launch script, or None while the sweep has no winner."""
+        try:
+            return self.request("GET", f"/v1/sweeps/{name}/launch.sh").text
+        except RemoteError as exc:
+            if exc.status == 404 and "no launch.sh" in str(exc):
+                return None
+            raise
+
+    def winner_json(self, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/v1/sweeps/{name}/winner.json")
+
+    def events(self, name: str, *, interval_s: float = 1.0) -> Iterator[tuple[str, Any]]:
+        """(event, data) from the sweep's SSE stream until its `end` event."""
+        import httpx
+        from httpx_sse import SSEError, connect_sse
+
+        timeout = httpx.Timeout(30.0, read=None)  # the stream is quiet between trials
+        try:
+            with connect_sse(
+                self._http,
+                "GET",
+                f"/v1/sweeps/{name}/events",
+                params={"interval_s": interval_s},
+                timeout=timeout,
+            ) as source:
+                if source.response.status_code >= 400:
+                    source.response.read()
+                    raise _remote_error(source.response)
+                for sse in source.iter_sse():
+                    yield sse.event, json.loads(sse.data) if sse.data else None
+                    if sse.event == "end":
+                        return
+        except (httpx.HTTPError, SSEError) as exc:
+            raise RemoteError(
+                f"lost the event stream of sweep {name!r} from {self.base_url}: {exc}",
+                status=None,
+            ) from exc
+
+
+def _remote_error(r: httpx.Response) -> RemoteError:
+    try:
+        body = r.json()
+    except ValueError:
+        body = {}
+    detail = body.get("detail") if isinstance(body, dict) else None
+    kind = body.get("error") if isinstance(body, dict) else None
+    text = str(detail) if detail else (r.text[:500] or r.reason_phrase)
+    if r.status_code == 401:
+        text += "; set AUTOTUNE_TOKEN (or AUTOTUNE_TOKEN_FILE) to the service's token"
+    prefix = f"service: {kind}: " if kind else "service: "
+    field = body.get("field") if isinstance(body, dict) else None
+    return RemoteError(f"{prefix}{text} (HTTP {r.status_code})", status=r.status_code, field=field)

@@ -1,0 +1,325 @@
+"""Jobs: one `autotune sweep` process per sweep, started and stopped by the service.
+
+A job outlives the request that started it and the service itself: it runs in its own session
+(process group), writes to the shared database, and logs to STATE/logs/NAME.log. The job table
+(STATE/jobs.json) records each job's argv, PID and process start time; every read-modify-write
+holds an flock, so `autotune serve` and `autotune mcp` can share one state folder.
+
+A recorded PID is trusted only while the process with that PID has the recorded start time
+(PIDs are recycled, FIELD-NOTES P9); stop = SIGTERM to the job's process group, which the sweep
+answers by stopping its engines and marking their trials interrupted.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import psutil
+from pydantic import BaseModel, Field, ValidationError
+
+from autotune.process.tree import same_process
+from autotune.service.errors import Conflict, NotFound
+from autotune.service.state import StateDir
+
+log = logging.getLogger(__name__)
+
+# The sweep CLI, run by the interpreter that runs the service (no shell, no PATH lookup).
+CLI_PREFIX = ("-c", "from autotune.cli import main; main()")
+LOG_TAIL_BYTES = 8192
+
+
+class JobRecord(BaseModel):
+    """One row of the job table."""
+
+    name: str
+    kind: Literal["sweep", "kernels"] = "sweep"
+    argv: list[str]
+    pid: int
+    create_time: float = Field(description="psutil start time: proves the PID is still ours")
+    log_path: str
+    started_at: datetime
+    state: Literal["running", "exited"] = "running"
+    exit_code: int | None = Field(None, description="None: unknown (not our child) or running")
+    ended_at: datetime | None = None
+    stop_requested: str | None = Field(None, description="signal sent, e.g. SIGTERM")
+    runs: int = Field(1, description="process starts: 1 + resumes")
+    started_by: str = Field("request", description="request or recovery")
+    overrides: dict[str, object] = Field(default_factory=dict)
+    note: str | None = None
+
+
+class JobTable:
+    """STATE/jobs.json under an flock (cross-process: serve and mcp share it)."""
+
+    def __init__(self, state: StateDir):
+        self.path = state.jobs
+        self.lock_path = state.jobs_lock
+        self._thread_lock = threading.RLock()
+
+    @contextmanager
+    def locked(self) -> Iterator[dict[str, JobRecord]]:
+        """The table to read and change; written back when the block ends without error."""
+        with self._thread_lock, open(self.lock_path, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                jobs = self._read()
+                before = {k: v.model_dump_json() for k, v in jobs.items()}
+                yield jobs
+                if {k: v.model_dump_json() for k, v in jobs.items()} != before:
+                    self._write(jobs)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def snapshot(self) -> dict[str, JobRecord]:
+        with self.locked() as jobs:
+            return dict(jobs)
+
+    def _read(self) -> dict[str, JobRecord]:
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("job table %s unreadable (%s); starting empty", self.path, exc)
+            return {}
+        out: dict[str, JobRecord] = {}
+        for name, row in (raw.get("jobs") or {}).items():
+            try:
+                out[name] = JobRecord.model_validate(row)
+            except ValidationError as exc:
+                log.warning("job table %s: dropping entry %s (%s)", self.path, name, exc)
+        return out
+
+    def _write(self, jobs: Mapping[str, JobRecord]) -> None:
+        doc = {
+            "schema": "autotune.jobs/1",
+            "jobs": {k: v.model_dump(mode="json") for k, v in jobs.items()},
+        }
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".jobs.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump(doc, fh, indent=1)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class JobManager:
+    """Start, watch and stop job processes; adopt the ones an earlier service started.
+
+    `env` is added to each job's environment (the service passes AUTOTUNE_DB so the database
+    URL, which may hold a password, never appears on a command line).
+    """
+
+    def __init__(
+        self,
+        state: StateDir,
+        *,
+        env: Mapping[str, str] | None = None,
+        python: str = sys.executable,
+        poll_s: float = 0.5,
+    ):
+        self.state = state
+        self.table = JobTable(state)
+        self.env = dict(env or {})
+        self.python = python
+        self.poll_s = poll_s
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- starting ----------------------------------------------------------------------------
+
+    def start(
+        self,
+        name: str,
+        cli_args: Sequence[str],
+        *,
+        kind: Literal["sweep", "kernels"] = "sweep",
+        started_by: str = "request",
+        overrides: Mapping[str, object] | None = None,
+        stdout_path: Path | None = None,
+    ) -> JobRecord:
+        """Run `autotune CLI_ARGS...` as job `name`; Conflict if that job is still running.
+        Output goes to the job's log; `stdout_path` takes stdout apart (a --json result)."""
+        with self.table.locked() as jobs:
+            old = jobs.get(name)
+            if old is not None and self._alive(old):
+                raise Conflict(
+                    f"job {name!r} is already running (pid {old.pid}); stop it first",
+                )
+            argv = [self.python, *CLI_PREFIX, *cli_args]
+            log_path = self.state.log_file(name)
+            env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+            with open(log_path, "ab") as fh, open(stdout_path or os.devnull, "wb") as out:
+                stamp = datetime.now(UTC).isoformat(timespec="seconds")
+                fh.write(f"\n=== {stamp} autotune {' '.join(cli_args)}\n".encode())
+                fh.flush()
+                proc = subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out if stdout_path is not None else fh,
+                    stderr=fh if stdout_path is not None else subprocess.STDOUT,
+                    env=env,
+                    cwd=self.state.root,
+                    start_new_session=True,  # own group: stop reaches it, Ctrl-C does not
+                    close_fds=True,
+                )
+            try:
+                create_time = psutil.Process(proc.pid).create_time()
+            except psutil.NoSuchProcess:
+                create_time = 0.0  # already gone: the monitor records its exit
+            self._children[name] = proc
+            rec = JobRecord(
+                name=name,
+                kind=kind,
+                argv=argv,
+                pid=proc.pid,
+                create_time=create_time,
+                log_path=str(log_path),
+                started_at=datetime.now(UTC),
+                runs=(old.runs + 1) if old is not None else 1,
+                started_by=started_by,
+                overrides=dict(overrides or {}),
+            )
+            jobs[name] = rec
+            return rec
+
+    # -- state -------------------------------------------------------------------------------
+
+    def _alive(self, rec: JobRecord) -> bool:
+        if rec.state != "running":
+            return False
+        child = self._children.get(rec.name)
+        if child is not None and child.pid == rec.pid:
+            return child.poll() is None
+        try:
+            p = psutil.Process(rec.pid)
+            return same_process(p, rec.create_time) and p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def refresh(self) -> dict[str, JobRecord]:
+        """Record the exit of jobs whose process is gone; returns the table."""
+        with self.table.locked() as jobs:
+            for name, rec in jobs.items():
+                if rec.state == "running" and not self._alive(rec):
+                    child = self._children.pop(name, None)
+                    code = child.poll() if child is not None and child.pid == rec.pid else None
+                    jobs[name] = rec.model_copy(
+                        update={
+                            "state": "exited",
+                            "exit_code": code,
+                            "ended_at": datetime.now(UTC),
+                        }
+                    )
+            return dict(jobs)
+
+    def get(self, name: str) -> JobRecord | None:
+        return self.refresh().get(name)
+
+    def alive(self, name: str) -> bool:
+        rec = self.get(name)
+        return rec is not None and rec.state == "running"
+
+    def log_tail(self, name: str, max_bytes: int = LOG_TAIL_BYTES) -> str:
+        path = self.state.log_file(name)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - max_bytes))
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    # -- stopping ----------------------------------------------------------------------------
+
+    def signal(self, name: str, *, force: bool = False) -> JobRecord:
+        """SIGTERM (graceful: the sweep stops its engines) or SIGKILL the job's process group."""
+        sig = signal.SIGKILL if force else signal.SIGTERM
+        with self.table.locked() as jobs:
+            rec = jobs.get(name)
+            if rec is None:
+                raise NotFound(f"no job {name!r} was started by this service")
+            if not self._alive(rec):
+                raise Conflict(f"job {name!r} is not running (state {rec.state})")
+            try:
+                # pgid == pid (start_new_session); the identity check above guards PID reuse.
+                if os.getpgid(rec.pid) == rec.pid:
+                    os.killpg(rec.pid, sig)
+                else:
+                    os.kill(rec.pid, sig)
+            except ProcessLookupError:
+                pass
+            rec = rec.model_copy(update={"stop_requested": sig.name})
+            jobs[name] = rec
+            return rec
+
+    def wait(self, name: str, timeout_s: float) -> JobRecord | None:
+        """Wait until the job has exited (or the timeout); returns its record."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rec = self.get(name)
+            if rec is None or rec.state != "running" or time.monotonic() >= deadline:
+                return rec
+            time.sleep(0.1)
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def dead_since_last_run(self) -> list[JobRecord]:
+        """Jobs the table says are running whose process is gone (the machine restarted, or
+        the job was killed): marked exited and returned, for the caller to resume."""
+        dead: list[JobRecord] = []
+        with self.table.locked() as jobs:
+            for name, rec in jobs.items():
+                if rec.state == "running" and not self._alive(rec):
+                    jobs[name] = rec.model_copy(
+                        update={"state": "exited", "ended_at": datetime.now(UTC)}
+                    )
+                    dead.append(rec)
+        return dead
+
+    def annotate(self, name: str, note: str) -> None:
+        with self.table.locked() as jobs:
+            if name in jobs:
+                jobs[name] = jobs[name].model_copy(update={"note": note})
+
+    # -- the monitor -------------------------------------------------------------------------
+
+    def start_monitor(self) -> None:
+        """A thread that reaps our children (no zombies) and records exits."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="autotune-jobs", daemon=True)
+        self._thread.start()
+
+    def stop_monitor(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                if any(c.poll() is not None for c in list(self._children.values())):
+                    self.refresh()
+            except Exception:  # the monitor must outlive a bad read; the next poll retries
+                log.exception("job monitor")

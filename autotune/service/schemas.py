@@ -1,0 +1,305 @@
+"""Request and response models of the HTTP API and the MCP tools (one set for both)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from autotune.sweep.spec import UNTIL_FORMAT
+
+SweepState = Literal[
+    "starting",  # the job runs but has not written the sweep yet
+    "running",
+    "stopping",  # stop requested, the job is winding down
+    "finished",
+    "stopped",  # a budget, deadline or stop ended it; resumable
+    "failed",
+    "interrupted",  # its process died while the sweep was running; resumable
+    "failed_to_start",  # the job exited before it wrote the sweep (see job.log_tail)
+]
+TERMINAL_STATES = frozenset({"finished", "stopped", "failed", "interrupted", "failed_to_start"})
+
+ScalarValue = str | int | float | bool | None
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SweepOverrides(_Request):
+    """Budget and execution overrides (the CLI's --max-trials, --wall-clock, ... flags)."""
+
+    max_trials: int | None = Field(
+        None, ge=1, le=100_000, description="launched trials in all (this run and earlier ones)"
+    )
+    wall_clock_s: float | None = Field(
+        None, gt=0, le=30 * 86400, description="seconds from (re)start"
+    )
+    until: str | None = Field(
+        None, pattern=UNTIL_FORMAT.pattern, description="stop at HH:MM local time"
+    )
+    workers: int | None = Field(None, ge=1, le=1024, description="trials at once")
+    executor: Literal["inprocess", "ray"] | None = None
+
+    def cli_flags(self) -> list[str]:
+        flags: list[str] = []
+        if self.max_trials is not None:
+            flags += ["--max-trials", str(self.max_trials)]
+        if self.wall_clock_s is not None:
+            flags += ["--wall-clock", repr(float(self.wall_clock_s))]
+        if self.until is not None:
+            flags += ["--until", self.until]
+        if self.workers is not None:
+            flags += ["--workers", str(self.workers)]
+        if self.executor is not None:
+            flags += ["--executor", self.executor]
+        return flags
+
+    def given(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True, include=set(SweepOverrides.model_fields))
+
+
+class SweepSubmit(SweepOverrides):
+    """POST /v1/sweeps as JSON: the spec as a mapping (`spec`) or as YAML text (`spec_yaml`).
+    (The endpoint also takes the YAML itself as the body, Content-Type application/yaml.)"""
+
+    spec: dict[str, Any] | None = Field(None, description="the sweep spec as a JSON object")
+    spec_yaml: str | None = Field(
+        None, max_length=1024 * 1024, description="the sweep spec as YAML text"
+    )
+
+    @model_validator(mode="after")
+    def _one_spec(self) -> SweepSubmit:
+        if (self.spec is None) == (self.spec_yaml is None):
+            raise ValueError("give exactly one of spec (a mapping) or spec_yaml (YAML text)")
+        return self
+
+
+class ResumeRequest(SweepOverrides):
+    """POST /v1/sweeps/{name}/resume; raise max_trials to continue a finished sweep."""
+
+
+class StopRequest(_Request):
+    force: bool = Field(
+        False, description="SIGKILL instead of SIGTERM (engines are reaped at the next resume)"
+    )
+    wait_s: float = Field(0.0, ge=0, le=300, description="wait this long for the job to exit")
+
+
+class JobInfo(BaseModel):
+    kind: str
+    state: Literal["running", "exited"]
+    pid: int
+    started_at: datetime
+    ended_at: datetime | None = None
+    exit_code: int | None = None
+    runs: int = Field(description="process starts: 1 + resumes")
+    started_by: str = Field(description="request, or recovery after a service restart")
+    stop_requested: str | None = None
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    log_path: str
+    log_tail: str | None = Field(None, description="end of the job's log when it failed")
+    note: str | None = None
+
+
+class Links(BaseModel):
+    status: str
+    events: str
+    stop: str
+    resume: str
+    report: str
+    launch_sh: str
+    winner_json: str
+
+
+class SubmitResult(BaseModel):
+    name: str = Field(description="the sweep's id: its name, unique in the database")
+    state: SweepState
+    job: JobInfo
+    links: Links
+
+
+class TrialBrief(BaseModel):
+    number: int | None
+    status: str
+    value: float | None = None
+    values: list[float] | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class FailureInfo(BaseModel):
+    trial: int | None
+    failure_class: str
+    reason: str
+
+
+class Progress(BaseModel):
+    launched: int = Field(description="trials that started an engine")
+    max_trials: int | None = Field(description="budget (spec or override); None: unbounded")
+    fraction: float | None = Field(description="launched / max_trials")
+    running: int
+    elapsed_s: float | None = Field(description="since the job (re)started")
+    eta_s: float | None = Field(description="at the pace so far, or to the deadline")
+
+
+class SweepSummary(BaseModel):
+    name: str
+    state: SweepState
+    status: str | None = Field(description="the database's status (None: not written yet)")
+    trials: int
+    best_value: float | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    job: Literal["running", "exited"] | None = None
+
+
+class SweepList(BaseModel):
+    sweeps: list[SweepSummary]
+
+
+class SweepStatusOut(BaseModel):
+    name: str
+    state: SweepState = Field(description="what to do next follows from this")
+    status: str | None = Field(description="the database's status (None: not written yet)")
+    engine: str | None = None
+    engine_version: str | None = None
+    model: str | None = None
+    gpu: str | None = None
+    simulated: bool = False
+    created_at: str | None = None
+    updated_at: str | None = None
+    progress: Progress
+    counts: dict[str, int] = Field(default_factory=dict, description="trials by status")
+    best: TrialBrief | None = None
+    baseline: TrialBrief | None = None
+    running: list[dict[str, Any]] = Field(default_factory=list)
+    recent: list[dict[str, Any]] = Field(default_factory=list)
+    failures_by_class: dict[str, int] = Field(default_factory=dict)
+    failures: list[FailureInfo] = Field(default_factory=list, description="the latest ten")
+    stop_reason: str | None = None
+    error: str | None = None
+    finalists: list[dict[str, Any]] = Field(default_factory=list)
+    objective: list[dict[str, Any]] | None = None
+    job: JobInfo | None = None
+    next_steps: list[str] = Field(default_factory=list, description="what can be done now")
+
+
+class ReportOut(BaseModel):
+    name: str
+    simulated: bool
+    winner_trial: int | None
+    report_md: str
+    launch_sh: str | None = Field(None, description="None: no winner yet (see notes)")
+    winner: dict[str, Any]
+    notes: list[str] = Field(default_factory=list)
+    out_dir: str = Field(description="where the service wrote the files (server-local)")
+
+
+class PlanRequest(_Request):
+    model: str = Field(
+        min_length=1, max_length=4096, description="built-in card or an allowed model folder"
+    )
+    gpu: str = Field(min_length=1, max_length=200, description="catalog GPU name, or auto")
+    engine: str = Field("sglang", max_length=64)
+    engine_version: str = Field("0.5.17", max_length=64)
+    tp: int = Field(1, ge=1, le=64)
+    gpu_free_gib: float | None = Field(None, gt=0, le=1e6)
+    host_free_gib: float | None = Field(None, gt=0, le=1e7)
+    config: dict[str, ScalarValue] = Field(
+        default_factory=dict, description="engine field -> value, e.g. mem_fraction_static: 0.92"
+    )
+    perf: bool = Field(False, description="add the roofline performance prediction")
+
+
+class InspectRequest(_Request):
+    path: str = Field(min_length=1, max_length=4096, description="server-local model folder")
+    tp: int = Field(1, ge=1, le=64)
+
+
+class InspectOut(BaseModel):
+    exit_code: int = Field(description="0 ok, 10 warnings, 11 broken")
+    report: dict[str, Any] = Field(description="the checkpoint inspector's report")
+
+
+class KernelsRequest(_Request):
+    """POST /v1/kernels: `autotune kernels tune` as a job (needs a GPU on the server). The
+    output folder is the service's (STATE/kernels/NAME), not the request's."""
+
+    name: str = Field(
+        min_length=1, max_length=100, pattern=NAME_PATTERN, description="job name (its id)"
+    )
+    model: str | None = Field(
+        None, max_length=4096, description="built-in card or an allowed model folder"
+    )
+    nk: list[Annotated[str, Field(pattern=r"^\d{1,6},\d{1,6}$")]] = Field(
+        default_factory=list, max_length=64, description="explicit GEMM shapes N,K"
+    )
+    tp: list[Annotated[int, Field(ge=1, le=64)]] = Field(
+        default_factory=lambda: [1], min_length=1, max_length=8
+    )
+    kind: Literal["fp8", "int4"] | None = Field(None, description="default: from the card")
+    batch_sizes: str | None = Field(
+        None, pattern=r"^\d{1,6}(,\d{1,6}){0,63}$", description="comma-separated M values"
+    )
+    strategy: Literal["budgeted", "exhaustive"] = "budgeted"
+    executor: Literal["local", "ray"] = "local"
+    workers: int | None = Field(None, ge=1, le=1024)
+    max_evals: int = Field(40, ge=1, le=100_000, description="budget cap per (shape, M)")
+    budget_fraction: float = Field(0.1, gt=0, le=1)
+    packing: Literal["awq", "gptq"] = "awq"
+    deadline_s: float | None = Field(None, gt=0, le=30 * 86400)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> KernelsRequest:
+        if self.model is None and not self.nk:
+            raise ValueError("give model or at least one nk shape")
+        return self
+
+    def cli_args(self, out_dir: str) -> list[str]:
+        args = ["kernels", "tune"]
+        if self.model is not None:
+            args += ["--model", self.model]
+        for nk in self.nk:
+            args += ["--nk", nk]
+        for tp in self.tp:
+            args += ["--tp", str(tp)]
+        if self.kind is not None:
+            args += ["--kind", self.kind]
+        if self.batch_sizes is not None:
+            args += ["--batch-sizes", self.batch_sizes]
+        args += ["--strategy", self.strategy, "--executor", self.executor]
+        if self.workers is not None:
+            args += ["--workers", str(self.workers)]
+        args += ["--max-evals", str(self.max_evals)]
+        args += ["--budget-fraction", repr(float(self.budget_fraction))]
+        args += ["--packing", self.packing]
+        if self.deadline_s is not None:
+            args += ["--deadline-s", repr(float(self.deadline_s))]
+        return [*args, "--out", out_dir, "--json"]
+
+
+class KernelsStatus(BaseModel):
+    name: str
+    state: Literal["running", "stopping", "finished", "failed", "stopped", "lost"] = Field(
+        description="lost: the process is gone and its end was not seen (resubmit: the result "
+        "cache resumes)"
+    )
+    job: JobInfo
+    result: dict[str, Any] | None = Field(None, description="`kernels tune --json` output")
+    files: list[str] = Field(default_factory=list, description="tuned config files written")
+    out_dir: str
+
+
+class Health(BaseModel):
+    ok: bool
+    version: str
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="what is wrong and what would be valid")
+    error: str = Field(description="error class, e.g. Forbidden, ConfigError")
+    field: str | None = Field(None, description="the request field at fault, when known")
+    errors: list[dict[str, Any]] | None = Field(None, description="every validation error")
