@@ -22,7 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from autotune.engines.llamacpp.argcpp import ArgSpec, server_options  # noqa: E402
+from autotune.engines.llamacpp.argcpp import (  # noqa: E402
+    ArgSpec,
+    kv_cache_types,
+    server_options,
+    speculative_types,
+)
 
 VERSIONS = ("0.3.16", "0.3.30", "0.3.36")
 OUT = ROOT / "autotune" / "engines" / "llamacpp" / "_catalog.py"
@@ -49,19 +54,32 @@ kind: v one value, 2 two values, b bare switch, n switch with negated spellings 
 def sdist(version: str, work: Path) -> Path:
     path = work / f"llama_cpp_python-{version}.tar.gz"
     if not path.exists():
-        cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary",
-               ":all:", "-d", str(work), f"llama-cpp-python=={version}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            "-d",
+            str(work),
+            f"llama-cpp-python=={version}",
+        ]
         subprocess.run(cmd, check=True, timeout=1800)
     return path
 
 
-def read_member(archive: Path, suffix: str) -> str:
+def read_member(archive: Path, suffix: str, *, missing_ok: bool = False) -> str:
     with tarfile.open(archive) as tf:
         for member in tf.getmembers():
             if member.name.endswith(suffix) and member.name.count("/") == suffix.count("/") + 1:
                 data = tf.extractfile(member)
                 if data is not None:
                     return data.read().decode("utf-8")
+    if missing_ok:
+        return ""
     raise SystemExit(f"{archive}: no {suffix}")
 
 
@@ -90,11 +108,17 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     per_version: list[dict[tuple[str, ...], str]] = []
     commits: dict[str, str] = {}
+    values: dict[str, dict[str, tuple[str, ...]]] = {}
     for version in VERSIONS:
         archive = sdist(version, args.work)
         arg_cpp = read_member(archive, "vendor/llama.cpp/common/arg.cpp")
         commits[version] = commit_of(read_member(archive, "CHANGELOG.md"), version)
         per_version.append(rows_of(server_options(arg_cpp)))
+        spec_cpp = read_member(archive, "vendor/llama.cpp/common/speculative.cpp", missing_ok=True)
+        values[version] = {
+            "cache_types": kv_cache_types(arg_cpp),
+            "spec_types": speculative_types(spec_cpp),
+        }
         print(f"{version}: {len(per_version[-1])} options", file=sys.stderr)
 
     lines: list[str] = []
@@ -113,8 +137,16 @@ def main() -> None:
     body = HEADER
     body += "VERSIONS: dict[str, str] = {\n"
     body += "".join(f'    "{v}": "{c}",\n' for v, c in commits.items())
-    body += "}\n\nCATALOG = \"\"\"\\\n" + "\n".join(lines) + "\n\"\"\"\n"
+    body += "}\n\n# Value sets arg.cpp does not spell in its hints: -ctk/-ctv types, --spec-type names.\n"
+    body += "VALUES: dict[str, dict[str, tuple[str, ...]]] = {\n"
+    for v, sets in values.items():
+        body += f'    "{v}": {{\n'
+        body += "".join(f'        "{k}": {tuple(t)!r},\n' for k, t in sets.items())
+        body += "    },\n"
+    body += '}\n\nCATALOG = """\\\n' + "\n".join(lines) + '\n"""\n'
     OUT.write_text(body, encoding="utf-8")
+    # the project's formatter owns the layout, so a regeneration diffs only in content
+    subprocess.run([sys.executable, "-m", "ruff", "format", "-q", str(OUT)], check=False)
     print(f"wrote {OUT} ({len(lines)} rows)", file=sys.stderr)
 
 

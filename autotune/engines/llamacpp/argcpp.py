@@ -198,3 +198,18 @@ def _examples(chain: str, text: str, named: dict[str, tuple[str, ...]]) -> set[s
 def server_options(source: str) -> list[ArgSpec]:
     """The options llama-server registers (removed ones included: they still parse)."""
     return [s for s in parse_arg_cpp(source) if s.server]
+
+
+def kv_cache_types(arg_cpp: str) -> tuple[str, ...]:
+    """The -ctk/-ctv values: arg.cpp's `kv_cache_types` list (ggml type names, lower case)."""
+    m = re.search(r"kv_cache_types\s*=\s*\{([^}]*)\}", strip_comments(arg_cpp)[0])
+    if m is None:
+        raise ConfigError("no kv_cache_types list found", source="common/arg.cpp")
+    return tuple(t.lower() for t in re.findall(r"GGML_TYPE_(\w+)", m.group(1)))
+
+
+def speculative_types(speculative_cpp: str) -> tuple[str, ...]:
+    """The --spec-type names: speculative.cpp's `{"name", COMMON_SPECULATIVE_TYPE_X}` map
+    (empty for versions before --spec-type)."""
+    text = strip_comments(speculative_cpp)[0]
+    return tuple(re.findall(r'\{\s*"([a-z0-9-]+)"\s*,\s*COMMON_SPECULATIVE_TYPE_\w+\s*\}', text))
