@@ -1,0 +1,367 @@
+"""Where trials run: threads of this process, Ray actors that own GPU groups, or the simulator's
+analytic mode (no process at all, for search-quality studies and what-if planning).
+
+All three take a TrialSpec and give back a future of a TrialResult; the orchestrator never knows
+which one it talks to. A trial whose worker dies (a killed Ray actor, a bug in a worker thread)
+comes back as a FAILED result with FailureClass.WORKER_LOST; the sweep goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Protocol
+
+from autotune.engines.base import Failure, FailureClass
+from autotune.store.models import TrialStatus
+from autotune.sweep.trial import TrialResult, TrialSpec, run_trial
+
+log = logging.getLogger(__name__)
+
+TrialFn = Callable[..., TrialResult]
+
+
+class Executor(Protocol):
+    """Runs up to `slots` trials at once."""
+
+    name: str
+    slots: int
+
+    def submit(self, spec: TrialSpec) -> Future[TrialResult]: ...
+
+    def cancel_all(self) -> None:
+        """Ask running trials to stop now (they come back INTERRUPTED, engines stopped)."""
+
+    def shutdown(self) -> None: ...
+
+
+def lost(spec: TrialSpec, reason: str, worker: str = "") -> TrialResult:
+    return TrialResult(
+        number=spec.number,
+        status=TrialStatus.FAILED,
+        failure=Failure(cls=FailureClass.WORKER_LOST, reason=reason),
+        worker=worker,
+        repeat=spec.repeat,
+    )
+
+
+def gpu_groups(workers: int, tp: int, *, simulate: bool) -> list[list[int] | None]:
+    """GPU index groups of size `tp`, one per worker. Simulated trials need no GPU (None);
+    real ones take consecutive NVML indices, and there must be enough of them."""
+    if simulate:
+        return [None] * workers
+    from autotune.process.gpu import gpu_memory_used
+
+    used = gpu_memory_used()
+    count = len(used) if used is not None else 0
+    if count < tp:
+        from autotune.errors import HardwareError
+
+        raise HardwareError(
+            f"a trial needs {tp} GPU(s) (target.tp) but NVML sees {count}; use the simulator "
+            "(simulate:) or a machine with GPUs"
+        )
+    n = min(workers, count // tp)
+    return [list(range(i * tp, (i + 1) * tp)) for i in range(n)]
+
+
+class InProcessExecutor:
+    """A thread per slot; each slot owns one GPU group for the trial it runs."""
+
+    name = "inprocess"
+
+    def __init__(
+        self,
+        workers: int = 1,
+        *,
+        groups: Sequence[list[int] | None] | None = None,
+        trial_fn: TrialFn = run_trial,
+    ):
+        groups = list(groups) if groups is not None else [None] * workers
+        if not groups:
+            raise ValueError("InProcessExecutor needs at least one worker slot")
+        self.slots = len(groups)
+        self._free: queue.Queue[tuple[int, list[int] | None]] = queue.Queue()
+        for i, g in enumerate(groups):
+            self._free.put((i, g))
+        self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="trial")
+        self._cancel = threading.Event()
+        self._trial_fn = trial_fn
+        self._host = socket.gethostname()
+
+    def submit(self, spec: TrialSpec) -> Future[TrialResult]:
+        return self._pool.submit(self._run, spec)
+
+    def _run(self, spec: TrialSpec) -> TrialResult:
+        slot, group = self._free.get()
+        worker = f"{self._host}/slot{slot}"
+        try:
+            return self._trial_fn(spec, worker=worker, gpu_indices=group, cancel=self._cancel)
+        except Exception as exc:  # a bug in the worker must not end the sweep
+            log.exception("trial %s crashed its worker thread", spec.number)
+            return lost(spec, f"worker thread raised {type(exc).__name__}: {exc}", worker)
+        finally:
+            self._free.put((slot, group))
+
+    def cancel_all(self) -> None:
+        self._cancel.set()
+
+    def shutdown(self) -> None:
+        self._cancel.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+# -- Ray --------------------------------------------------------------------------------------
+
+_ACTOR_CLS: Any = None
+
+
+def _node_ip() -> str:
+    import ray
+
+    return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+
+
+def _actor_class() -> Any:
+    """The Ray actor class, built on first use so that `import ray` stays lazy."""
+    global _ACTOR_CLS
+    if _ACTOR_CLS is not None:
+        return _ACTOR_CLS
+    import ray
+
+    class TrialActor:
+        """Owns the GPUs Ray gave it; runs one trial at a time (a second thread serves
+        cancel() while run() works)."""
+
+        def __init__(self, registry_path: str | None) -> None:
+            self._cancel = threading.Event()
+            if registry_path:
+                # Engines a killed predecessor on this node left behind.
+                from autotune.process import PidRegistry
+
+                PidRegistry(Path(registry_path)).reap_orphans()
+
+        def info(self) -> dict[str, Any]:
+            ctx = ray.get_runtime_context()
+            return {
+                "pid": os.getpid(),
+                "node": _node_ip(),
+                "actor_id": ctx.get_actor_id(),
+                "gpu_ids": [int(g) for g in ray.get_gpu_ids()],
+            }
+
+        def run(self, spec_json: str) -> str:
+            self._cancel.clear()
+            spec = TrialSpec.model_validate_json(spec_json)
+            gpus = [int(g) for g in ray.get_gpu_ids()] or None
+            worker = f"ray:{_node_ip()}/pid{os.getpid()}"
+            # Ray sets CUDA_VISIBLE_DEVICES for the actor; the engine inherits it, and its
+            # GPUs are 0..tp-1 from its own point of view.
+            res = run_trial(
+                spec,
+                worker=worker,
+                gpu_indices=list(range(len(gpus))) if gpus else None,
+                cancel=self._cancel,
+            )
+            return res.model_dump_json()
+
+        def cancel(self) -> None:
+            self._cancel.set()
+
+    _ACTOR_CLS = ray.remote(max_concurrency=2)(TrialActor)  # type: ignore[call-overload]
+    return _ACTOR_CLS
+
+
+class RayExecutor:
+    """Ray actors, one per GPU group of `tp` GPUs (or one CPU each for the simulator).
+
+    `address` joins an existing cluster (`ray start --head` on one machine, `ray start
+    --address ...` on the others) so a sweep spans machines; without it a local Ray instance is
+    started and shut down with the executor.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        *,
+        tp: int = 1,
+        simulate: bool = False,
+        address: str | None = None,
+        registry_path: str | None = None,
+    ):
+        try:
+            import ray
+        except ImportError as exc:  # pragma: no cover - ray is an optional extra
+            from autotune.errors import ConfigError
+
+            raise ConfigError(
+                "the ray executor needs Ray: pip install 'autotune[ray]' (or use --executor "
+                "inprocess)",
+                field="--executor",
+            ) from exc
+        self._ray = ray
+        self._owns_cluster = not ray.is_initialized() and address is None
+        if not ray.is_initialized():
+            if address is None:
+                ray.init(
+                    num_cpus=max(os.cpu_count() or 1, workers or 2),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+            else:  # the cluster's resources are its own: pass none
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+        # The simulator needs a CPU, a real engine its GPUs (Ray sets CUDA_VISIBLE_DEVICES).
+        self._options: dict[str, Any] = (
+            {"num_cpus": 1} if simulate else {"num_cpus": 1, "num_gpus": tp}
+        )
+        self._registry_path = registry_path
+        if workers is None:  # one actor per GPU group the cluster has (2 for the simulator)
+            gpus = int(ray.cluster_resources().get("GPU", 0))  # type: ignore[no-untyped-call]
+            workers = 2 if simulate else max(1, gpus // tp)
+        self.slots = workers
+        self._lock = threading.Lock()
+        self._info: dict[int, Any] = {}
+        self._idle: queue.Queue[Any] = queue.Queue()
+        self.actors: list[Any] = []
+        for _ in range(workers):
+            actor = self._new_actor()
+            self._idle.put(actor)
+        self._pending: dict[Any, tuple[Any, TrialSpec, Future[TrialResult]]] = {}
+        self._cancelled = False
+        self._closing = threading.Event()
+        self._waiter = threading.Thread(target=self._wait_loop, name="ray-waiter", daemon=True)
+        self._waiter.start()
+
+    def _new_actor(self) -> Any:
+        actor = _actor_class().options(**self._options).remote(self._registry_path)
+        with self._lock:
+            self.actors.append(actor)
+            # Small results are inlined to the caller: readable after the actor has died.
+            self._info[id(actor)] = actor.info.remote()
+        return actor
+
+    def busy_actors(self) -> list[Any]:
+        with self._lock:
+            return [a for a, _, _ in self._pending.values()]
+
+    def submit(self, spec: TrialSpec) -> Future[TrialResult]:
+        fut: Future[TrialResult] = Future()
+        fut.set_running_or_notify_cancel()
+        threading.Thread(
+            target=self._dispatch, args=(spec, fut), name="ray-dispatch", daemon=True
+        ).start()
+        return fut
+
+    def _dispatch(self, spec: TrialSpec, fut: Future[TrialResult]) -> None:
+        actor = self._idle.get()  # blocks while every actor is busy
+        if self._cancelled:
+            self._idle.put(actor)
+            fut.set_result(
+                TrialResult(
+                    number=spec.number,
+                    status=TrialStatus.INTERRUPTED,
+                    reason="interrupted before launch (sweep stopping)",
+                    repeat=spec.repeat,
+                )
+            )
+            return
+        ref = actor.run.remote(spec.model_dump_json())
+        with self._lock:
+            self._pending[ref] = (actor, spec, fut)
+
+    def _wait_loop(self) -> None:
+        ray = self._ray
+        while not self._closing.is_set():
+            with self._lock:
+                refs = list(self._pending)
+            if not refs:
+                time.sleep(0.05)
+                continue
+            ready, _ = ray.wait(refs, num_returns=1, timeout=0.2)
+            for ref in ready:
+                with self._lock:
+                    actor, spec, fut = self._pending.pop(ref)
+                self._finish(ref, actor, spec, fut)
+
+    def _finish(self, ref: Any, actor: Any, spec: TrialSpec, fut: Future[TrialResult]) -> None:
+        ray = self._ray
+        from ray.exceptions import RayActorError, RayError
+
+        try:
+            result = TrialResult.model_validate_json(ray.get(ref))
+        except RayActorError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            result = lost(spec, f"the Ray actor running the trial died: {first[:300]}")
+            self._replace(actor)
+            fut.set_result(result)
+            return
+        except RayError as exc:
+            result = lost(spec, f"Ray failed the trial: {type(exc).__name__}: {str(exc)[:300]}")
+        self._idle.put(actor)
+        fut.set_result(result)
+
+    def _replace(self, dead: Any) -> None:
+        """Swap a dead actor for a new one; stop the engine it left behind (its owner, the
+        actor process, is gone, so the PID registry treats the engine as an orphan)."""
+        with self._lock:
+            if dead in self.actors:
+                self.actors.remove(dead)
+            info_ref = self._info.pop(id(dead), None)
+        try:
+            self._ray.kill(dead, no_restart=True)
+        except Exception:  # already gone
+            pass
+        dead_pid = None
+        if info_ref is not None:
+            try:
+                dead_pid = self._ray.get(info_ref, timeout=2)["pid"]
+            except Exception:  # it died before answering: its engines wait for a new actor
+                dead_pid = None
+        if self._registry_path and dead_pid is not None:
+            from autotune.process import PidRegistry
+
+            reg = PidRegistry(Path(self._registry_path))
+            deadline = time.monotonic() + 10.0
+            # The dead actor may linger as a zombie for a moment: its entries count as live.
+            while time.monotonic() < deadline:
+                reg.reap_orphans()
+                if not any(e.get("owner_pid") == dead_pid for e in reg.entries()):
+                    break
+                time.sleep(0.2)
+        if not self._closing.is_set():
+            self._idle.put(self._new_actor())
+
+    def cancel_all(self) -> None:
+        self._cancelled = True
+        for actor in self.busy_actors():
+            try:
+                actor.cancel.remote()
+            except Exception:  # a dead actor is reported through its pending ref
+                pass
+
+    def shutdown(self) -> None:
+        self.cancel_all()
+        deadline = time.monotonic() + 60.0
+        while self.busy_actors() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._closing.set()
+        self._waiter.join(timeout=5)
+        with self._lock:
+            actors = list(self.actors)
+        for actor in actors:
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception:
+                pass
+        if self._owns_cluster:
+            self._ray.shutdown()

@@ -1,0 +1,181 @@
+"""Known-good launch configurations (FIELD-NOTES K1..K5) that seed a sweep.
+
+Each entry keeps the command line exactly as the field notes give it, the target it was measured
+on, and what it needs beyond the flags. `applicable()` picks those that match a sweep's target;
+the orchestrator then checks each against the search space, the rules and the planner before it
+enqueues it (seeds, not answers: a seed that does not fit is skipped with its reason).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Flags whose field name is not the flag with dashes turned into underscores.
+FLAG_ALIASES = {"tp": "tp_size", "tensor_parallel_size": "tp_size"}
+# Fields the sweep's target decides, never a seed.
+TARGET_FIELDS = frozenset({"tp_size", "model_path", "port", "host"})
+
+
+class KnownGood(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    source: str
+    engine: str = "sglang"
+    flags: str = Field(description="the command line as measured (FIELD-NOTES K)")
+    gpus: tuple[str, ...] = Field(description="GPU catalog names it was measured on")
+    quantization: tuple[str, ...] = Field(description="ModelCard quantization schemes")
+    tp: int = 1
+    engine_version: str | None = Field(None, description="version it was measured on")
+    requires: tuple[str, ...] = Field(
+        default=(), description="fields the target must provide (e.g. a draft model path)"
+    )
+    note: str = ""
+
+    def config(self) -> dict[str, Any]:
+        """Engine field -> value, target-decided fields (TP) removed."""
+        cfg = flags_to_config(self.flags)
+        return {k: v for k, v in cfg.items() if k not in TARGET_FIELDS}
+
+
+def _value(text: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            continue
+    return text
+
+
+def flags_to_config(flags: str | Sequence[str]) -> dict[str, Any]:
+    """`--page-size 64 --enable-x --cuda-graph-bs 1 2 4` -> {page_size: 64, enable_x: True,
+    cuda_graph_bs: [1, 2, 4]} (engine field names; numbers parsed)."""
+    tokens = shlex.split(flags) if isinstance(flags, str) else list(flags)
+    out: dict[str, Any] = {}
+    key: str | None = None
+    vals: list[Any] = []
+
+    def flush() -> None:
+        if key is not None:
+            out[key] = True if not vals else vals[0] if len(vals) == 1 else list(vals)
+
+    for tok in tokens:
+        if tok.startswith("--"):
+            flush()
+            name = tok[2:].replace("-", "_")
+            key, vals = FLAG_ALIASES.get(name, name), []
+        elif key is None:
+            raise ValueError(f"value {tok!r} before any --flag in {flags!r}")
+        else:
+            vals.append(_value(tok))
+    flush()
+    return out
+
+
+KNOWN_GOOD: tuple[KnownGood, ...] = (
+    KnownGood(
+        id="K1",
+        source="FIELD-NOTES K1 (with C1: 356,237 KV tokens, two 123K requests at once)",
+        flags="--context-length 131072 --max-running-requests 2 --mem-fraction-static 0.92 "
+        "--kv-cache-dtype fp8_e4m3 --page-size 1 --max-mamba-cache-size 6 "
+        "--enable-hierarchical-cache --hicache-size 12 --hicache-write-policy write_through "
+        "--reasoning-parser qwen3 --tool-call-parser qwen3_coder",
+        gpus=("rtx-4080-super-32g",),
+        quantization=("awq",),
+        engine_version="0.5.17",
+    ),
+    KnownGood(
+        id="K2",
+        source="FIELD-NOTES K2",
+        flags="--enable-hierarchical-cache --hicache-size 32 --tp 1 --mem-fraction-static 0.85 "
+        "--max-running-requests 1 --context-length 131072",
+        gpus=("rtx-pro-4500-32g",),
+        quantization=("nvfp4",),
+        engine_version="0.5.18",
+    ),
+    KnownGood(
+        id="K3",
+        source="FIELD-NOTES K3 (ROCm fork)",
+        flags="--tp-size 2 --quantization gptq --mamba-ssm-dtype bfloat16 --kv-cache-dtype auto "
+        "--attention-backend triton --context-length 196608 --mem-fraction-static 0.91 "
+        "--max-running-requests 4 --max-mamba-cache-size 20 --speculative-algorithm NEXTN "
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 "
+        "--cuda-graph-bs-decode 1 2 4 --chunked-prefill-size 2048 --page-size 64 "
+        "--schedule-policy lpm --enable-hierarchical-cache --hicache-ratio 2 "
+        "--hicache-io-backend direct --hicache-write-policy write_through",
+        gpus=("rx-7900xtx-24g",),
+        quantization=("gptq",),
+        tp=2,
+        note="NEXTN needs MTP weights in the checkpoint (P6)",
+    ),
+    KnownGood(
+        id="K4",
+        source="FIELD-NOTES K4",
+        flags="--tp-size 2 --kv-cache-dtype fp8_e4m3 --speculative-algorithm DFLASH "
+        "--speculative-num-draft-tokens 8 --context-length 200000 --max-total-tokens 185000 "
+        "--max-running-requests 4 --cuda-graph-max-bs-decode 4 --mem-fraction-static 0.88 "
+        "--mamba-ssm-dtype bfloat16 --mamba-radix-cache-strategy extra_buffer_lazy "
+        "--enable-hierarchical-cache --hicache-ratio 2 --hicache-size 15 "
+        "--hicache-io-backend direct --hicache-mem-layout page_first_direct "
+        "--hicache-write-policy write_through --page-size 64",
+        gpus=("rtx-3080-20g",),
+        quantization=("awq",),
+        tp=2,
+        requires=("speculative_draft_model_path",),
+        note="DFLASH needs its draft model (DFlash2): give speculative_draft_model_path",
+    ),
+    KnownGood(
+        id="K5",
+        source="FIELD-NOTES K5",
+        flags="--tp 2 --kv-cache-dtype fp8_e4m3 --context-length 262144 "
+        "--mem-fraction-static 0.88 --max-running-requests 8 --cuda-graph-max-bs 8 "
+        "--chunked-prefill-size 4096 --page-size 64 --max-mamba-cache-size 32 "
+        "--enable-hierarchical-cache --hicache-ratio 2 --hicache-io-backend direct "
+        "--hicache-write-policy write_through --speculative-algorithm NEXTN",
+        gpus=("rtx-4080-super-32g",),
+        quantization=("fp8_block",),
+        tp=2,
+        engine_version="0.5.18",
+    ),
+)
+
+
+class Seed(BaseModel):
+    """A known-good configuration considered for one sweep, and what became of it."""
+
+    id: str
+    source: str
+    config: dict[str, Any]
+    enqueued: bool = False
+    reason: str | None = Field(None, description="why it was skipped")
+
+
+def applicable(
+    *,
+    engine: str,
+    gpu: str,
+    quantization: str,
+    tp: int,
+    provided: Mapping[str, Any] | None = None,
+    entries: Sequence[KnownGood] = KNOWN_GOOD,
+) -> list[Seed]:
+    """The entries measured on this engine, GPU, quantization scheme and TP size.
+
+    An entry whose `requires` the target does not provide (in `provided`, the space's fixed
+    fields) is returned with `reason` set, so the sweep can say why it was not used.
+    """
+    out: list[Seed] = []
+    for kg in entries:
+        if kg.engine != engine or gpu not in kg.gpus or quantization not in kg.quantization:
+            continue
+        if kg.tp != tp:
+            continue
+        cfg = kg.config()
+        missing = [f for f in kg.requires if (provided or {}).get(f) is None]
+        reason = f"needs {', '.join(missing)} ({kg.note})" if missing else None
+        out.append(Seed(id=kg.id, source=kg.source, config=cfg, reason=reason))
+    return out

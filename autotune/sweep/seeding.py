@@ -1,0 +1,134 @@
+"""The configurations a fresh sweep queues before the sampler takes over: trial 0 = the engine's
+defaults (the baseline every result is compared with), the FIELD-NOTES K configurations that
+apply to the target (completed where a rule demands a value they leave unset, checked against
+the space and the planner), and for `sampler: grid` every configuration of the space."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.errors import ConfigError
+from autotune.hardware.gpus import GPUSpec
+from autotune.models.card import ModelCard
+from autotune.space.engine_fields import ENGINE_FIELDS
+from autotune.space.models import SearchSpace
+from autotune.space.rules import same
+from autotune.sweep.known_good import Seed, applicable
+from autotune.sweep.planning import TrialPlanner
+from autotune.sweep.spec import SweepSpec
+
+GRID_LIMIT = 100_000
+
+
+def complete_by_rules(
+    config: dict[str, Any], space: SearchSpace, planner: TrialPlanner
+) -> tuple[dict[str, Any], list[str]]:
+    """Fill parameters a seed leaves unset (None) where a rule requires a value: e.g. K1 names
+    no hicache_io_backend, and P2 requires direct on hybrid models. Returns the config and
+    what was filled."""
+    filled: list[str] = []
+    for rule in space.rules:
+        if rule.kind != "constraint":
+            continue
+        lookup = {**config, **planner.context.facts()}
+        if not all(m.test(lookup.get(k)) for k, m in rule.when.items()):
+            continue
+        for key, match in rule.require.items():
+            if match.test(lookup.get(key)) or config.get(key) is not None:
+                continue
+            param = space.parameters.get(key)
+            if param is None:
+                continue
+            try:
+                candidates = param.grid_values()
+            except ConfigError:
+                candidates = [c for c in match.values() if c is not None]
+            value = next((c for c in candidates if c is not None and match.test(c)), None)
+            if value is not None:
+                config[key] = value
+                filled.append(f"{key}={value} ({rule.id})")
+    return config, filled
+
+
+def _known_good(
+    spec: SweepSpec, space: SearchSpace, planner: TrialPlanner, card: ModelCard, gpu: GPUSpec
+) -> list[Seed]:
+    seeds = applicable(
+        engine=spec.target.engine,
+        gpu=gpu.name,
+        quantization=card.quantization.scheme,
+        tp=spec.target.tp,
+        provided=space.fixed,
+    )
+    fields = ENGINE_FIELDS.get(space.engine, frozenset())
+    out: list[Seed] = []
+    for seed in seeds:
+        if seed.reason:
+            out.append(seed)
+            continue
+        cfg: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        reason = None
+        for key, value in seed.config.items():
+            if key in space.parameters:
+                cfg[key] = value
+            elif key in space.fixed:
+                if not same(space.fixed[key], value):
+                    reason = f"{key} is fixed to {space.fixed[key]!r} in this sweep, {seed.id} has {value!r}"
+            elif key in fields:
+                extra[key] = value  # a flag the space does not search: carried as is
+            else:
+                reason = f"{key} is not an engine field"
+        if reason is None:
+            cfg, filled = complete_by_rules(cfg, space, planner)
+            try:
+                space.validate_config(cfg, source=seed.id)
+            except ConfigError as exc:
+                reason = f"outside this sweep's space: {exc}"
+        if reason is None:
+            config = {**space.resolve(cfg), **extra}
+            verdict = planner.assess(config)
+            if not verdict.fits:
+                reason = "; ".join(verdict.reasons)
+            else:
+                note = f" (completed: {', '.join(filled)})" if filled else ""
+                out.append(
+                    Seed(
+                        id=f"known_good:{seed.id}",
+                        source=seed.source + note,
+                        config=config,
+                        enqueued=True,
+                    )
+                )
+                continue
+        out.append(seed.model_copy(update={"reason": reason, "id": f"known_good:{seed.id}"}))
+    return out
+
+
+def seed_configs(
+    spec: SweepSpec, space: SearchSpace, planner: TrialPlanner, card: ModelCard, gpu: GPUSpec
+) -> list[Seed]:
+    """Baseline, known-good and (grid) enumerated configurations, in queue order. The baseline
+    is queued even if the planner predicts it fails: that prediction is itself a finding, and
+    the gate records it as trial 0."""
+    seeds: list[Seed] = []
+    if spec.search.baseline:
+        seeds.append(
+            Seed(
+                id="baseline",
+                source="engine defaults (space defaults)",
+                config=space.defaults(),
+                enqueued=True,
+            )
+        )
+    if spec.search.known_good:
+        seeds += _known_good(spec, space, planner, card, gpu)
+    if spec.search.sampler == "grid":
+        for i, cfg in enumerate(space.grid(max_points=GRID_LIMIT)):
+            seeds.append(Seed(id="grid", source=f"grid point {i}", config=cfg, enqueued=True))
+    return seeds
+
+
+def describe(seeds: list[Seed]) -> list[Mapping[str, Any]]:
+    return [s.model_dump(exclude={"config"}) for s in seeds if s.id != "grid"]

@@ -1,0 +1,422 @@
+"""The sweep spec (YAML): target, search space, workload, objective, budget, finalists.
+
+Every error names the file and the field (dotted path) and says what would be valid. Example::
+
+    name: demo-4080s
+    target: {engine: sglang, engine_version: "0.5.17", model: qwen3.8-27b-awq-int4,
+             gpu: rtx-4080-super-32g, tp: 1}
+    simulate: {time_scale: 50}
+    space: {file: builtin, overrides: {}, fixed: {kv_cache_dtype: fp8_e4m3}}
+    workload:
+      scenarios:
+        - {kind: decode, name: probe, prompt_len: 128, output_len: 64, num_requests: 2}
+        - {kind: throughput, prompt_len: 512, output_len: 128, concurrency: 8}
+    objective: {metric: throughput.output_tok_s, vram_headroom_gib: 0.3}
+    budget: {max_trials: 40, until: "07:00"}
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from autotune.errors import ConfigError, did_you_mean
+
+Direction = Literal["maximize", "minimize"]
+
+# Figures a ScenarioResult carries (bench.runner._figures), plus any latency percentile that
+# RunStats holds (ttft/itl/tpot/e2e x mean/min/max/p50/p90/p95/p99), plus per-point figures.
+SCENARIO_FIGURES = (
+    "main",
+    "output_tok_s",
+    "input_tok_s",
+    "requests_per_s",
+    "prefill_tok_s",
+    "decode_tok_s",
+    "tokens_per_chunk",
+    "error_rate",
+    "cache_hit_rate",
+    "cache_hit_rate_usage",
+    "spec_accept_length",
+)
+LATENCY_FIGURE = re.compile(r"^(ttft|itl|tpot|e2e)_(mean|min|max|p50|p90|p95|p99)_s$")
+POINT_FIGURE = re.compile(r"^(ttft_s|prefill_tok_s)@(\d+|turn\d+)$")
+# Numeric facts of the launch (engines.base.LaunchReport) and of the planner's prediction.
+LAUNCH_FIGURES = (
+    "kv_pool_tokens",
+    "mamba_slots",
+    "max_running_requests",
+    "max_total_num_tokens",
+    "available_gpu_mem_gib",
+    "context_len",
+    "host_pool_tokens",
+)
+UNTIL_FORMAT = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetSpec(_Section):
+    engine: str = Field("sglang", description="engine adapter name (autotune.engines.ENGINES)")
+    engine_version: str = Field("0.5.17", description="engine version the flags and rules follow")
+    model: str = Field(description="built-in model card name or a local HF model folder")
+    model_path: str | None = Field(
+        None, description="what the engine loads (--model-path); default: `model`"
+    )
+    gpu: str = Field("auto", description="GPU catalog name, or auto (detect through NVML)")
+    tp: int = Field(1, ge=1, le=64, description="tensor-parallel size of one engine")
+    gpus: int | None = Field(
+        None, ge=1, description="GPUs to use on each machine; default: all detected"
+    )
+    gpu_free_gib: float | None = Field(None, gt=0, description="free GiB before weights")
+    host_free_gib: float | None = Field(None, gt=0, description="host RAM for HiCache")
+
+
+class SimulateSpec(_Section):
+    """Run the simulated engine (a real server process speaking SGLang's API) instead."""
+
+    enabled: bool = True
+    time_scale: float = Field(
+        1.0, gt=0, description="simulated seconds per real second; figures are rescaled back"
+    )
+    seed: int = 0
+    max_startup_s: float | None = Field(
+        None, ge=0, description="cap on the real seconds a simulated startup takes"
+    )
+
+
+class SpaceSpec(_Section):
+    file: str = Field(
+        "builtin", description="search space YAML (relative to the spec), or builtin"
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict,
+        description="per-parameter changes: {name: {low: ..}} narrows, {name: value} fixes",
+    )
+    fixed: dict[str, Any] = Field(default_factory=dict, description="flags set in every trial")
+
+
+class WorkloadSpec(_Section):
+    scenarios: list[dict[str, Any]] = Field(min_length=1)
+    probe: str | None = Field(
+        None, description="scenario that may prune a trial early; default: the cheapest"
+    )
+    prune_below: float = Field(
+        0.5, ge=0, le=1, description="prune when the probe is below this share of the best"
+    )
+    order: Literal["cheap_first", "as_written"] = "cheap_first"
+
+
+class MetricRef(_Section):
+    metric: str = Field(description="SCENARIO.FIGURE (throughput.output_tok_s) or launch.FIELD")
+    direction: Direction | None = None
+
+
+class ConstraintSpec(_Section):
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    @model_validator(mode="after")
+    def _bound(self) -> ConstraintSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("a constraint needs max or min")
+        return self
+
+
+class ObjectiveSpec(_Section):
+    metric: str = Field("throughput.output_tok_s", description="main objective")
+    direction: Direction = "maximize"
+    vram_headroom_gib: float = Field(
+        0.25, ge=0, description="GPU memory that must stay free after startup (GiB)"
+    )
+    constraints: list[ConstraintSpec] = Field(default_factory=list)
+    multi: list[MetricRef] | None = Field(
+        None, description="multi-objective: these objectives (Pareto front) instead of `metric`"
+    )
+
+
+class BudgetSpec(_Section):
+    max_trials: int | None = Field(
+        50, ge=1, description="launched trials (planner-pruned ones cost nothing, not counted)"
+    )
+    wall_clock_s: float | None = Field(None, gt=0, description="seconds from (re)start")
+    until: str | None = Field(None, description="HH:MM local time, next occurrence")
+    max_idle_asks: int = Field(
+        200, ge=1, description="stop after this many proposals in a row launched nothing"
+    )
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, v: str | None) -> str | None:
+        if v is not None and not UNTIL_FORMAT.match(v.strip()):
+            raise ValueError(f"until must be HH:MM (24 h), e.g. 07:00; got {v!r}")
+        return v.strip() if v else v
+
+
+class SearchSpec(_Section):
+    sampler: Literal["tpe", "random", "grid"] = "tpe"
+    seed: int = 0
+    baseline: bool = Field(True, description="trial 0 = the engine's defaults")
+    known_good: bool = Field(True, description="enqueue FIELD-NOTES K configs that apply")
+    n_startup_trials: int = Field(8, ge=0, description="random trials before TPE models")
+    refine: float = Field(
+        0.25,
+        ge=0,
+        le=0.9,
+        description="last share of the trial budget spent climbing from the best configuration "
+        "to its one-parameter neighbours (0: sampler only)",
+    )
+
+
+class FinalistsSpec(_Section):
+    top_k: int = Field(3, ge=0)
+    repeats: int = Field(3, ge=1, description="fresh launches per finalist")
+
+
+class EngineRunSpec(_Section):
+    startup_timeout_s: float = Field(900.0, gt=0)
+    bench_timeout_s: float = Field(3600.0, gt=0, description="cap on one trial's workload")
+    stop_grace_s: float = Field(20.0, ge=0)
+    host: str = "127.0.0.1"
+    port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: free one")
+    env: dict[str, str] = Field(default_factory=dict)
+    launcher: list[str] | None = Field(
+        None,
+        description="argv prefix that starts the engine, e.g. [/opt/sglang/bin/python, -m, "
+        "sglang.launch_server]; default: the adapter's (or the simulator's)",
+    )
+
+
+class ExecutionSpec(_Section):
+    executor: Literal["inprocess", "ray"] = "inprocess"
+    workers: int | None = Field(None, ge=1, description="trials at once; default: GPU groups")
+    ray_address: str | None = None
+
+
+class SweepSpec(_Section):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    target: TargetSpec
+    simulate: SimulateSpec | None = None
+    space: SpaceSpec = SpaceSpec()
+    workload: WorkloadSpec
+    objective: ObjectiveSpec = ObjectiveSpec()
+    budget: BudgetSpec = BudgetSpec()
+    search: SearchSpec = SearchSpec()
+    finalists: FinalistsSpec = FinalistsSpec()
+    engine: EngineRunSpec = EngineRunSpec()
+    execution: ExecutionSpec = ExecutionSpec()
+
+    @property
+    def simulated(self) -> bool:
+        return self.simulate is not None and self.simulate.enabled
+
+    def objective_refs(self) -> list[MetricRef]:
+        """The objectives in order (one unless multi-objective), directions resolved."""
+        if self.objective.multi:
+            return [
+                MetricRef(metric=m.metric, direction=m.direction or default_direction(m.metric))
+                for m in self.objective.multi
+            ]
+        return [MetricRef(metric=self.objective.metric, direction=self.objective.direction)]
+
+
+def default_direction(metric: str) -> Direction:
+    """Latencies (…_s, not …tok_s/…per_s) and error rates are minimised; the rest maximised."""
+    fig = metric.rpartition(".")[2].split("@")[0]
+    if fig.endswith(("tok_s", "per_s")):
+        return "maximize"
+    if fig.endswith("_s") or fig == "error_rate":
+        return "minimize"
+    return "maximize"
+
+
+def until_deadline(until: str, now: datetime | None = None) -> datetime:
+    """The next local time HH:MM after `now` (tomorrow if it has passed today)."""
+    m = UNTIL_FORMAT.match(until.strip())
+    if not m:
+        raise ConfigError(f"expected HH:MM (24 h), e.g. 07:00; got {until!r}", field="--until")
+    now = now or datetime.now().astimezone()
+    at = now.replace(hour=int(m.group(1)), minute=int(m.group(2)), second=0, microsecond=0)
+    return at if at > now else at + timedelta(days=1)
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _model_for(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The section model that owns the field at `loc` (for 'did you mean')."""
+    model: type[BaseModel] | None = SweepSpec
+    for part in loc[:-1]:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return None
+        ann = field.annotation
+        nxt = None
+        for cand in (ann, *getattr(ann, "__args__", ())):
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                nxt = cand
+            for inner in getattr(cand, "__args__", ()):
+                if isinstance(inner, type) and issubclass(inner, BaseModel):
+                    nxt = inner
+        model = nxt
+    return model
+
+
+def _validation_error(exc: ValidationError, source: str) -> ConfigError:
+    err = exc.errors()[0]
+    loc = tuple(err["loc"])
+    field = _loc(loc) or None
+    if err["type"] == "extra_forbidden":
+        owner = _model_for(loc)
+        valid = sorted(owner.model_fields) if owner is not None else []
+        msg = f"unknown field {loc[-1]!r}{did_you_mean(str(loc[-1]), valid) if valid else ''}"
+    elif err["type"] == "missing":
+        msg = "required field is missing"
+    else:
+        msg = err["msg"].removeprefix("Value error, ")
+        if "input" in err and err["type"] not in ("model_type",):
+            msg += f" (got {err['input']!r})"
+    more = len(exc.errors()) - 1
+    if more:
+        msg += f" (and {more} more error{'s' if more > 1 else ''})"
+    return ConfigError(msg, source=source, field=field)
+
+
+def parse_spec(data: Any, *, source: str = "spec") -> SweepSpec:
+    """Validate a mapping (parsed YAML) into a SweepSpec, with cross-field checks."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"expected a mapping at the top level, got {type(data).__name__}", source=source
+        )
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as exc:
+        raise _validation_error(exc, source) from None
+    _check_cross(spec, source)
+    return spec
+
+
+def load_spec(path: str | Path) -> tuple[SweepSpec, str]:
+    """Read and validate a spec file; returns the spec and its verbatim text."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot read the sweep spec: {exc.strerror or exc}", source=str(p)
+        ) from None
+    return spec_from_yaml(text, source=str(p), base_dir=p.parent), text
+
+
+def spec_from_yaml(text: str, *, source: str = "spec", base_dir: Path | None = None) -> SweepSpec:
+    """Parse YAML text into a spec; a relative space file is resolved against `base_dir`."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not valid YAML: {exc}", source=source) from None
+    spec = parse_spec(data, source=source)
+    if base_dir is not None and spec.space.file != "builtin":
+        f = Path(spec.space.file).expanduser()
+        if not f.is_absolute():
+            f = (base_dir / f).resolve()
+        spec = spec.model_copy(update={"space": spec.space.model_copy(update={"file": str(f)})})
+    return spec
+
+
+def _check_cross(spec: SweepSpec, source: str) -> None:
+    from autotune.bench.scenarios import scenario_from_dict
+    from autotune.engines import ENGINES
+
+    if spec.target.engine not in ENGINES:
+        raise ConfigError(
+            f"unknown engine {spec.target.engine!r}{did_you_mean(spec.target.engine, list(ENGINES))}",
+            source=source,
+            field="target.engine",
+        )
+    if spec.simulated and spec.target.gpu == "auto":
+        raise ConfigError(
+            "the simulated engine needs a named GPU (e.g. rtx-4080-super-32g), not auto",
+            source=source,
+            field="target.gpu",
+        )
+    labels: list[str] = []
+    for i, raw in enumerate(spec.workload.scenarios):
+        sc = scenario_from_dict(raw, source=f"{source}: workload.scenarios[{i}]")
+        if sc.label in labels:
+            raise ConfigError(
+                f"two scenarios are called {sc.label!r}; give each a distinct `name`",
+                source=source,
+                field=f"workload.scenarios[{i}].name",
+            )
+        labels.append(sc.label)
+    if spec.workload.probe is not None and spec.workload.probe not in labels:
+        raise ConfigError(
+            f"probe {spec.workload.probe!r} is not a scenario{did_you_mean(spec.workload.probe, labels)}",
+            source=source,
+            field="workload.probe",
+        )
+    refs: list[tuple[str, str]] = [("objective.metric", spec.objective.metric)]
+    refs += [
+        (f"objective.multi[{i}].metric", m.metric)
+        for i, m in enumerate(spec.objective.multi or [])
+    ]
+    refs += [
+        (f"objective.constraints[{i}].metric", c.metric)
+        for i, c in enumerate(spec.objective.constraints)
+    ]
+    for field, metric in refs:
+        check_metric(metric, labels, source=source, field=field)
+
+
+def check_metric(metric: str, scenarios: list[str], *, source: str, field: str) -> None:
+    """`SCENARIO.FIGURE` must name a scenario of the workload and a figure it reports."""
+    owner, dot, fig = metric.rpartition(".")
+    if not dot:
+        raise ConfigError(
+            f"expected SCENARIO.FIGURE or launch.FIELD, got {metric!r}; scenarios: "
+            f"{', '.join(scenarios)}",
+            source=source,
+            field=field,
+        )
+    if owner == "launch":
+        if fig not in LAUNCH_FIGURES:
+            raise ConfigError(
+                f"unknown launch figure {fig!r}{did_you_mean(fig, list(LAUNCH_FIGURES))}",
+                source=source,
+                field=field,
+            )
+        return
+    if owner not in scenarios:
+        raise ConfigError(
+            f"{metric!r} names no scenario of the workload{did_you_mean(owner, [*scenarios, 'launch'])}",
+            source=source,
+            field=field,
+        )
+    if fig in SCENARIO_FIGURES or LATENCY_FIGURE.match(fig) or POINT_FIGURE.match(fig):
+        return
+    valid = [*SCENARIO_FIGURES, "ttft_p95_s (any of ttft/itl/tpot/e2e x mean/p50/p90/p95/p99)"]
+    raise ConfigError(
+        f"unknown figure {fig!r}{did_you_mean(fig, valid)}", source=source, field=field
+    )

@@ -1,0 +1,192 @@
+"""The sweep loop on the simulator's analytic mode (no processes): seeds, gate, budget,
+determinism, resume, finalists, multi-objective."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from autotune.engines.base import FailureClass
+from autotune.store.models import SweepStatus, TrialStatus
+from autotune.sweep.analytic import AnalyticExecutor
+from autotune.sweep.orchestrator import StopController, run_sweep
+from autotune.sweep.spec import parse_spec
+from tests.sweep.conftest import make_spec
+
+
+def _run(store: Any, tmp_path: Path, spec_dict: dict[str, Any], **kw: Any) -> Any:
+    spec = parse_spec(spec_dict)
+    return run_sweep(
+        spec,
+        store=store,
+        out_dir=tmp_path / "out",
+        executor=AnalyticExecutor(1),
+        install_signals=False,
+        **kw,
+    )
+
+
+def _params(store: Any, name: str) -> list[tuple[int | None, dict[str, Any], str]]:
+    sweep = store.get_sweep(name)
+    return [(t.number, t.params, t.status) for t in store.get_trials(sweep.id)]
+
+
+def test_baseline_first_budget_and_optuna_agree(store: Any, tmp_path: Path) -> None:
+    out = _run(store, tmp_path, make_spec())
+    assert out.status == SweepStatus.FINISHED.value and out.launched == 6
+    trials = store.get_trials(out.sweep_id)
+    first = trials[0]
+    assert first.number == 0 and (first.launch or {}).get("source") == "baseline"
+    assert all(
+        v is None
+        for k, v in first.config.items()
+        if k in ("mem_fraction_static", "max_running_requests")
+    )
+    assert out.baseline is not None and out.baseline["number"] == 0
+    complete = [t for t in trials if t.status == TrialStatus.COMPLETE.value]
+    study = optuna.load_study(study_name="autotune/t", storage=store.storage_url)
+    done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert sorted(t.number for t in done) == sorted(t.number for t in complete)
+    assert out.best is not None and out.best["value"] == max(t.value for t in complete)
+    for t in complete:  # measured figures of both scenarios are stored
+        assert {m.scenario for m in store.get_measurements(t.id)} == {"probe", "tp"}
+
+
+def test_same_seed_same_trials(tmp_path: Path) -> None:
+    from autotune.store.db import Store
+
+    runs = []
+    for i, seed in enumerate((3, 3, 4)):
+        s = Store(path=tmp_path / f"db{i}.sqlite")
+        _run(s, tmp_path / str(i), make_spec(**{"search.seed": seed, "budget.max_trials": 8}))
+        runs.append(_params(s, "t"))
+        s.close()
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_infeasible_configs_are_pruned_never_launched(store: Any, tmp_path: Path) -> None:
+    spec = make_spec(
+        **{
+            "space.overrides.mem_fraction_static": {"low": 0.40, "high": 0.94, "step": 0.02},
+            "search.baseline": False,
+            "budget.max_trials": 8,
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    pruned = store.get_trials(out.sweep_id, TrialStatus.PRUNED)
+    assert pruned, "the sampler should have proposed some mem_fraction_static below the weights"
+    fails = {f.trial_id: f for f in store.get_failures(out.sweep_id)}
+    for t in pruned:
+        assert t.launch is None and t.prediction and not t.prediction["fits"]
+        assert fails[t.id].failure_class == FailureClass.PLANNER_REJECTED.value
+        assert "mem_fraction_static" in fails[t.id].reason
+    assert out.launched == 8  # pruned trials do not count against the budget
+
+
+def test_graceful_stop_then_resume_loses_nothing(store: Any, tmp_path: Path) -> None:
+    stop = StopController()
+    seen: list[int] = []
+
+    def after(trial: dict[str, Any]) -> None:
+        seen.append(trial["number"])
+        if len(seen) == 3:
+            stop.request("test: stop after 3")
+
+    first = _run(store, tmp_path, make_spec(), stop=stop, on_trial=after)
+    assert first.status == SweepStatus.STOPPED.value and first.launched == 3
+    before = {t.number: (t.status, t.value) for t in store.get_trials(first.sweep_id)}
+    second = _run(store, tmp_path, make_spec(), resume=True)
+    assert second.status == SweepStatus.FINISHED.value and second.launched == 6
+    after_rows = {t.number: (t.status, t.value) for t in store.get_trials(second.sweep_id)}
+    assert all(after_rows[n] == v for n, v in before.items())  # nothing completed was lost
+
+
+def test_finalists_rerun_top_configs(store: Any, tmp_path: Path) -> None:
+    out = _run(store, tmp_path, make_spec(finalists={"top_k": 2, "repeats": 2}))
+    assert len(out.finalists) == 2
+    for f in out.finalists:
+        assert f["runs"] == 3 and f["mean"] is not None
+        reps = {m.repeat for m in store.get_measurements(f["trial_id"]) if m.scenario == "tp"}
+        assert reps == {0, 1, 2}
+
+
+def test_multi_objective_and_constraints(store: Any, tmp_path: Path) -> None:
+    spec = make_spec(
+        **{
+            "objective.multi": [{"metric": "tp.output_tok_s"}, {"metric": "tp.ttft_p95_s"}],
+            "objective.constraints": [{"metric": "tp.ttft_p95_s", "max": 1e-6}],
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    study = optuna.load_study(study_name="autotune/t", storage=store.storage_url)
+    assert len(study.directions) == 2
+    done = study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert done and all(len(t.values) == 2 for t in done)
+    # every trial breaks the (impossible) TTFT bound: all infeasible, none is "best"
+    assert all(t.constraints and max(t.constraints.values()) > 0 for t in done)
+    assert out.best is not None  # the database's best by value is still reported
+    assert out.pareto == []  # no feasible trial, so no Pareto front
+
+
+def test_multi_objective_pareto_front(store: Any, tmp_path: Path) -> None:
+    spec = make_spec(
+        **{
+            "objective.multi": [
+                {"metric": "tp.output_tok_s"},
+                {"metric": "launch.kv_pool_tokens"},
+            ],
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    assert out.pareto, "feasible trials make a front"
+    values = {t.number: t.values for t in store.get_trials(out.sweep_id) if t.values}
+    front = [values[n] for n in out.pareto]
+    for a in front:  # no member of the front is dominated by any measured trial
+        assert not any(b[0] >= a[0] and b[1] >= a[1] and b != a for b in values.values())
+
+
+@pytest.mark.parametrize("sampler", ["random", "grid"])
+def test_other_samplers(store: Any, tmp_path: Path, sampler: str) -> None:
+    spec = make_spec(
+        **{
+            "search.sampler": sampler,
+            "search.baseline": False,
+            "search.known_good": False,
+            "space.overrides.mem_fraction_static": 0.9,
+            "space.overrides.max_mamba_cache_size": None,
+            "space.overrides.kv_cache_dtype": "fp8_e4m3",
+            "budget.max_trials": 20,
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    if sampler == "grid":  # 4 x 2 configurations: each once, then the grid is done
+        assert out.launched == 8 and out.stop_reason.startswith("grid")
+        keys = {tuple(sorted(t.params.items())) for t in store.get_trials(out.sweep_id)}
+        assert len(keys) == 8
+    else:
+        assert out.launched <= 20
+
+
+def test_wall_clock_budget_stops_and_is_resumable(store: Any, tmp_path: Path) -> None:
+    spec = make_spec(**{"budget.max_trials": 10_000, "budget.wall_clock_s": 3})
+    out = _run(store, tmp_path, spec)
+    assert out.status == SweepStatus.STOPPED.value and out.stop_reason.startswith("budget:")
+    assert 1 <= out.launched < 10_000
+    assert store.get_trials(out.sweep_id, TrialStatus.RUNNING) == []
+
+
+def test_resume_refuses_a_sweep_whose_driver_still_runs(store: Any, tmp_path: Path) -> None:
+    from autotune.errors import StorageError
+    from autotune.sweep.orchestrator import _driver_identity
+
+    out = _run(store, tmp_path, make_spec(**{"budget.max_trials": 1}))
+    notes = {**store.get_sweep("t").notes, "driver": _driver_identity()}  # "us": alive
+    store.update_sweep(out.sweep_id, status=SweepStatus.RUNNING, notes=notes)
+    with pytest.raises(StorageError, match="is running now"):
+        _run(store, tmp_path, make_spec(), resume=True)
+    with pytest.raises(StorageError, match="already exists.*--resume t"):
+        _run(store, tmp_path, make_spec())

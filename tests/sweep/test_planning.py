@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import pytest
+
+from autotune.bench.scenarios import scenario_from_dict
+from autotune.hardware import get_gpu
+from autotune.models import load_card
+from autotune.space import builtin_space
+from autotune.sweep.planning import TrialPlanner, longest_request_tokens
+
+
+@pytest.fixture(scope="module")
+def planner() -> TrialPlanner:
+    return TrialPlanner(
+        card=load_card("qwen3.8-27b-awq-int4"),
+        gpu=get_gpu("rtx-4080-super-32g"),
+        space=builtin_space("sglang"),
+        version="0.5.17",
+        host_free_gib=64,
+        headroom_gib=0.25,
+        need_tokens=4096,
+    )
+
+
+K1 = {  # FIELD-NOTES K1 with hicache_io_backend direct (P2)
+    "context_length": 131072,
+    "max_running_requests": 2,
+    "mem_fraction_static": 0.92,
+    "kv_cache_dtype": "fp8_e4m3",
+    "page_size": 1,
+    "max_mamba_cache_size": 6,
+    "enable_hierarchical_cache": True,
+    "hicache_size": 12,
+    "hicache_io_backend": "direct",
+    "hicache_write_policy": "write_through",
+}
+
+
+def test_k1_fits_and_matches_c1(planner: TrialPlanner) -> None:
+    a = planner.assess(K1)
+    assert a.fits, a.reasons
+    # FIELD-NOTES C1: 356,237 KV tokens with 6 mamba slots at mfs 0.92 (planner within 1%)
+    assert a.predicted_kv_pool_tokens == pytest.approx(356_237, rel=0.01)
+    assert a.constraints["rules"] == 0 and a.constraints["vram_headroom"] <= 0
+
+
+def test_rule_violation_is_pruned_with_its_reason(planner: TrialPlanner) -> None:
+    a = planner.assess({**K1, "hicache_io_backend": "kernel"})
+    assert not a.fits and a.rule_ids == ["P2"]
+    assert "P2" in a.reasons[0] and "FIELD-NOTES P2" in a.reasons[0]
+    assert a.constraints["rules"] > 0
+
+
+def test_planner_misfit_is_pruned(planner: TrialPlanner) -> None:
+    a = planner.assess({"mem_fraction_static": 0.5})
+    assert not a.fits
+    assert any(r.startswith("planner:") for r in a.reasons)
+    assert a.constraints["planner"] > 0
+
+
+def test_kv_correction_from_launches_changes_the_verdict(planner: TrialPlanner) -> None:
+    p = TrialPlanner(
+        card=planner.card,
+        gpu=planner.gpu,
+        space=planner.space,
+        version="0.5.17",
+        host_free_gib=64,
+        need_tokens=200_000,
+    )
+    cfg = {**K1}
+    assert p.assess(cfg).fits  # 356K predicted >= 200K needed
+    for _ in range(3):  # the engine kept allocating half of what was predicted
+        p.observe(predicted_kv=100_000, actual_kv=50_000)
+    a = p.assess(cfg)
+    assert p.kv_ratio == pytest.approx(0.5)
+    assert a.corrected_kv_pool_tokens == pytest.approx(a.predicted_kv_pool_tokens * 0.5, rel=1e-3)
+    assert not a.fits and "correction from launches" in a.reasons[0]
+    assert p.correction()["launches"] == 3
+    p.observe(None, 1000)  # a launch without a figure teaches nothing
+    assert p.correction()["launches"] == 3
+
+
+def test_headroom_requirement(planner: TrialPlanner) -> None:
+    strict = TrialPlanner(
+        card=planner.card,
+        gpu=planner.gpu,
+        space=planner.space,
+        version="0.5.17",
+        host_free_gib=64,
+        headroom_gib=5.0,
+    )
+    a = strict.assess(K1)
+    assert not a.fits and "VRAM headroom" in a.reasons[0]
+    assert a.constraints["vram_headroom"] > 0
+
+
+def test_longest_request_tokens() -> None:
+    scs = [
+        scenario_from_dict({"kind": "decode", "prompt_len": 128, "output_len": 64}),
+        scenario_from_dict({"kind": "prefill", "prompt_lens": [512, 8192]}),
+        scenario_from_dict(
+            {"kind": "agent", "prompt_len": 1000, "turn_len": 100, "output_len": 50, "turns": 3}
+        ),
+    ]
+    assert longest_request_tokens(scs) == 8193
+    assert longest_request_tokens(scs[2:]) == 1000 + 2 * 100 + 3 * 50

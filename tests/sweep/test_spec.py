@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune.errors import ConfigError
+from autotune.sweep.spec import default_direction, load_spec, parse_spec, until_deadline
+from tests.sweep.conftest import DROP, make_spec, write_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_valid_spec_loads_with_defaults(tmp_path: Path) -> None:
+    spec, text = load_spec(write_spec(tmp_path, make_spec()))
+    assert spec.name == "t" and spec.simulated
+    assert spec.objective_refs()[0].direction == "maximize"
+    assert "throughput" in text
+
+
+def test_unknown_field_names_file_field_and_suggestion(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, make_spec(**{"budget.max_trails": 3}))
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    msg = str(err.value)
+    assert str(path) in msg and "budget.max_trails" in msg and "max_trials" in msg
+
+
+def test_missing_target_model_is_reported() -> None:
+    with pytest.raises(ConfigError, match=r"target\.model: required field is missing"):
+        parse_spec(make_spec(**{"target.model": DROP}), source="s.yaml")
+
+
+def test_bad_literal_lists_valid_values() -> None:
+    with pytest.raises(ConfigError, match=r"search\.sampler.*'tpe', 'random' or 'grid'"):
+        parse_spec(make_spec(**{"search.sampler": "bayes"}))
+
+
+def test_scenario_errors_name_their_index() -> None:
+    bad = make_spec()
+    bad["workload"]["scenarios"][1]["concurency"] = 3
+    with pytest.raises(ConfigError, match=r"workload.scenarios\[1\].*concurency.*concurrency"):
+        parse_spec(bad, source="s.yaml")
+
+
+def test_objective_must_name_a_scenario_and_a_figure() -> None:
+    with pytest.raises(ConfigError, match=r"objective.metric.*names no scenario.*'tp'"):
+        parse_spec(make_spec(**{"objective.metric": "tpx.output_tok_s"}))
+    with pytest.raises(ConfigError, match=r"unknown figure 'output_toks'.*output_tok_s"):
+        parse_spec(make_spec(**{"objective.metric": "tp.output_toks"}))
+    ok = parse_spec(
+        make_spec(**{"objective.constraints": [{"metric": "tp.ttft_p95_s", "max": 2}]})
+    )
+    assert ok.objective.constraints[0].max == 2
+
+
+def test_simulated_needs_a_named_gpu_and_until_format() -> None:
+    with pytest.raises(ConfigError, match="target.gpu.*named GPU"):
+        parse_spec(make_spec(**{"target.gpu": "auto"}))
+    with pytest.raises(ConfigError, match=r"budget.until.*HH:MM"):
+        parse_spec(make_spec(**{"budget.until": "7am"}))
+
+
+def test_duplicate_scenario_names_rejected() -> None:
+    spec = make_spec()
+    spec["workload"]["scenarios"][1]["name"] = "probe"
+    with pytest.raises(ConfigError, match="two scenarios are called 'probe'"):
+        parse_spec(spec)
+
+
+def test_until_is_the_next_occurrence() -> None:
+    now = datetime(2026, 1, 1, 23, 30).astimezone()
+    at = until_deadline("07:00", now)
+    assert (at.day, at.hour, at.minute) == (2, 7, 0)
+    at = until_deadline("23:45", now)
+    assert (at.day, at.hour, at.minute) == (1, 23, 45)
+
+
+def test_directions_inferred_for_multi_objective() -> None:
+    assert default_direction("tp.ttft_p95_s") == "minimize"
+    assert default_direction("tp.output_tok_s") == "maximize"
+    assert default_direction("launch.kv_pool_tokens") == "maximize"
+    spec = parse_spec(
+        make_spec(
+            **{
+                "objective.multi": [
+                    {"metric": "tp.output_tok_s"},
+                    {"metric": "tp.ttft_p95_s"},
+                    {"metric": "launch.kv_pool_tokens"},
+                ]
+            }
+        )
+    )
+    assert [r.direction for r in spec.objective_refs()] == ["maximize", "minimize", "maximize"]
+
+
+def test_relative_space_file_resolves_against_the_spec(tmp_path: Path) -> None:
+    (tmp_path / "spaces").mkdir()
+    spec, _ = load_spec(write_spec(tmp_path, make_spec(**{"space.file": "spaces/x.yaml"})))
+    assert spec.space.file == str((tmp_path / "spaces" / "x.yaml").resolve())
+
+
+def test_demo_spec_is_shipped_verbatim() -> None:
+    from autotune.cli.demo import DEMO_SPEC
+
+    assert (ROOT / "examples" / "demo.yaml").read_text() == DEMO_SPEC
+    spec = parse_spec(yaml.safe_load(DEMO_SPEC), source="demo")
+    assert spec.target.model == "qwen3.8-27b-awq-int4"
+    assert spec.target.gpu == "rtx-4080-super-32g" and spec.target.engine_version == "0.5.17"
+    assert spec.execution.workers == 2 and spec.budget.max_trials >= 40
