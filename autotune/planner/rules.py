@@ -5,7 +5,9 @@ Generations: rules change at 0.5.16 (mamba strategy renamed; the padding-aware s
 FIELD-NOTES C1 on 0.5.17 gives 34 slots only with it) and at 0.5.20 (cuda-graph flags split,
 new GPU-size defaults, draft KV budgeted in the cell, `auto` mamba strategy -> extra_buffer when
 overlap is wanted; C1 ran two requests on 6 slots on 0.5.17, which only no_buffer's 3 slots per
-request allows, so 0.5.17 still resolved `auto` to no_buffer).
+request allows, so 0.5.17 still resolved `auto` to no_buffer at page 1, while K5 ran page 64
+with `auto` on 0.5.18, which only the buffered cache allows). The mamba rework that added
+extra_buffer_lazy and the hybrid-cache errors landed in 0.5.13 (flag catalog of the wheels).
 """
 
 from __future__ import annotations
@@ -162,10 +164,14 @@ def resolve(
     )
     if hybrid:
         if strategy == "auto":
-            if v < (0, 5, 20):
-                strategy = "no_buffer"
-            else:
+            if v >= (0, 5, 20):
                 strategy = "extra_buffer" if (overlap or page > 1) else "no_buffer"
+            elif v >= (0, 5, 13):
+                # page > 1 needs the buffered cache (K5 ran page 64 with `auto` on 0.5.18);
+                # page 1 stayed no_buffer (C1: two requests on 6 slots on 0.5.17).
+                strategy = "extra_buffer" if page > 1 else "no_buffer"
+            else:
+                strategy = "no_buffer"
         if strategy == "no_buffer":
             if radix and spec is None and overlap:
                 overlap = False

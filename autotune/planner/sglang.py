@@ -258,6 +258,17 @@ def plan_sglang(
                 f"{slots_per_req} per request ({r.mamba_strategy}); use at least {slots_per_req}"
             )
     mamba_bytes = (max(n_slots, 0) + 1) * per_slot if card.is_hybrid else 0
+    if card.is_hybrid and r.radix_cache and r.page_size > 1:
+        if r.mamba_strategy == "no_buffer":
+            reasons.append(
+                f"page_size {r.page_size} with the mamba no_buffer radix cache: SGLang asserts "
+                "page_size == 1 there (MambaRadixCache); use page_size 1 or extra_buffer"
+            )
+        elif 256 % r.page_size:
+            reasons.append(
+                f"extra_buffer needs mamba_track_interval (256) % page_size == 0; page_size "
+                f"{r.page_size} does not divide it"
+            )
 
     kv_rest = rest_b - mamba_bytes - spec_bytes
     kv_tokens = int(kv_rest // cell) if kv_rest > 0 else 0

@@ -142,3 +142,15 @@ def test_unsupported_version_is_a_clear_error() -> None:
 def test_bad_kv_dtype() -> None:
     with pytest.raises(ConfigError, match="kv_cache_dtype"):
         plan_sglang(AWQ, G4080, {"kv_cache_dtype": "fp9"}, version="0.5.17")
+
+
+def test_page_size_needs_a_buffered_mamba_cache() -> None:
+    cfg = {**C1_BASE, "mem_fraction_static": 0.9, "page_size": 64}
+    old = plan_sglang(AWQ, G4080, cfg, version="0.5.12")  # auto -> no_buffer, asserts page 1
+    assert not old.fits and "page_size == 1" in " ".join(old.reasons)
+    new = plan_sglang(AWQ, G4080, cfg, version="0.5.18")  # K5: page 64 with auto works
+    assert new.fits and new.mamba_strategy == "extra_buffer"
+    explicit = plan_sglang(
+        AWQ, G4080, {**cfg, "mamba_radix_cache_strategy": "no_buffer"}, version="0.5.18"
+    )
+    assert not explicit.fits
