@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from autotune.planner.dispatch import engine_model_path, is_cpu_target
 from autotune.report.launch import Redactor, redact_mapping
 from autotune.sweep.trial import rescale  # simulator wall-clock -> simulated-GPU units
 
@@ -326,9 +327,11 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
         objectives=refs,
         multi_objective=len(refs) > 1,
         spec=redact_mapping(spec_dict) if spec_dict is not None else None,
-        model_path=(spec.target.model_path or spec.target.model) if spec else row.model,
+        model_path=engine_model_path(spec.target.model_path or spec.target.model)
+        if spec
+        else row.model,
         host=spec.engine.host if spec else "127.0.0.1",
-        port=spec.engine.port if spec else None,
+        port=spec.engine.port if spec else None,  # None: the engine's own default port
         env=redact_mapping(env, env=True),
         launcher=list(spec.engine.launcher)
         if spec is not None and not simulated and getattr(spec.engine, "launcher", None)
@@ -873,7 +876,7 @@ def _capacity(data: ReportData) -> Capacity | None:
         "mamba_slots": f"the mamba state slots (hybrid model, {per} slot{'s' if per > 1 else ''}"
         " per request)",
         "user": "max_running_requests as configured",
-        "default": "SGLang's default max_running_requests (neither pool was the limit)",
+        "default": "the engine's default max_running_requests (neither pool was the limit)",
     }.get(str(cap.bound_by), "unknown (no planner prediction was stored)")
     gpu = _gpu_spec(data.provenance.gpu)
     if gpu is not None:
@@ -899,6 +902,10 @@ def _capacity(data: ReportData) -> Capacity | None:
     return cap
 
 
+# The field that turns speculative decoding on: SGLang, vLLM (the search space's), llama.cpp.
+SPECULATIVE_FIELDS = ("speculative_algorithm", "speculative_method", "spec_type")
+
+
 def _decode_ceiling(data: ReportData) -> DecodeCeiling | None:
     """Bandwidth over the bytes one decode step reads per token (planner.perf), and how close
     the winner's single-stream decode gets."""
@@ -908,29 +915,43 @@ def _decode_ceiling(data: ReportData) -> DecodeCeiling | None:
     from autotune.errors import AutotuneError
 
     out = DecodeCeiling()
-    spec_alg = w.config.get("speculative_algorithm")
+    spec_alg = next((w.config[k] for k in SPECULATIVE_FIELDS if w.config.get(k)), None)
     out.speculative = str(spec_alg) if spec_alg else None
     gpu = _gpu_spec(data.provenance.gpu)
     try:
-        from autotune.models.registry import load_card
+        from autotune.models.card import ModelCard
+        from autotune.planner.dispatch import (
+            default_version,
+            engine_label,
+            load_target_model,
+            plan_for,
+            scheduler_plan,
+        )
         from autotune.planner.perf import PerfModel, perf_summary
-        from autotune.planner.sglang import Plan, plan_sglang
+        from autotune.planner.sglang import Plan
 
-        card = load_card(data.provenance.model)
+        engine = data.provenance.engine
+        target = load_target_model(engine, data.provenance.model)
+        if not isinstance(target, ModelCard):
+            raise LookupError(
+                f"the roofline model needs a model card; {engine_label(engine)} served a "
+                f"{type(target).__name__}"
+            )
         if gpu is None:
-            raise LookupError(data.provenance.gpu)
+            raise LookupError(f"{data.provenance.gpu} is not a catalogued GPU")
         plan = (
             Plan.model_validate(w.plan)
             if w.plan
-            else plan_sglang(
-                card,
+            else plan_for(
+                engine,
+                target,
                 gpu,
                 dict(w.config),
-                version=data.provenance.engine_version or "0.5.17",
+                version=data.provenance.engine_version or default_version(engine),
                 tp=data.tp,
             )
         )
-        model = PerfModel(card, gpu, plan, config=dict(w.config))
+        model = PerfModel(target, gpu, scheduler_plan(plan), config=dict(w.config))
         out.ceiling_tok_s = float(perf_summary(model)["decode_ceiling_tok_s"])
         out.bandwidth_gbs = gpu.effective_bandwidth_gbs
         out.weight_read_gb = round(model.weight_read_bytes / 1e9, 2)
@@ -956,11 +977,14 @@ def _decode_ceiling(data: ReportData) -> DecodeCeiling | None:
 
 def _driver(row: SweepRow, simulated: bool) -> str:
     meta = row.notes if isinstance(row.notes, Mapping) else {}
-    for key in ("driver", "nvidia_driver", "driver_version"):
-        if meta.get(key):
+    # notes["driver"] is the sweep's driver process (PID, host), not the GPU driver.
+    for key in ("nvidia_driver", "driver_version"):
+        if isinstance(meta.get(key), str) and meta[key]:
             return str(meta[key])
     if simulated:
         return "n/a (simulated)"
+    if is_cpu_target(row.gpu):
+        return "n/a (CPU run, no GPU)"
     try:
         import pynvml
 
@@ -975,6 +999,9 @@ def _driver(row: SweepRow, simulated: bool) -> str:
         return "n/a (no NVIDIA driver where the report was written; the sweep stored none)"
 
 
+MODEL_FILE_HEAD_BYTES = 4 * 2**20  # a GGUF header (metadata, vocabulary, tensor table)
+
+
 def model_hash(model: str) -> str:
     """A built-in card: hash of its JSON; a folder: hash of config.json and the safetensors
     headers' names and sizes (not the tensors: gigabytes)."""
@@ -984,6 +1011,11 @@ def model_hash(model: str) -> str:
         blob = BUILTIN_CARDS[model].model_dump_json().encode()
         return f"built-in card, sha256 {hashlib.sha256(blob).hexdigest()[:16]}"
     path = Path(model).expanduser()
+    if path.is_file():  # one file (a GGUF): its size and header, not gigabytes of tensors
+        h = hashlib.sha256(str(path.stat().st_size).encode())
+        with open(path, "rb") as fh:
+            h.update(fh.read(MODEL_FILE_HEAD_BYTES))
+        return f"file (size + first {MODEL_FILE_HEAD_BYTES // 2**20} MiB), sha256 {h.hexdigest()[:16]}"
     if not path.is_dir():
         return "n/a (model folder not found where the report was written)"
     h = hashlib.sha256()
@@ -1016,7 +1048,9 @@ def _provenance(
         engine=row.engine or (spec.target.engine if spec is not None else "sglang"),
         engine_version=row.engine_version,
         gpu=row.gpu,
-        gpu_label=gpu.label if gpu is not None else None,
+        gpu_label=gpu.label
+        if gpu is not None
+        else ("CPU (no GPU)" if is_cpu_target(row.gpu) else None),
         tp=spec.target.tp if spec is not None else 1,
         driver=_driver(row, simulated),
         model=model,
