@@ -29,6 +29,11 @@ from autotune.errors import BenchmarkError
 
 ENDPOINT_PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 _ERROR_BODY_BYTES = 600
+# A pooled keep-alive connection the server closed just as the request went out (llama-server
+# closes one now and then after a streamed answer, though it advertised keep-alive) fails with
+# "Server disconnected without sending a response": nothing reached the engine's scheduler, so
+# the request is sent again on a fresh connection, as HTTP clients do for stale connections.
+STALE_CONNECTION_RETRIES = 2
 # raw_decode on str: json.loads(bytes) spends half its time detecting the encoding (measured
 # 8.1 vs 3.3 us per 250-byte chunk on the 2-core dev box).
 _DECODER = json.JSONDecoder()
@@ -274,7 +279,14 @@ async def stream_request(
     message: str | None = None
     try:
         async with asyncio.timeout(deadline_s):
-            await _consume(client, spec, st, timeout, collect_text)
+            for attempt in range(STALE_CONNECTION_RETRIES + 1):
+                try:
+                    await _consume(client, spec, st, timeout, collect_text)
+                    break
+                except httpx.RemoteProtocolError:
+                    if st.status is not None or attempt == STALE_CONNECTION_RETRIES:
+                        raise
+                    st = _State()  # no response at all: a stale connection, send it again
     except _StreamError as exc:
         kind, message = exc.kind, str(exc)
     except TimeoutError:

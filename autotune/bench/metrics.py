@@ -177,11 +177,19 @@ async def scrape_metrics(client: httpx.AsyncClient, base_url: str) -> dict[str, 
     Raises:
         BenchmarkError: the server cannot be reached or the body is not Prometheus text.
     """
+    from autotune.bench.client import STALE_CONNECTION_RETRIES
+
     url = base_url.rstrip("/") + "/metrics"
-    try:
-        resp = await client.get(url, timeout=httpx.Timeout(10.0))
-    except httpx.HTTPError as exc:
-        raise BenchmarkError(f"cannot scrape {url}: {type(exc).__name__}: {exc}") from exc
+    for attempt in range(STALE_CONNECTION_RETRIES + 1):
+        try:
+            resp = await client.get(url, timeout=httpx.Timeout(10.0))
+            break
+        except httpx.RemoteProtocolError as exc:
+            # a keep-alive connection the server had closed (see client.py): GET again
+            if attempt == STALE_CONNECTION_RETRIES:
+                raise BenchmarkError(f"cannot scrape {url}: {type(exc).__name__}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise BenchmarkError(f"cannot scrape {url}: {type(exc).__name__}: {exc}") from exc
     if resp.status_code != 200:
         return {}
     return parse_metrics_text(resp.text)

@@ -28,11 +28,21 @@ def coerce_value(raw: str) -> Any:
 
 def plan(
     model: str = typer.Option(
-        ..., "--model", help="Built-in card name or a local HF model folder."
+        ...,
+        "--model",
+        help="Built-in card name or a local HF model folder (llama.cpp: a GGUF file).",
     ),
-    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (autotune gpus) or auto."),
-    engine: str = typer.Option("sglang", "--engine", help="Engine whose accounting to mirror."),
-    engine_version: str = typer.Option("0.5.17", "--engine-version", help="Engine version."),
+    gpu: str = typer.Option(
+        ..., "--gpu", help="Catalog GPU name (autotune gpus), auto, or cpu (llama.cpp only)."
+    ),
+    engine: str = typer.Option(
+        "sglang", "--engine", help="Engine whose accounting to mirror: sglang, vllm, llamacpp."
+    ),
+    engine_version: str | None = typer.Option(
+        None,
+        "--engine-version",
+        help="Engine version (default: sglang 0.5.17, the newest vLLM, llama.cpp's pinned one).",
+    ),
     tp: int = typer.Option(1, "--tp", min=1, help="Tensor-parallel size."),
     gpu_free_gib: float | None = typer.Option(
         None,
@@ -40,7 +50,9 @@ def plan(
         help="Free GPU memory before weights (default: capacity - reserve).",
     ),
     host_free_gib: float | None = typer.Option(
-        None, "--host-free-gib", help="Available host RAM for HiCache (default: this machine's)."
+        None,
+        "--host-free-gib",
+        help="Available host RAM for HiCache or a CPU run (default: this machine's).",
     ),
     sets: list[str] | None = typer.Option(
         None, "--set", help="Engine field=value, e.g. mem_fraction_static=0.92 (repeatable)."
@@ -49,34 +61,19 @@ def plan(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Predict weights, KV pool, mamba slots and max running requests; say whether it fits."""
-    from autotune.engines import get_adapter
-    from autotune.hardware import resolve_gpu
-    from autotune.models import load_card
-    from autotune.planner import plan_sglang
+    from autotune.planner.dispatch import plan_target
 
-    adapter = get_adapter(engine)
-    config = {k: coerce_value(v) for k, v in parse_sets(sets).items()}
-    if tp > 1:
-        config.setdefault("tp_size", tp)
-    # The adapter refuses fields the version does not have, before any arithmetic.
-    adapter.build_command(config, model=model, version=engine_version)
-    card = load_card(model)
-    spec = resolve_gpu(gpu)
-    result = plan_sglang(
-        card,
-        spec,
-        config,
+    result = plan_target(
+        engine,
+        model,
+        gpu,
+        {k: coerce_value(v) for k, v in parse_sets(sets).items()},
         version=engine_version,
         tp=tp,
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
+        perf=perf,
     )
-    if perf:
-        from autotune.planner.perf import PerfModel, perf_summary
-
-        result = result.model_copy(
-            update={"perf": perf_summary(PerfModel(card, spec, result, config=config))}
-        )
     if json_out:
         emit_json(result)
         return
@@ -84,8 +81,11 @@ def plan(
 
 
 def _print_human(p: Any) -> None:
+    from autotune.planner.dispatch import engine_label
+
     verdict = "fits" if p.fits else "does NOT fit"
-    typer.echo(f"{p.model} on {p.gpu} (TP{p.tp}), SGLang {p.engine_version}: {verdict}")
+    label = engine_label(p.engine)
+    typer.echo(f"{p.model} on {p.gpu} (TP{p.tp}), {label} {p.engine_version}: {verdict}")
     rows = [
         ("free before weights", f"{p.pre_weights_free_gib:.2f} GiB"),
         ("weights per GPU", f"{p.weights_gib:.2f} GiB"),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from autotune.planner.dispatch import engine_model_path, is_cpu_target
+from autotune.planner.dispatch import engine_label, engine_model_path, is_cpu_target
 from autotune.report.launch import Redactor, redact_mapping
 from autotune.sweep.trial import rescale  # simulator wall-clock -> simulated-GPU units
 
@@ -201,6 +201,7 @@ class Capacity(BaseModel):
     host_available_gib: float | None = None
     host_headroom_gib: float | None = None
     host_refusal_margin_gib: float = HOST_RAM_MARGIN_GIB
+    cpu: bool = Field(False, description="a CPU run: the headroom is host RAM, not VRAM")
 
 
 class DecodeCeiling(BaseModel):
@@ -216,6 +217,7 @@ class DecodeCeiling(BaseModel):
 
 class Provenance(BaseModel):
     engine: str
+    engine_label: str | None = Field(None, description="how people write it: llama.cpp, vLLM")
     engine_version: str | None
     gpu: str
     gpu_label: str | None = None
@@ -869,6 +871,7 @@ def _capacity(data: ReportData) -> Capacity | None:
         launch_mamba_slots=launch.get("mamba_slots"),
         launch_max_running_requests=launch.get("max_running_requests"),
         free_after_startup_gib=_num(launch.get("available_gpu_mem_gib")),
+        cpu=is_cpu_target(data.provenance.gpu),
     )
     per = cap.slots_per_request or 1
     cap.bound_text = {
@@ -922,7 +925,6 @@ def _decode_ceiling(data: ReportData) -> DecodeCeiling | None:
         from autotune.models.card import ModelCard
         from autotune.planner.dispatch import (
             default_version,
-            engine_label,
             load_target_model,
             plan_for,
             scheduler_plan,
@@ -934,8 +936,8 @@ def _decode_ceiling(data: ReportData) -> DecodeCeiling | None:
         target = load_target_model(engine, data.provenance.model)
         if not isinstance(target, ModelCard):
             raise LookupError(
-                f"the roofline model needs a model card; {engine_label(engine)} served a "
-                f"{type(target).__name__}"
+                f"the roofline model reads a model card, and {engine_label(engine)} served "
+                "a GGUF file"
             )
         if gpu is None:
             raise LookupError(f"{data.provenance.gpu} is not a catalogued GPU")
@@ -1044,8 +1046,10 @@ def _provenance(
     starts = [t.started_at for t in trials if t.started_at is not None]
     ends = [t.finished_at for t in trials if t.finished_at is not None]
     model = row.model or (spec.target.model if spec is not None else "")
+    engine = row.engine or (spec.target.engine if spec is not None else "sglang")
     return Provenance(
-        engine=row.engine or (spec.target.engine if spec is not None else "sglang"),
+        engine=engine,
+        engine_label=engine_label(engine),
         engine_version=row.engine_version,
         gpu=row.gpu,
         gpu_label=gpu.label

@@ -28,7 +28,7 @@ REDACTED = "<redacted>"
 # Fields the target decides (sweep.known_good.TARGET_FIELDS); the script makes them variables.
 TARGET_FIELDS = frozenset({"model_path", "host", "port"})
 DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 30000  # SGLang's own default port
+DEFAULT_PORT = 30000  # SGLang's own default port; default_port(engine) for the others
 # Placeholders handed to the adapter, then replaced by "${MODEL_PATH}" / "${HOST}" / "${PORT}".
 _MODEL_SENTINEL = "__AUTOTUNE_MODEL_PATH__"
 _HOST_SENTINEL = "__AUTOTUNE_HOST__"
@@ -247,6 +247,17 @@ class LaunchSpec(BaseModel):
         return [e.name for e in self.env if e.secret] + list(self.secret_args)
 
 
+def default_port(adapter: Any) -> int:
+    """The port the engine listens on by default, as its adapter declares it (build_command's
+    `port` default: SGLang 30000, vLLM 8000, llama-server 8080)."""
+    import inspect
+
+    param = inspect.signature(adapter.build_command).parameters.get("port")
+    if param is not None and isinstance(param.default, int):
+        return param.default
+    return DEFAULT_PORT
+
+
 def build_launch(
     config: Mapping[str, Any],
     *,
@@ -257,15 +268,16 @@ def build_launch(
     env: Mapping[str, str] | None = None,
     tp: int | None = None,
     host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
+    port: int | None = None,
     simulated_sweep: bool = False,
     launcher: Sequence[str] | None = None,
 ) -> LaunchSpec:
     """Build the engine's real launch command for `config` through its adapter.
 
-    `config` holds engine field names; model path, host and port become script variables.
-    A secret-named field (api_key) becomes a variable the user must export. Raises the
-    adapter's UnsupportedFlagError when a field does not exist in `engine_version`.
+    `config` holds engine field names; model path, host and port become script variables
+    (port None: the engine's own default). A secret-named field (api_key) becomes a variable
+    the user must export. Raises the adapter's UnsupportedFlagError when a field does not exist
+    in `engine_version`.
     """
     from autotune.engines import get_adapter
 
@@ -322,7 +334,7 @@ def build_launch(
         model_path=model_path,
         python=python,
         host=host,
-        port=port,
+        port=default_port(adapter) if port is None else port,
         simulated_sweep=simulated_sweep,
         hicache_file_tier=hicache_file,
         model_note=model_note,

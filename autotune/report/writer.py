@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 from autotune.errors import AutotuneError
 from autotune.report.collect import ReportData, change_pct, collect, config_changes, jsonable
 from autotune.report.launch import (
-    DEFAULT_PORT,
     REDACTED,
     LaunchSpec,
     Redactor,
@@ -134,7 +133,7 @@ def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
             env=data.env,
             tp=data.tp,
             host=data.host,
-            port=data.port or DEFAULT_PORT,
+            port=data.port,  # None: the engine's default (report.launch.default_port)
             simulated_sweep=data.simulated,
             launcher=data.launcher,
         )

@@ -126,15 +126,15 @@ class Service:
 
     def check_spec(self, spec: SweepSpec, *, workers: int | None = None) -> None:
         """Policy (what the local config allows), then what a sweep would load first (model
-        card, GPU, search space): errors now, not in a job's log a second later."""
-        from autotune.hardware import resolve_gpu
-        from autotune.models import load_card
+        card or GGUF file, GPU or cpu, search space): errors now, not in a job's log a second
+        later."""
+        from autotune.planner.dispatch import load_target_model, resolve_target_gpu
         from autotune.sweep.driver import build_space
 
         self.policy.check_spec(spec, workers=workers)
-        load_card(spec.target.model)
-        if spec.target.gpu != "auto":
-            resolve_gpu(spec.target.gpu)
+        load_target_model(spec.target.engine, spec.target.model)
+        if spec.target.gpu != "auto":  # auto is detected on the machine that runs the sweep
+            resolve_target_gpu(spec.target.engine, spec.target.gpu, field="target.gpu")
         build_space(spec)
 
     def submit_sweep(
@@ -417,36 +417,22 @@ class Service:
     # -- planner and inspector ---------------------------------------------------------------
 
     def plan(self, req: PlanRequest) -> Plan:
-        """The planner, resolved as `autotune plan` resolves its flags (cli/plan.py)."""
-        from autotune.engines import get_adapter
-        from autotune.hardware import resolve_gpu
-        from autotune.models import load_card
-        from autotune.planner import plan_sglang
+        """The planner, resolved exactly as `autotune plan` resolves its flags (one helper:
+        autotune.planner.dispatch.plan_target)."""
+        from autotune.planner.dispatch import plan_target
 
         model = self.policy.check_model(req.model, field="model")
-        adapter = get_adapter(req.engine)
-        config: dict[str, Any] = dict(req.config)
-        if req.tp > 1:
-            config.setdefault("tp_size", req.tp)
-        adapter.build_command(config, model=model, version=req.engine_version)
-        card = load_card(model)
-        gpu = resolve_gpu(req.gpu)
-        result = plan_sglang(
-            card,
-            gpu,
-            config,
+        return plan_target(
+            req.engine,
+            model,
+            req.gpu,
+            dict(req.config),
             version=req.engine_version,
             tp=req.tp,
             gpu_free_gib=req.gpu_free_gib,
             host_free_gib=req.host_free_gib,
+            perf=req.perf,
         )
-        if req.perf:
-            from autotune.planner.perf import PerfModel, perf_summary
-
-            result = result.model_copy(
-                update={"perf": perf_summary(PerfModel(card, gpu, result, config=config))}
-            )
-        return result
 
     def inspect(self, req: InspectRequest) -> InspectOut:
         from autotune.inspect import inspect_checkpoint

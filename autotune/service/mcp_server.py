@@ -66,7 +66,7 @@ def build_server(service: Service) -> Any:
         model: Annotated[str, Field(description="built-in card name or an allowed model folder")],
         gpu: Annotated[str, Field(description="catalog GPU name, e.g. rtx-4080-super-32g")],
         engine: str = "sglang",
-        engine_version: str = "0.5.17",
+        engine_version: str | None = None,
         tp: Annotated[int, Field(ge=1, le=64)] = 1,
         gpu_free_gib: float | None = None,
         host_free_gib: float | None = None,

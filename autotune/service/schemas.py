@@ -202,9 +202,15 @@ class PlanRequest(_Request):
     model: str = Field(
         min_length=1, max_length=4096, description="built-in card or an allowed model folder"
     )
-    gpu: str = Field(min_length=1, max_length=200, description="catalog GPU name, or auto")
+    gpu: str = Field(
+        min_length=1, max_length=200, description="catalog GPU name, auto, or cpu (llama.cpp only)"
+    )
     engine: str = Field("sglang", max_length=64)
-    engine_version: str = Field("0.5.17", max_length=64)
+    engine_version: str | None = Field(
+        None,
+        max_length=64,
+        description="default: sglang 0.5.17, the newest vLLM, llama.cpp's pinned version",
+    )
     tp: int = Field(1, ge=1, le=64)
     gpu_free_gib: float | None = Field(None, gt=0, le=1e6)
     host_free_gib: float | None = Field(None, gt=0, le=1e7)

@@ -1,6 +1,7 @@
-"""The simulated SGLang engine: a real server process that speaks SGLang's flags, logs and HTTP
-API with timings from the roofline perf model (`python -m autotune.sim`), and the same scheduler
-run analytically over a workload without a process (`autotune.sim.analytic.evaluate`).
+"""The simulated engine: a real server process that speaks SGLang's (or, with `--sim-engine vllm`,
+vLLM's) flags, logs and HTTP API with timings from the roofline perf model
+(`python -m autotune.sim`), and the same scheduler run analytically over a workload without a
+process (`autotune.sim.analytic.evaluate`).
 
 Modules: `args` (SGLang flags by version), `tokens` (fake tokenizer and text), `radix` (prefix
 cache with HiCache and mamba checkpoints), `scheduler` (the discrete-event engine model),
@@ -9,9 +10,31 @@ cache with HiCache and mamba checkpoints), `scheduler` (the discrete-event engin
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 __all__ = ["RequestSpec", "Workload", "closed_loop", "evaluate", "multi_turn", "open_loop"]
+
+# The engines the simulator impersonates (flags, logs, HTTP API); the first is the default.
+SIM_ENGINES: tuple[str, ...] = ("sglang", "vllm")
+
+
+def sim_launcher(engine: str) -> list[str]:
+    """The argv prefix that starts the simulator as `engine`; the engine's adapter appends the
+    model, host, port and flags exactly as for the real engine.
+
+    Raises:
+        ConfigError: an engine the simulator does not impersonate.
+    """
+    if engine not in SIM_ENGINES:
+        from autotune.errors import ConfigError
+
+        raise ConfigError(
+            f"the simulator impersonates {', '.join(SIM_ENGINES)}, not {engine!r}",
+            field="target.engine",
+        )
+    argv = [sys.executable, "-m", "autotune.sim"]
+    return argv if engine == SIM_ENGINES[0] else [*argv, "--sim-engine", engine]
 
 
 def __getattr__(name: str) -> Any:

@@ -254,8 +254,12 @@ class GenJob:
         clock: Callable[[], float],
         cache_report: bool,
         write: Callable[[bytes], None],
+        stop_key: str = "matched_stop",
     ):
         self.inp = inp
+        # SGLang names the stop that ended a choice `matched_stop`, vLLM `stop_reason`
+        self.stop_key = stop_key
+        self._null_stop = null_stop = b',"' + stop_key.encode() + b'":null}]}\n\n'
         self.clock = clock
         self.write = write
         self.cache_report = cache_report
@@ -314,7 +318,7 @@ class GenJob:
                 + b',"choices":[{"index":0,"delta":{"reasoning_content":null,"role":null,'
                 b'"content":'
             )
-            self._suffix = b'},"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+            self._suffix = b'},"logprobs":null,"finish_reason":null' + null_stop
         elif inp.stream and inp.fmt == "completion":
             self._prefix = (
                 b'data: {"id":'
@@ -325,7 +329,7 @@ class GenJob:
                 + dumps(self.model)
                 + b',"choices":[{"index":0,"text":'
             )
-            self._suffix = b',"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+            self._suffix = b',"logprobs":null,"finish_reason":null' + null_stop
 
     def _apply_stops(self, out_ids: tokens.IdArray) -> None:
         text = "".join(self.pieces)
@@ -394,7 +398,7 @@ class GenJob:
             + b',"model":'
             + dumps(self.model)
             + b',"choices":[{"index":0,"delta":{"reasoning_content":null,"role":"assistant",'
-            b'"content":""},"logprobs":null,"finish_reason":null,"matched_stop":null}]}\n\n'
+            b'"content":""},"logprobs":null,"finish_reason":null' + self._null_stop
         )
 
     # -- results --------------------------------------------------------------------------------
@@ -467,7 +471,7 @@ class GenJob:
                 "delta": {"reasoning_content": None, "role": None, "content": None},
                 "logprobs": None,
                 "finish_reason": self.finish_type,
-                "matched_stop": self.matched_stop,
+                self.stop_key: self.matched_stop,
             }
         else:
             choice = {
@@ -475,7 +479,7 @@ class GenJob:
                 "text": "",
                 "logprobs": None,
                 "finish_reason": self.finish_type,
-                "matched_stop": self.matched_stop,
+                self.stop_key: self.matched_stop,
             }
         out = b""
         if fmt == "chat" and not self._role_sent:
@@ -505,7 +509,7 @@ class GenJob:
                 },
                 "logprobs": None,
                 "finish_reason": self.finish_type,
-                "matched_stop": self.matched_stop,
+                self.stop_key: self.matched_stop,
             }
             obj = "chat.completion"
         else:
@@ -514,7 +518,7 @@ class GenJob:
                 "text": text,
                 "logprobs": None,
                 "finish_reason": self.finish_type,
-                "matched_stop": self.matched_stop,
+                self.stop_key: self.matched_stop,
             }
             obj = "text_completion"
         return dumps(

@@ -1,5 +1,5 @@
 """The simulated engine's command line: exactly SGLang's flags for the chosen engine version, plus
-its own `--sim-*` flags.
+its own `--sim-*` flags. `--sim-engine vllm` switches to vLLM's options (sim/vllm_args.py).
 
 SGLang's flags come from the SGLang adapter's catalog (autotune/engines/sglang/_catalog.py, read
 from each PyPI wheel's own argparse parser): every long option of that version with its kind,
@@ -80,6 +80,7 @@ class SimOptions:
     host_free_gib: float | None
     max_startup_s: float
     noise: float
+    engine: str = "sglang"  # the engine impersonated (autotune.sim.SIM_ENGINES)
 
 
 def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
@@ -107,13 +108,27 @@ def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
         p.add_argument(flag, **kw)
 
 
-def _add_sim_flags(p: argparse.ArgumentParser) -> None:
+def add_sim_flags(
+    p: argparse.ArgumentParser,
+    *,
+    engine: str = "sglang",
+    default_version: str = SIM_DEFAULT_VERSION,
+) -> None:
+    """The simulator's own flags (the same for every impersonated engine)."""
+    from autotune.sim import SIM_ENGINES
+
     g = p.add_argument_group("simulation (autotune only)")
+    g.add_argument(
+        "--sim-engine",
+        choices=SIM_ENGINES,
+        default=SIM_ENGINES[0],
+        help="the engine to impersonate: its flags, log lines and HTTP API",
+    )
     g.add_argument("--sim-gpu", required=True, help="GPU catalog name, e.g. rtx-4080-super-32g")
     g.add_argument(
         "--sim-engine-version",
-        default=SIM_DEFAULT_VERSION,
-        help="SGLang version whose flags, defaults and log formats to follow",
+        default=default_version,
+        help=f"{engine} version whose flags, defaults and log formats to follow",
     )
     g.add_argument(
         "--sim-time-scale",
@@ -158,21 +173,43 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         description=f"autotune's simulated SGLang engine (the flags of SGLang {version}).",
     )
     _add_sglang_flags(p, version)
-    _add_sim_flags(p)
+    add_sim_flags(p)
     return p
 
 
-def _peek_version(argv: Sequence[str]) -> str:
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    pre.add_argument("--sim-engine-version", default=SIM_DEFAULT_VERSION)
+def _peek(argv: Sequence[str]) -> tuple[str, str | None]:
+    """(--sim-engine, --sim-engine-version) before the engine's own parser is built."""
+    from autotune.sim import SIM_ENGINES
+
+    pre = argparse.ArgumentParser(
+        prog="python -m autotune.sim", add_help=False, allow_abbrev=False
+    )
+    pre.add_argument("--sim-engine", choices=SIM_ENGINES, default=SIM_ENGINES[0])
+    pre.add_argument("--sim-engine-version", default=None)
     known, _ = pre.parse_known_args(list(argv))
-    return str(known.sim_engine_version)
+    return str(known.sim_engine), known.sim_engine_version
+
+
+def _peek_version(argv: Sequence[str]) -> str:
+    return _peek(argv)[1] or SIM_DEFAULT_VERSION
 
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any], SimOptions]:
-    """Parse argv; returns (namespace with server defaults filled in, the engine config in SGLang
-    field names, sim options). Bad flags exit 2 through argparse, as SGLang does."""
-    version = _peek_version(argv)
+    """Parse argv; returns (namespace with server defaults filled in, the engine config in the
+    engine's field names, sim options). Bad flags exit 2 through argparse, as SGLang and vLLM
+    do. `--sim-engine vllm` parses vLLM's options (sim/vllm_args.py)."""
+    engine, given = _peek(argv)
+    if engine == "vllm":
+        from autotune.planner.dispatch import default_version
+        from autotune.sim.vllm_args import parse_vllm_args
+
+        try:
+            return parse_vllm_args(argv, given or default_version("vllm"))
+        except ValueError as exc:  # ConfigError from parse_version
+            argparse.ArgumentParser(prog="vllm serve").error(
+                f"argument --sim-engine-version: {exc}"
+            )
+    version = given or SIM_DEFAULT_VERSION
     try:
         parser = build_parser(version)
     except ValueError:  # ConfigError from parse_version

@@ -214,3 +214,145 @@ class SimMetrics:
 
     def exposition(self) -> bytes:
         return prometheus_client.generate_latest(self.registry)
+
+
+# -- vLLM ---------------------------------------------------------------------------------------
+
+# vLLM's default buckets (vllm/v1/metrics/buckets.py).
+VLLM_LATENCY_BUCKETS = [
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+    240.0, 480.0, 960.0, 1920.0, 7680.0,
+]  # fmt: skip
+VLLM_TTFT_BUCKETS = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+]  # fmt: skip
+VLLM_ITL_BUCKETS = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0,
+]  # fmt: skip
+VLLM_BUCKETS = {
+    "vllm:time_to_first_token_seconds": VLLM_TTFT_BUCKETS,
+    "vllm:inter_token_latency_seconds": VLLM_ITL_BUCKETS,
+    "vllm:time_per_output_token_seconds": VLLM_ITL_BUCKETS,
+    "vllm:e2e_request_latency_seconds": VLLM_LATENCY_BUCKETS,
+    "vllm:request_queue_time_seconds": VLLM_LATENCY_BUCKETS,
+}
+VLLM_LABELS = ("model_name", "engine")
+
+
+class _VLLMCollector:
+    """Counters and gauges in vLLM's semantics, read from the scheduler at scrape time: prefix
+    cache queries and hits in tokens, speculative drafts / draft tokens / accepted draft tokens
+    (the bonus token not counted, so mean accepted length = 1 + accepted / drafts)."""
+
+    def __init__(
+        self,
+        sched: Scheduler,
+        labels: list[str],
+        names: set[str],
+        extra: Callable[[], dict[str, Any]],
+        cache_info: dict[str, str],
+    ):
+        self.sched, self.labels, self.names = sched, labels, names
+        self.extra, self.cache_info = extra, cache_info
+
+    def _values(self) -> dict[str, Any]:
+        s, st, extra = self.sched, self.sched.stats, self.extra()
+        hits = st.cached_device + st.cached_host
+        drafts = st.spec_verify_ct
+        usage = s.token_usage()
+        return {
+            "vllm:num_requests_running": len(s.running),
+            "vllm:num_requests_waiting": s.num_queued(),
+            "vllm:kv_cache_usage_perc": usage,
+            "vllm:gpu_cache_usage_perc": usage,
+            "vllm:prompt_tokens": st.prompt_tokens,
+            "vllm:generation_tokens": st.generation_tokens,
+            "vllm:prompt_tokens_cached": hits,
+            "vllm:prefix_cache_queries": st.prompt_tokens,
+            "vllm:prefix_cache_hits": hits,
+            "vllm:gpu_prefix_cache_queries": st.prompt_tokens,
+            "vllm:gpu_prefix_cache_hits": hits,
+            "vllm:num_preemptions": 0,  # the simulator reserves the output, never preempts
+            "vllm:request_success": dict(extra.get("finished", {})),
+            "vllm:spec_decode_num_drafts": drafts,
+            "vllm:spec_decode_num_draft_tokens": drafts * s.spec_d,
+            "vllm:spec_decode_num_accepted_tokens": max(st.spec_accepted - drafts, 0),
+        }
+
+    def collect(self) -> Iterator[Metric]:
+        from autotune.engines.vllm.metrics import METRICS as VLLM_METRICS
+
+        values = self._values()
+        for name in sorted(self.names):
+            spec = VLLM_METRICS[name]
+            if spec.kind == "histogram" or name not in values:
+                continue
+            cls = CounterMetricFamily if spec.kind == "counter" else GaugeMetricFamily
+            fam = cls(name, spec.doc, labels=[*VLLM_LABELS, *spec.labels])
+            value = values[name]
+            if isinstance(value, dict):
+                for label_value, v in value.items():
+                    fam.add_metric([*self.labels, label_value], float(v))
+            else:
+                fam.add_metric(self.labels, float(value))
+            yield fam
+        if "vllm:cache_config_info" in self.names:
+            info = GaugeMetricFamily(
+                "vllm:cache_config_info",
+                "Information of the LLMEngine CacheConfig",
+                labels=[*VLLM_LABELS, *self.cache_info],
+            )
+            info.add_metric([*self.labels, *self.cache_info.values()], 1.0)
+            yield info
+
+
+class VLLMSimMetrics:
+    """The registry behind a simulated vLLM server's /metrics: the `vllm:` families the vLLM
+    adapter's table lists for the release (engines/vllm/metrics.py), labels model_name and
+    engine."""
+
+    def __init__(
+        self,
+        sched: Scheduler,
+        model_name: str,
+        version: str,
+        extra: Callable[[], dict[str, Any]],
+        cache_info: dict[str, str],
+    ):
+        from autotune.engines.vllm.metrics import metrics_for
+
+        specs = metrics_for(version)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.labels = [model_name, "0"]
+        self.registry.register(_VLLMCollector(sched, self.labels, set(specs), extra, cache_info))
+        hists = {
+            name: Histogram(
+                name,
+                spec.doc,
+                VLLM_LABELS,
+                buckets=VLLM_BUCKETS.get(name, Histogram.DEFAULT_BUCKETS),
+                registry=self.registry,
+            ).labels(*self.labels)
+            for name, spec in specs.items()
+            if spec.kind == "histogram"
+        }
+        self.ttft = hists["vllm:time_to_first_token_seconds"]
+        self.e2e = hists["vllm:e2e_request_latency_seconds"]
+        self.queue = hists["vllm:request_queue_time_seconds"]
+        # inter_token_latency from 0.10.2, time_per_output_token up to 0.14.1: both observed
+        self._itl = [
+            h
+            for n, h in hists.items()
+            if n in ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
+        ]
+        self.itl = self
+
+    def observe(self, value: float) -> None:
+        """The server observes inter-token gaps through `self.itl`."""
+        for h in self._itl:
+            h.observe(value)
+
+    def exposition(self) -> bytes:
+        return prometheus_client.generate_latest(self.registry)

@@ -55,6 +55,14 @@ def _setup_logging(level: str) -> None:
 
 
 class SimServer:
+    """The simulated SGLang server; `vllm_server.VLLMSimServer` overrides the parts that differ
+    for vLLM (routes, health, startup and stats lines, metrics, error texts)."""
+
+    # SGLang opens its port at once and answers /health 503 while loading; vLLM binds the port
+    # first but serves nothing until the engine is up.
+    serve_while_loading = True
+    stop_key = "matched_stop"
+
     def __init__(
         self,
         ns: Any,
@@ -63,26 +71,38 @@ class SimServer:
         card: ModelCard,
         gpu: GPUSpec,
         plan: Plan,
+        *,
+        sched_config: dict[str, Any] | None = None,
     ):
         self.ns, self.config, self.sim = ns, config, sim
         self.card, self.gpu, self.plan = card, gpu, plan
-        self.perf = PerfModel(card, gpu, plan, config=config)
-        self.sched = Scheduler(plan, self.perf, config=config, seed=sim.seed, noise=sim.noise)
+        # the scheduler and perf model read SGLang field names (sched_config: the same in them)
+        sched_cfg = config if sched_config is None else sched_config
+        self.perf = PerfModel(card, gpu, plan, config=sched_cfg)
+        self.sched = Scheduler(plan, self.perf, config=sched_cfg, seed=sim.seed, noise=sim.noise)
         self.scale = sim.time_scale
         self.model_name = ns.served_model_name or ns.model_path
         self.stream_interval = max(int(getattr(ns, "stream_interval", 1) or 1), 1)
-        self.metrics = SimMetrics(self.sched, self.model_name, self._metric_extras)
         self.ready = False
         self.exit_code = 0
         self.num_requests = 0
         self.num_aborted = 0
+        self.finished: dict[str, int] = {}  # finish reason -> requests
         self.started_wall = time.time()
+        self.metrics = self.make_metrics()
         self._dirty: set[Connection] = set()
         self._wake: asyncio.Event | None = None
         self._stop: asyncio.Event | None = None
+        self._server: asyncio.Server | None = None
         self._t0 = 0.0
         self._v0 = 0.0
-        self.routes = {
+        self.routes = self.make_routes()
+
+    def make_metrics(self) -> Any:
+        return SimMetrics(self.sched, self.model_name, self._metric_extras)
+
+    def make_routes(self) -> dict[str, tuple[str, Any]]:
+        return {
             "/health": ("GET", self._health),
             "/health_generate": ("GET", self._health),
             "/v1/models": ("GET", self._models),
@@ -192,6 +212,7 @@ class SimServer:
         if job.t_first is not None:
             self.metrics.ttft.observe(job.t_first - job.t_arrival)
         self.metrics.e2e.observe(now - job.t_arrival)
+        self.finished[job.finish_type] = self.finished.get(job.finish_type, 0) + 1
         r = job.req
         if r.admitted_at is not None and r.arrival is not None:
             wait = r.admitted_at - r.arrival
@@ -260,7 +281,7 @@ class SimServer:
         key = self.ns.api_key
         if (
             key
-            and req.path not in ("/health", "/health_generate")
+            and self.needs_key(req.path)
             and req.headers.get("authorization", "") != f"Bearer {key}"
         ):
             conn.respond(401, api.error_body("Unauthorized: missing or wrong API key", 401))
@@ -285,6 +306,10 @@ class SimServer:
             handler(req, conn)
         except api.ApiError as exc:
             conn.respond(exc.status, exc.body())
+
+    def needs_key(self, path: str) -> bool:
+        """Whether --api-key guards `path` (SGLang: everything but the health checks)."""
+        return path not in ("/health", "/health_generate")
 
     def _json(self, conn: Connection, obj: Any, status: int = 200) -> None:
         conn.respond(status, json.dumps(obj).encode())
@@ -491,20 +516,9 @@ class SimServer:
         if not self.ready:
             raise api.ApiError("The server is not ready yet (still loading)", 503)
         n_prompt = len(inp.prompt_ids)
-        ctx = self.plan.context_len
-        if n_prompt >= ctx:
-            raise api.ApiError(
-                f"The input ({n_prompt} tokens) is longer than the model's context length "
-                f"({ctx} tokens)."
-            )
-        if inp.max_tokens is not None and n_prompt + inp.max_tokens > ctx:
-            raise api.ApiError(
-                f"Requested token count exceeds the model's maximum context length of {ctx} "
-                f"tokens. You requested a total of {n_prompt + inp.max_tokens} tokens: "
-                f"{n_prompt} tokens from the input messages and {inp.max_tokens} tokens for the "
-                "completion. Please reduce the number of tokens in the input messages or the "
-                "completion to fit within the limit."
-            )
+        message = self.context_error(n_prompt, inp.max_tokens)
+        if message:
+            raise api.ApiError(message)
         job = api.GenJob(
             inp,
             seed=self.sim.seed,
@@ -512,6 +526,7 @@ class SimServer:
             clock=self.clock,
             cache_report=bool(self.ns.enable_cache_report),
             write=conn.write,
+            stop_key=self.stop_key,
         )
         job.conn = conn
         try:
@@ -527,6 +542,24 @@ class SimServer:
                 self.num_aborted += 1
 
         conn.on_close = abort
+
+    def context_error(self, n_prompt: int, max_tokens: int | None) -> str | None:
+        """SGLang's error text for a request the context cannot hold (None: it fits)."""
+        ctx = self.plan.context_len
+        if n_prompt >= ctx:
+            return (
+                f"The input ({n_prompt} tokens) is longer than the model's context length "
+                f"({ctx} tokens)."
+            )
+        if max_tokens is not None and n_prompt + max_tokens > ctx:
+            return (
+                f"Requested token count exceeds the model's maximum context length of {ctx} "
+                f"tokens. You requested a total of {n_prompt + max_tokens} tokens: "
+                f"{n_prompt} tokens from the input messages and {max_tokens} tokens for the "
+                "completion. Please reduce the number of tokens in the input messages or the "
+                "completion to fit within the limit."
+            )
+        return None
 
     def _submit(self, req: SimRequest, count: bool = True) -> None:
         req.arrival = max(self._virtual_now(), 0.0)
@@ -550,13 +583,14 @@ class SimServer:
             server = await loop.create_server(
                 lambda: Connection(self.dispatch, self._dirty),
                 self.ns.host,
-                self.ns.port,
+                int(self.ns.port),
                 reuse_address=True,
+                start_serving=self.serve_while_loading,
             )
         except OSError as exc:
-            log.error("%s", exc)
-            log.error("Initialization failed. Please see the error messages above.")
+            self.bind_failed(exc)
             return 1
+        self._server = server
         self._t0 = loop.time()
         self._v0 = 0.0
         engine = asyncio.create_task(self._engine())
@@ -567,6 +601,10 @@ class SimServer:
             t.cancel()
         server.close()
         return self.exit_code
+
+    def bind_failed(self, exc: OSError) -> None:
+        log.error("%s", exc)
+        log.error("Initialization failed. Please see the error messages above.")
 
     def _engine_done(self, task: asyncio.Task[None]) -> None:
         # SGLang's launcher dies with its scheduler; so does the simulator (never hang)
@@ -583,8 +621,19 @@ class SimServer:
         assert self._stop is not None
         self._stop.set()
 
+    def startup_steps(self) -> list[tuple[float, str]]:
+        """(fraction of the startup time, line already in the engine's format) pairs."""
+        return startup_lines(self)
+
+    def emit(self, line: str) -> None:
+        """Print a line rendered in the engine's format with the placeholder timestamp."""
+        _raw(line)
+
+    def announce_ready(self) -> None:
+        log.info("The server is fired up and ready to roll!")
+
     async def _startup(self) -> None:
-        steps = startup_lines(self)
+        steps = self.startup_steps()
         real_total = 0.0
         if self.scale > 0:
             real_total = min(self.perf.startup_s / self.scale, self.sim.max_startup_s)
@@ -594,7 +643,7 @@ class SimServer:
                 delay = target - self._real()
                 if delay > 0:
                     await asyncio.sleep(delay)
-            _raw(line)
+            self.emit(line)
         if real_total:
             delay = self._t0 + real_total - self._real()
             if delay > 0:
@@ -603,7 +652,9 @@ class SimServer:
         self._t0 = self._real()
         self._v0 = self.sched.now
         self.ready = True
-        log.info("The server is fired up and ready to roll!")
+        if self._server is not None and not self.serve_while_loading:
+            await self._server.start_serving()
+        self.announce_ready()
 
 
 def _raw(line: str) -> None:
@@ -615,6 +666,10 @@ def _raw(line: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ns, config, sim = parse_args(sys.argv[1:] if argv is None else argv)
     _setup_logging(ns.log_level)
+    if sim.engine == "vllm":
+        from autotune.sim.vllm_server import main_vllm
+
+        return main_vllm(ns, config, sim)
     log.info("%s", BANNER)
     log.info(
         "sim: gpu=%s engine_version=%s time_scale=%g seed=%d",

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.engines.base import FailureClass
+from autotune.planner.dispatch import engine_model_path
 from autotune.store.models import SweepStatus, TrialStatus
 from autotune.sweep.planning import Assessment, TrialPlanner, longest_request_tokens
 from autotune.sweep.spec import SweepSpec
@@ -75,16 +76,18 @@ class Sweep:
         on_trial: Callable[[dict[str, Any]], None] | None = None,
     ):
         from autotune.bench.scenarios import MAIN_FIGURE, scenario_from_dict
-        from autotune.hardware.gpus import resolve_gpu
-        from autotune.models.registry import load_card
+        from autotune.planner.dispatch import CPU_TARGET, load_target_model, resolve_target_gpu
         from autotune.sweep.orchestrator import registry_path_for
 
         self.spec, self.store, self.row, self.out_dir = spec, store, row, out_dir
         self.sweep_id: int = row.id
         self.budget, self.stop, self.on_trial = budget, stop, on_trial
         self.notes: dict[str, Any] = dict(row.notes or {})
-        self.card = load_card(spec.target.model)
-        self.gpu = resolve_gpu(spec.target.gpu)
+        engine = spec.target.engine
+        # the target model as its engine's planner reads it (a card, or a GGUF header)
+        self.card = load_target_model(engine, spec.target.model)
+        self.gpu = resolve_target_gpu(engine, spec.target.gpu, field="target.gpu")
+        self.gpu_name = self.gpu.name if self.gpu is not None else CPU_TARGET
         self.space = build_space(spec)
         scenarios = [
             scenario_from_dict(d, source=f"{spec.name}: workload.scenarios[{i}]")
@@ -107,8 +110,14 @@ class Sweep:
             host_free_gib=spec.target.host_free_gib,
             headroom_gib=spec.objective.vram_headroom_gib,
             need_tokens=longest_request_tokens(self.scenarios),
-            engine=spec.target.engine,
+            engine=engine,
         )
+        if self.planner.skipped_rules:
+            self.notes["rules_skipped"] = {
+                "rules": self.planner.skipped_rules,
+                "why": "they test facts this target cannot state: "
+                + ", ".join(sorted(self.planner.unknown_facts)),
+            }
         self.registry_path = registry_path_for(store, out_dir)
         self.done_by_key: dict[str, _Done] = {}
         self.running_keys: set[str] = set()
@@ -365,8 +374,8 @@ class Sweep:
             config=dict(config),
             engine=t.engine,
             engine_version=t.engine_version,
-            model=t.model_path or t.model,
-            gpu=self.gpu.name,
+            model=engine_model_path(t.model_path or t.model),
+            gpu=self.gpu_name,
             tp=t.tp,
             simulate=s.simulated,
             sim_time_scale=sim.time_scale if sim else 1.0,
@@ -546,7 +555,7 @@ class Sweep:
         self, res: TrialResult, figures: Mapping[str, float | None], a: Assessment | None
     ) -> dict[str, float]:
         headroom = a.headroom_gib if a is not None else None
-        if res.vram_peak_mib is not None:
+        if res.vram_peak_mib is not None and self.gpu is not None:
             headroom = (self.gpu.memory_mib - res.vram_peak_mib) / 1024
         cons: dict[str, float] = {"rules": 0.0, "planner": 0.0}
         if headroom is not None:
@@ -554,7 +563,9 @@ class Sweep:
         kv = res.launch.kv_pool_tokens if res.launch else None
         need = self.planner.need_tokens
         if kv is not None and need:
-            cons["kv_fit"] = (need - kv) / need
+            ctx = res.launch.context_len if res.launch else None
+            room = min(kv, ctx) if ctx else kv  # one request: the pool and its context
+            cons["kv_fit"] = (need - room) / need
         cons.update(user_constraints(figures, self.spec.objective.constraints))
         return cons
 

@@ -52,10 +52,13 @@ def lost(spec: TrialSpec, reason: str, worker: str = "") -> TrialResult:
     )
 
 
-def gpu_groups(workers: int, tp: int, *, simulate: bool) -> list[list[int] | None]:
-    """GPU index groups of size `tp`, one per worker. Simulated trials need no GPU (None);
-    real ones take consecutive NVML indices, and there must be enough of them."""
-    if simulate:
+def gpu_groups(
+    workers: int, tp: int, *, simulate: bool, cpu: bool = False
+) -> list[list[int] | None]:
+    """GPU index groups of size `tp`, one per worker. Simulated trials and a CPU target
+    (`gpu: cpu`) need no GPU (None each); real ones take consecutive NVML indices, and there
+    must be enough of them."""
+    if simulate or cpu:
         return [None] * workers
     from autotune.process.gpu import gpu_memory_used
 
@@ -66,7 +69,7 @@ def gpu_groups(workers: int, tp: int, *, simulate: bool) -> list[list[int] | Non
 
         raise HardwareError(
             f"a trial needs {tp} GPU(s) (target.tp) but NVML sees {count}; use the simulator "
-            "(simulate:) or a machine with GPUs"
+            "(simulate:), a machine with GPUs, or gpu: cpu for an engine that runs on a CPU"
         )
     n = min(workers, count // tp)
     return [list(range(i * tp, (i + 1) * tp)) for i in range(n)]
@@ -180,7 +183,8 @@ def _actor_class() -> Any:
 
 
 class RayExecutor:
-    """Ray actors, one per GPU group of `tp` GPUs (or one CPU each for the simulator).
+    """Ray actors, one per GPU group of `tp` GPUs (or one CPU each for the simulator and for a
+    CPU target: pass simulate=True for both, "no GPU per trial").
 
     `address` joins an existing cluster (`ray start --head` on one machine, `ray start
     --address ...` on the others) so a sweep spans machines; without it a local Ray instance is

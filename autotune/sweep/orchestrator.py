@@ -229,13 +229,13 @@ def run_sweep(
 
 
 def check_target(spec: SweepSpec) -> None:
-    """Resolve the model card, the GPU and the search space once, for their clear errors."""
-    from autotune.hardware.gpus import resolve_gpu
-    from autotune.models.registry import load_card
+    """Resolve the model (card or GGUF file), the GPU (or cpu) and the search space once, for
+    their clear errors."""
+    from autotune.planner.dispatch import load_target_model, resolve_target_gpu
     from autotune.sweep.driver import build_space
 
-    load_card(spec.target.model)
-    resolve_gpu(spec.target.gpu)
+    load_target_model(spec.target.engine, spec.target.model)
+    resolve_target_gpu(spec.target.engine, spec.target.gpu, field="target.gpu")
     build_space(spec)
 
 
@@ -308,17 +308,19 @@ def build_executor(
 ) -> Executor:
     from autotune.sweep.executors import InProcessExecutor, RayExecutor, gpu_groups
 
+    no_gpu = spec.simulated or spec.target.cpu
     if kind == "inprocess":
-        n = workers or (2 if spec.simulated else 1_000_000)
-        groups = gpu_groups(n, spec.target.tp, simulate=spec.simulated)
-        if spec.target.gpus is not None and not spec.simulated:
+        # default slots: 2 simulators, 1 CPU engine (it uses every core), one per GPU group
+        n = workers or (2 if spec.simulated else 1 if spec.target.cpu else 1_000_000)
+        groups = gpu_groups(n, spec.target.tp, simulate=no_gpu)
+        if spec.target.gpus is not None and not no_gpu:
             groups = groups[: max(1, spec.target.gpus // spec.target.tp)]
         return InProcessExecutor(groups=groups)
     if kind == "ray":
         return RayExecutor(
-            workers,
+            workers if workers or not spec.target.cpu else 1,
             tp=spec.target.tp,
-            simulate=spec.simulated,
+            simulate=no_gpu,
             address=ray_address,
             registry_path=registry_path,
         )

@@ -1,5 +1,10 @@
-"""The sweep's gate before any launch: rules, the VRAM planner, the workload's needs, and the
-planner's correction from what real launches reported.
+"""The sweep's gate before any launch: rules, the memory planner of the target's engine
+(autotune.planner.dispatch), the workload's needs, and the planner's correction from what real
+launches reported.
+
+Rules test target facts; a target that cannot state some (a GGUF model has no ModelCard
+quantization scheme, a CPU target has no gpu.* facts) skips the rules that test them: they are
+listed in `skipped_rules` and the sweep notes them, rather than being decided on made-up values.
 
 The planner mirrors SGLang's accounting, but a real engine may allocate a KV pool a few percent
 off the prediction (driver reserve, allocator slack, a version's quirk). Every launch reports the
@@ -11,15 +16,16 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from autotune.errors import AutotuneError
 from autotune.hardware.gpus import GPUSpec
-from autotune.models.card import ModelCard
 from autotune.space.models import SearchSpace
-from autotune.space.rules import RuleContext
+from autotune.space.rules import Rule, check
+
+if TYPE_CHECKING:
+    from autotune.planner.dispatch import TargetModel
 
 # Samples kept for the running correction (a night's sweep has a few hundred launches).
 MAX_SAMPLES = 200
@@ -61,16 +67,20 @@ class TrialPlanner:
     """Rules + planner + workload fit, with the KV correction learnt from launches.
 
     Args:
+        card: the target model as the engine's planner reads it (a ModelCard; for llama.cpp the
+            GGUF header, autotune.planner.dispatch.load_target_model).
+        gpu: the GPU, or None for a CPU target.
         need_tokens: the longest single request of the workload (prompt + output); a KV pool
-            that cannot hold it is pruned.
-        headroom_gib: GPU memory that must stay free at peak load (the objective's headroom).
+            (or a context per request) that cannot hold it is pruned.
+        headroom_gib: memory that must stay free at peak load (the objective's headroom; on a
+            CPU target, host RAM).
     """
 
     def __init__(
         self,
         *,
-        card: ModelCard,
-        gpu: GPUSpec,
+        card: TargetModel,
+        gpu: GPUSpec | None,
         space: SearchSpace,
         version: str,
         tp: int = 1,
@@ -84,7 +94,16 @@ class TrialPlanner:
         self.version, self.tp, self.engine = version, tp, engine
         self.gpu_free_gib, self.host_free_gib = gpu_free_gib, host_free_gib
         self.headroom_gib, self.need_tokens = headroom_gib, need_tokens
-        self.context = RuleContext.build(card, gpu, version, tp)
+        from autotune.planner.dispatch import target_facts
+
+        self.context, self.unknown_facts = target_facts(engine, card, gpu, version, tp)
+        self.rules: list[Rule] = []
+        self.skipped_rules: list[str] = []
+        for rule in space.rules:
+            if self.unknown_facts.intersection(rule.keys()):
+                self.skipped_rules.append(rule.id)
+            else:
+                self.rules.append(rule)
         self._ratios: list[float] = []
 
     # -- correction --------------------------------------------------------------------------
@@ -112,11 +131,10 @@ class TrialPlanner:
     # -- verdict -----------------------------------------------------------------------------
 
     def plan(self, config: Mapping[str, Any]) -> Any:
-        if self.engine != "sglang":
-            raise AutotuneError(f"no planner for engine {self.engine!r} yet")
-        from autotune.planner.sglang import plan_sglang
+        from autotune.planner.dispatch import plan_for
 
-        return plan_sglang(
+        return plan_for(
+            self.engine,
             self.card,
             self.gpu,
             dict(config),
@@ -126,21 +144,34 @@ class TrialPlanner:
             host_free_gib=self.host_free_gib,
         )
 
+    def check_rules(self, config: Mapping[str, Any]) -> list[Any]:
+        """Constraint rules `config` breaks (the rules the target can decide)."""
+        return check(self.rules, config, self.context)
+
     def assess(self, config: Mapping[str, Any]) -> Assessment:
         """Rules first (cheap, and their reason is the clearest), then the planner."""
-        violations = self.space.check(config, self.context)
+        violations = self.check_rules(config)
         reasons = [str(v) for v in violations]
         rule_ids = [v.rule_id for v in violations]
         plan = self.plan(config)
         reasons += [f"planner: {r}" for r in plan.reasons]
         ratio = self.kv_ratio
         corrected = int(plan.kv_pool_tokens * ratio)
-        if plan.fits and self.need_tokens and corrected < self.need_tokens:
-            reasons.append(
-                f"KV pool too small for the workload: {plan.kv_pool_tokens} tokens predicted x "
-                f"{ratio:.3f} (correction from launches) = {corrected} < {self.need_tokens} "
-                "tokens of its longest request"
-            )
+        # One request is limited by the pool and by the context it may have (a llama.cpp slot's
+        # context, vLLM's max_model_len).
+        room = min(corrected, plan.context_len) if plan.context_len else corrected
+        if plan.fits and self.need_tokens and room < self.need_tokens:
+            if room < corrected:
+                reasons.append(
+                    f"context too short for the workload: {plan.context_len} tokens per request "
+                    f"< {self.need_tokens} tokens of its longest request"
+                )
+            else:
+                reasons.append(
+                    f"KV pool too small for the workload: {plan.kv_pool_tokens} tokens predicted "
+                    f"x {ratio:.3f} (correction from launches) = {corrected} < "
+                    f"{self.need_tokens} tokens of its longest request"
+                )
         headroom = round(plan.slack_gib - plan.slack_needed_gib, 3)
         if plan.fits and headroom < self.headroom_gib:
             reasons.append(
@@ -153,7 +184,7 @@ class TrialPlanner:
             "vram_headroom": round(self.headroom_gib - headroom, 4),
         }
         if self.need_tokens:
-            constraints["kv_fit"] = float(self.need_tokens - corrected) / self.need_tokens
+            constraints["kv_fit"] = float(self.need_tokens - room) / self.need_tokens
         return Assessment(
             fits=not reasons,
             reasons=reasons,

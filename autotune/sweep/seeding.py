@@ -1,12 +1,15 @@
 """The configurations a fresh sweep queues before the sampler takes over: trial 0 = the engine's
 defaults (the baseline every result is compared with), the FIELD-NOTES K configurations that
 apply to the target (completed where a rule demands a value they leave unset, checked against
-the space and the planner), and for `sampler: grid` every configuration of the space."""
+the space and the planner), and for `sampler: grid` every configuration of the space.
+
+Known-good configurations are stated for a model card on a GPU (FIELD-NOTES K); a target without
+either (a GGUF model, a CPU run) has none to try."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ConfigError
 from autotune.hardware.gpus import GPUSpec
@@ -18,6 +21,9 @@ from autotune.sweep.known_good import Seed, applicable
 from autotune.sweep.planning import TrialPlanner
 from autotune.sweep.spec import SweepSpec
 
+if TYPE_CHECKING:
+    from autotune.planner.dispatch import TargetModel
+
 GRID_LIMIT = 100_000
 
 
@@ -28,7 +34,7 @@ def complete_by_rules(
     no hicache_io_backend, and P2 requires direct on hybrid models. Returns the config and
     what was filled."""
     filled: list[str] = []
-    for rule in space.rules:
+    for rule in planner.rules:  # the rules the target can decide
         if rule.kind != "constraint":
             continue
         lookup = {**config, **planner.context.facts()}
@@ -107,7 +113,11 @@ def _known_good(
 
 
 def seed_configs(
-    spec: SweepSpec, space: SearchSpace, planner: TrialPlanner, card: ModelCard, gpu: GPUSpec
+    spec: SweepSpec,
+    space: SearchSpace,
+    planner: TrialPlanner,
+    card: TargetModel,
+    gpu: GPUSpec | None,
 ) -> list[Seed]:
     """Baseline, known-good and (grid) enumerated configurations, in queue order. The baseline
     is queued even if the planner predicts it fails: that prediction is itself a finding, and
@@ -122,7 +132,7 @@ def seed_configs(
                 enqueued=True,
             )
         )
-    if spec.search.known_good:
+    if spec.search.known_good and isinstance(card, ModelCard) and gpu is not None:
         seeds += _known_good(spec, space, planner, card, gpu)
     if spec.search.sampler == "grid":
         for i, cfg in enumerate(space.grid(max_points=GRID_LIMIT)):

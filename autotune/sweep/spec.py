@@ -72,18 +72,49 @@ class _Section(BaseModel):
 
 class TargetSpec(_Section):
     engine: str = Field("sglang", description="engine adapter name (autotune.engines.ENGINES)")
-    engine_version: str = Field("0.5.17", description="engine version the flags and rules follow")
-    model: str = Field(description="built-in model card name or a local HF model folder")
+    engine_version: str = Field(
+        "0.5.17",
+        description="engine version the flags and rules follow; default per engine: sglang "
+        "0.5.17, the newest catalogued vLLM, llama.cpp's pinned build",
+    )
+    model: str = Field(
+        description="built-in model card name or a local HF model folder (llama.cpp: a GGUF file)"
+    )
     model_path: str | None = Field(
         None, description="what the engine loads (--model-path); default: `model`"
     )
-    gpu: str = Field("auto", description="GPU catalog name, or auto (detect through NVML)")
+    gpu: str = Field(
+        "auto",
+        description="GPU catalog name, auto (detect through NVML), or cpu: no GPU (engines that "
+        "run on a CPU only, llamacpp)",
+    )
     tp: int = Field(1, ge=1, le=64, description="tensor-parallel size of one engine")
     gpus: int | None = Field(
         None, ge=1, description="GPUs to use on each machine; default: all detected"
     )
     gpu_free_gib: float | None = Field(None, gt=0, description="free GiB before weights")
-    host_free_gib: float | None = Field(None, gt=0, description="host RAM for HiCache")
+    host_free_gib: float | None = Field(
+        None, gt=0, description="host RAM for HiCache (a CPU run: for the whole engine)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _version_per_engine(cls, data: Any) -> Any:
+        # A missing engine_version is the engine's own default, not SGLang's.
+        if isinstance(data, dict) and data.get("engine_version") is None:
+            from autotune.planner.dispatch import PLANNERS
+
+            engine = data.get("engine", "sglang")
+            if isinstance(engine, str) and engine in PLANNERS:
+                data = {**data, "engine_version": PLANNERS[engine].default_version()}
+        return data
+
+    @property
+    def cpu(self) -> bool:
+        """No GPU: `gpu: cpu` (llama.cpp on the host's CPU)."""
+        from autotune.planner.dispatch import is_cpu_target
+
+        return is_cpu_target(self.gpu)
 
 
 class SimulateSpec(_Section):
@@ -355,9 +386,29 @@ def _check_cross(spec: SweepSpec, source: str) -> None:
             source=source,
             field="target.engine",
         )
-    if spec.simulated and spec.target.gpu == "auto":
+    from autotune.planner.dispatch import CPU_TARGET, PLANNERS
+    from autotune.sim import SIM_ENGINES
+
+    engine = spec.target.engine
+    if spec.simulated and engine not in SIM_ENGINES:
         raise ConfigError(
-            "the simulated engine needs a named GPU (e.g. rtx-4080-super-32g), not auto",
+            f"the simulated engine impersonates {', '.join(SIM_ENGINES)}, not {engine}; "
+            "remove `simulate:` to run the real engine",
+            source=source,
+            field="simulate",
+        )
+    if spec.simulated and spec.target.gpu in ("auto", CPU_TARGET):
+        raise ConfigError(
+            f"the simulated engine needs a named GPU (e.g. rtx-4080-super-32g), not "
+            f"{spec.target.gpu}",
+            source=source,
+            field="target.gpu",
+        )
+    if spec.target.cpu and not (engine in PLANNERS and PLANNERS[engine].runs_on_cpu):
+        cpu_engines = [e for e, p in PLANNERS.items() if p.runs_on_cpu]
+        raise ConfigError(
+            f"{engine} needs a GPU; gpu `{CPU_TARGET}` is a target only for "
+            f"{', '.join(cpu_engines)}",
             source=source,
             field="target.gpu",
         )

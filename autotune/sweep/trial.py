@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from autotune.engines.base import EngineAdapter
     from autotune.process import EngineProcess
 
-SIM_LAUNCHER = (sys.executable, "-m", "autotune.sim")
 LOG_TAIL_LINES = 60
 PORT_ATTEMPTS = 3  # a free port can be taken by another process before the engine binds it
 READY_POLL_CHUNK_S = 1.0  # wait_ready slices, so a cancel is noticed within about a second
@@ -49,7 +47,7 @@ class TrialSpec(BaseModel):
     engine: str = "sglang"
     engine_version: str
     model: str = Field(description="what the engine loads (--model-path)")
-    gpu: str = Field(description="GPU catalog name (the simulator needs it)")
+    gpu: str = Field(description="GPU catalog name (the simulator needs it), or cpu")
     tp: int = 1
     simulate: bool = False
     sim_time_scale: float = 1.0
@@ -178,8 +176,12 @@ def engine_command(
 ) -> tuple[list[str], dict[str, str]]:
     """argv + env for this trial; the simulator is driven exactly like the engine (its flags
     come from the adapter) plus its own --sim-* flags."""
+    from autotune.sim import sim_launcher
+
     launcher = (
-        list(spec.launcher) if spec.launcher else (list(SIM_LAUNCHER) if spec.simulate else None)
+        list(spec.launcher)
+        if spec.launcher
+        else (sim_launcher(spec.engine) if spec.simulate else None)
     )
     kwargs: dict[str, Any] = dict(
         model=spec.model, version=spec.engine_version, host=spec.host, port=port

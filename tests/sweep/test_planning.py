@@ -65,19 +65,36 @@ def test_kv_correction_from_launches_changes_the_verdict(planner: TrialPlanner) 
         space=planner.space,
         version="0.5.17",
         host_free_gib=64,
-        need_tokens=200_000,
+        need_tokens=120_000,  # within K1's context_length 131072
     )
     cfg = {**K1}
-    assert p.assess(cfg).fits  # 356K predicted >= 200K needed
-    for _ in range(3):  # the engine kept allocating half of what was predicted
-        p.observe(predicted_kv=100_000, actual_kv=50_000)
+    assert p.assess(cfg).fits  # 356K predicted >= 120K needed
+    for _ in range(3):  # the engine kept allocating 30 % of what was predicted
+        p.observe(predicted_kv=100_000, actual_kv=30_000)
     a = p.assess(cfg)
-    assert p.kv_ratio == pytest.approx(0.5)
-    assert a.corrected_kv_pool_tokens == pytest.approx(a.predicted_kv_pool_tokens * 0.5, rel=1e-3)
+    assert p.kv_ratio == pytest.approx(0.3)
+    assert a.corrected_kv_pool_tokens == pytest.approx(a.predicted_kv_pool_tokens * 0.3, rel=1e-3)
     assert not a.fits and "correction from launches" in a.reasons[0]
     assert p.correction()["launches"] == 3
     p.observe(None, 1000)  # a launch without a figure teaches nothing
     assert p.correction()["launches"] == 3
+
+
+def test_one_request_is_limited_by_its_context(planner: TrialPlanner) -> None:
+    """A pool that holds the longest request does not help when the context per request is
+    shorter (K1 sets context_length 131072; the pool holds ~356K tokens)."""
+    p = TrialPlanner(
+        card=planner.card,
+        gpu=planner.gpu,
+        space=planner.space,
+        version="0.5.17",
+        host_free_gib=64,
+        need_tokens=200_000,
+    )
+    a = p.assess(K1)
+    assert a.predicted_kv_pool_tokens is not None and a.predicted_kv_pool_tokens > 200_000
+    assert not a.fits and a.reasons[0].startswith("context too short for the workload: 131072")
+    assert a.constraints["kv_fit"] == pytest.approx((200_000 - 131_072) / 200_000)
 
 
 def test_headroom_requirement(planner: TrialPlanner) -> None:
