@@ -86,10 +86,10 @@ def write_report(
     )
     if launch is not None:
         script = out / "launch.sh"
-        _write(script, render_launch_sh(launch, generated_at=generated), red, shell=True)
+        _write(script, render_launch_sh(launch, generated_at=generated), red, verbatim=True)
         os.chmod(script, 0o755)
         unit = out / unit_name(data.sweep)
-        _write(unit, render_unit(launch, script), red, shell=True)
+        _write(unit, render_unit(launch, script), red, verbatim=True)
         paths.launch_sh, paths.systemd_unit = str(script), str(unit)
     elif launch_error:
         notes.append(f"launch.sh not written: {launch_error}")
@@ -112,11 +112,11 @@ def write_report(
     return paths
 
 
-def _write(path: Path, text: str, red: Redactor, *, shell: bool = False) -> None:
+def _write(path: Path, text: str, red: Redactor, *, verbatim: bool = False) -> None:
     """Write one output. Free text is scrubbed of known secret values and NAME=value pairs.
     Scripts are written as rendered: secrets never reach them (build_launch turns them into
     required variables), and rewriting a script could change what it runs."""
-    path.write_text(text if shell else red.text(text))
+    path.write_text(text if verbatim else red.text(text))
 
 
 def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:

@@ -4,6 +4,7 @@ condition (active only when other parameters have given values) and the engine d
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -55,7 +56,7 @@ Condition = Annotated[
 _ROUND = 9  # decimals kept for stepped floats (optuna returns 0.8300000000000001)
 
 
-class ParamBase(BaseModel):
+class ParamBase(BaseModel, ABC):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     description: str = ""
@@ -75,23 +76,23 @@ class ParamBase(BaseModel):
             return describe_all(self.condition[0])
         return " or ".join(f"({describe_all(g)})" for g in self.condition)
 
-    def domain(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def domain(self) -> str: ...
 
-    def contains(self, value: Any) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def contains(self, value: Any) -> bool: ...
 
-    def grid_values(self) -> list[Any]:
-        raise NotImplementedError
+    @abstractmethod
+    def grid_values(self) -> list[Any]: ...
 
     def grid_count(self) -> int:
         return len(self.grid_values())
 
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any: ...
 
-    def distribution(self) -> optuna.distributions.BaseDistribution:
-        raise NotImplementedError
+    @abstractmethod
+    def distribution(self) -> optuna.distributions.BaseDistribution: ...
 
     def _default_problems(self, default: Any) -> list[tuple[Path, str]]:
         if default is not None and not self.contains(default):

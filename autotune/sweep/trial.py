@@ -115,11 +115,11 @@ class TrialResult(BaseModel):
 
 
 class _Cancelled(Exception):
-    pass
+    """The sweep asked this trial to stop."""
 
 
 class _EngineDied(Exception):
-    pass
+    """The engine process exited while the benchmark ran."""
 
 
 # -- scenarios --------------------------------------------------------------------------------
