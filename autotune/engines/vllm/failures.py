@@ -11,9 +11,9 @@ at profiling; the KV-cache messages say exactly what to change, so they win over
 from __future__ import annotations
 
 import re
-import signal
 from dataclasses import dataclass
 
+from autotune.engines._failures import fallback_failure
 from autotune.engines.base import Failure, FailureClass
 from autotune.engines.vllm.logs import strip_prefix
 
@@ -99,17 +99,6 @@ _RULES: tuple[_Rule, ...] = (
 def _evidence(line: str) -> str:
     text = strip_prefix(line.strip())
     return text if len(text) <= _MAX_EVIDENCE else text[: _MAX_EVIDENCE - 3] + "..."
-
-
-def _exit_text(returncode: int | None) -> str:
-    if returncode is None:
-        return "no exit code"
-    if returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-returncode).name}"
-        except ValueError:
-            return f"killed by signal {-returncode}"
-    return f"exit code {returncode}"
 
 
 def _detail(rule: _Rule, line: str) -> str:
@@ -205,25 +194,13 @@ def classify_failure(
                 evidence=_evidence(usage),
             )
 
-    evidence = _root_cause(lines, returncode)
-    if timed_out and not was_ready:
-        return Failure(
-            cls=FailureClass.NEVER_READY,
-            reason="not ready before the startup deadline: raise the timeout or look for a hang "
-            "(weights download, torch.compile, NCCL) in the log",
-            evidence=evidence,
-        )
-    if was_ready:
-        return Failure(
-            cls=FailureClass.CRASH_AFTER_READY,
-            reason=f"the server died while serving ({_exit_text(returncode)}): see the evidence",
-            evidence=evidence,
-        )
-    return Failure(
-        cls=FailureClass.CRASH,
-        reason=f"the engine exited before it was ready ({_exit_text(returncode)}): "
-        "see the evidence",
-        evidence=evidence,
+    return fallback_failure(
+        _root_cause(lines, returncode),
+        returncode,
+        was_ready=was_ready,
+        timed_out=timed_out,
+        engine="the engine",
+        hang_hints="weights download, torch.compile, NCCL",
     )
 
 
