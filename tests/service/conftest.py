@@ -8,7 +8,6 @@ name, and stops them by PID after checking that identity."""
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import signal
 import subprocess
@@ -24,75 +23,27 @@ import psutil
 import pytest
 import yaml
 
+from tests.sweep.conftest import make_spec
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from autotune.cli import main; main()"]
 
-# A sweep of a few ~1 s trials on the simulated engine (tests/sweep uses the same shape).
-TINY: dict[str, Any] = {
-    "name": "tiny",
-    "target": {
-        "engine": "sglang",
-        "engine_version": "0.5.17",
-        "model": "qwen3.8-27b-awq-int4",
-        "gpu": "rtx-4080-super-32g",
-        "host_free_gib": 64,
-    },
-    "simulate": {"time_scale": 20, "max_startup_s": 0.2},
-    "space": {
-        "overrides": {
-            "mem_fraction_static": {"low": 0.86, "high": 0.94, "step": 0.02},
-            "max_running_requests": {"choices": [None, 2, 4, 8]},
-            "max_mamba_cache_size": {"choices": [None, 6, 12]},
-            "chunked_prefill_size": {"choices": [2048, 4096]},
-            "kv_cache_dtype": {"choices": ["fp8_e4m3", "bf16"]},
-            "page_size": 1,
-            "enable_hierarchical_cache": False,
-            "speculative_algorithm": None,
-            "cuda_graph_max_bs_decode": None,
-            "mamba_radix_cache_strategy": None,
-        },
-    },
-    "workload": {
-        "scenarios": [
-            {
-                "kind": "decode",
-                "name": "probe",
-                "prompt_len": 64,
-                "output_len": 8,
-                "num_requests": 1,
-                "warmup_requests": 0,
-            },
-            {
-                "kind": "throughput",
-                "name": "tp",
-                "prompt_len": 128,
-                "output_len": 32,
-                "concurrency": 2,
-                "num_requests": 6,
-                "warmup_requests": 0,
-            },
-        ]
-    },
-    "objective": {"metric": "tp.output_tok_s"},
-    "budget": {"max_trials": 3},
-    "search": {"seed": 1, "n_startup_trials": 2, "known_good": False},
-    "finalists": {"top_k": 0},
-    "engine": {"startup_timeout_s": 30, "bench_timeout_s": 60, "stop_grace_s": 3},
-    "execution": {"workers": 1},
-}
+# A sweep of a few ~1 s trials on the simulated engine: the sweep tests' spec, a little longer.
+TINY: dict[str, Any] = make_spec(
+    **{
+        "name": "tiny",
+        "budget.max_trials": 3,
+        "search.n_startup_trials": 2,
+        "search.known_good": False,
+        "engine.startup_timeout_s": 30,
+    }
+)
+TINY["workload"]["scenarios"][1].update(output_len=32, concurrency=2, num_requests=6)
 
 
 def tiny_spec(name: str, **changes: Any) -> dict[str, Any]:
     """TINY named `name`, with dotted-key changes: tiny_spec("a", **{"budget.max_trials": 2})."""
-    spec = copy.deepcopy(TINY)
-    spec["name"] = name
-    for dotted, value in changes.items():
-        node = spec
-        *parents, last = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[last] = value
-    return spec
+    return make_spec(TINY, name=name, **changes)
 
 
 def tiny_yaml(name: str, **changes: Any) -> str:

@@ -68,9 +68,9 @@ BASE_SPEC: dict[str, Any] = {
 }
 
 
-def make_spec(**changes: Any) -> dict[str, Any]:
-    """BASE_SPEC with dotted-key changes: make_spec(**{"budget.max_trials": 3})."""
-    spec = copy.deepcopy(BASE_SPEC)
+def make_spec(_base: dict[str, Any] | None = None, **changes: Any) -> dict[str, Any]:
+    """BASE_SPEC (or `_base`) with dotted-key changes: make_spec(**{"budget.max_trials": 3})."""
+    spec = copy.deepcopy(BASE_SPEC if _base is None else _base)
     for dotted, value in changes.items():
         node = spec
         *parents, last = dotted.split(".")
