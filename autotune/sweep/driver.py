@@ -83,11 +83,20 @@ class Sweep:
         self.sweep_id: int = row.id
         self.budget, self.stop, self.on_trial = budget, stop, on_trial
         self.notes: dict[str, Any] = dict(row.notes or {})
+        if not spec.simulated and spec.target.gpu.strip().lower() == "auto":
+            # the report's provenance: the driver the trials ran under, not the report writer's
+            from autotune.hardware.detect import detect_gpus
+
+            self.notes["nvidia_driver"] = detect_gpus()[0].driver
         engine = spec.target.engine
         # the target model as its engine's planner reads it (a card, or a GGUF header)
         self.card = load_target_model(engine, spec.target.model)
         self.gpu = resolve_target_gpu(engine, spec.target.gpu, field="target.gpu")
         self.gpu_name = self.gpu.name if self.gpu is not None else CPU_TARGET
+        if row.gpu != self.gpu_name:
+            # `gpu: auto` (or a catalog alias) is stored as the GPU it resolved to, so that the
+            # report and `autotune status` name the hardware the trials ran on.
+            self.row = row = store.update_sweep(self.sweep_id, gpu=self.gpu_name)
         self.space = build_space(spec)
         scenarios = [
             scenario_from_dict(d, source=f"{spec.name}: workload.scenarios[{i}]")

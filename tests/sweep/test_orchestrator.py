@@ -190,3 +190,11 @@ def test_resume_refuses_a_sweep_whose_driver_still_runs(store: Any, tmp_path: Pa
         _run(store, tmp_path, make_spec(), resume=True)
     with pytest.raises(StorageError, match="already exists.*--resume t"):
         _run(store, tmp_path, make_spec())
+
+
+def test_target_gpu_is_stored_as_the_gpu_it_resolved_to(store: Any, tmp_path: Path) -> None:
+    # `gpu: auto` (detected through NVML) or an alias must reach the report and `autotune status`
+    # as the catalog GPU the trials ran on. NVML is absent here, so an alias stands for `auto`:
+    # both go through the same resolution in the driver.
+    _run(store, tmp_path, make_spec(**{"target.gpu": "H200-141G", "budget.max_trials": 2}))
+    assert store.get_sweep("t").gpu == "h200-141g"
