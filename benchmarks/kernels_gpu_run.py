@@ -2,6 +2,18 @@
 
     python3 benchmarks/kernels_gpu_run.py --out $OUT --budget-s 520 [--phases ...]
 
+Re-tune only some items with a changed space (e.g. SWAP_AB at small M), keeping the others:
+
+    python3 benchmarks/kernels_gpu_run.py --out $OUT --budget-s 560 \
+        --resume reports/kernels/data/cache.jsonl.gz --retune --batch-sizes 1,2,3,4,8,16 \
+        --phases precompile,tune,compare
+
+--resume copies an earlier cache (.jsonl or .jsonl.gz) to --out; --retune appends a "retune"
+record for the selected items (--kinds x --tps x --batch-sizes), so they are searched afresh
+while every other finished item is kept; the files in configs.tar.gz are then rebuilt from all
+finished items of the cache, not only the re-tuned ones. A finished item is otherwise never
+re-searched, even when the space changed.
+
 Writes continuously under --out so a run stopped at its time limit still returns data:
 cache.jsonl (every evaluation and finished item; pass it back with --resume to continue),
 compare.jsonl, exhaustive.jsonl, env.json, progress.log; configs.tar.gz at the end (the files
@@ -11,6 +23,7 @@ as engines load them). Phases check the remaining time and stop handing out work
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -36,7 +49,14 @@ def main() -> None:
     ap.add_argument("--max-shapes", type=int, default=0)
     ap.add_argument("--precompile-limit", type=int, default=0)
     ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--resume", type=Path, default=None, help="earlier cache.jsonl to continue")
+    ap.add_argument(
+        "--resume", type=Path, default=None, help="earlier cache.jsonl(.gz) to continue"
+    )
+    ap.add_argument(
+        "--retune",
+        action="store_true",
+        help="search the selected items again even where the resumed cache has them finished",
+    )
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--reserve-compare-s", type=float, default=90.0)
     ap.add_argument("--reserve-exhaustive-s", type=float, default=90.0)
@@ -49,7 +69,7 @@ def main() -> None:
     from autotune.models import BUILTIN_CARDS
     from kernels_tuning import compare, output, runner, shapes
     from kernels_tuning.compile import precompile
-    from kernels_tuning.space import DeviceLimits, compile_set
+    from kernels_tuning.space import VLLM_AWQ_DEFAULT, DeviceLimits, compile_set, next_pow2
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -65,8 +85,16 @@ def main() -> None:
         return args.budget_s - (time.monotonic() - T0)
 
     cache = out / "cache.jsonl"
-    if args.resume and args.resume.exists() and not cache.exists():
-        shutil.copy(args.resume, cache)
+    fresh_copy = False
+    if args.resume is not None and not args.resume.exists():
+        sys.exit(f"--resume {args.resume}: no such file")
+    if args.resume and not cache.exists():
+        if args.resume.suffix == ".gz":
+            with gzip.open(args.resume, "rb") as src, cache.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        else:
+            shutil.copy(args.resume, cache)
+        fresh_copy = True
     limits = DeviceLimits.from_torch()
     dev = output.current_device_name()
     env = {k: output.current_provenance(k).to_json() for k in ("fp8", "int4")}
@@ -89,11 +117,26 @@ def main() -> None:
             if args.max_shapes:
                 shp = shp[: args.max_shapes]
             plan.append((kind, tp, runner.make_items(kind, shp, bss)))  # type: ignore[arg-type]
+    if args.retune and args.resume is None:
+        sys.exit("--retune needs --resume (the earlier cache whose items are searched again)")
+    if args.retune:
+        if fresh_copy:
+            n_marked = runner.ResultCache(cache).mark_retune(i for _, _, its in plan for i in its)
+            log(f"retune: {n_marked} items will be searched afresh")
+        else:
+            # --out already holds a cache from an interrupted re-tune: marking again would
+            # throw away what that run finished.
+            log("retune: continuing the re-tune already recorded in the cache of --out")
     phases = set(args.phases.split(","))
     workers = args.workers or max(1, (os.cpu_count() or 2) - 1)
 
     def run_precompile(kind: str, n_workers: int) -> None:
         cs = compile_set(kind, limits)  # type: ignore[arg-type]
+        # Tiles wider in M than the largest batch size are never in a space (space.waste):
+        # a small-M re-tune skips compiling them.
+        bm_cap = max(16, next_pow2(max(bss)))
+        cs = [c for c in cs if c.BLOCK_SIZE_M <= bm_cap]
+        cs += [runner.default_config(kind), VLLM_AWQ_DEFAULT]  # type: ignore[arg-type]
         if args.precompile_limit:
             cs = cs[: args.precompile_limit]
         rep = precompile(kind, cs, workers=n_workers)  # type: ignore[arg-type]
@@ -160,6 +203,12 @@ def main() -> None:
                 f"{summ.evaluations} evaluations, {summ.wall_s:.1f}s, skipped {len(summ.skipped)}"
             )
         (out / "timings.json").write_text(json.dumps(timings, indent=2))
+        if args.resume is not None:
+            # The files must hold every batch size, not only the items tuned in this call.
+            _, done_now = runner.ResultCache(cache).load()
+            for kind in kinds:
+                res = [r for r in done_now.values() if r.item.kind == kind]
+                runner.write_outputs(res, out / "configs", dev, env[kind])
 
     all_items = [i for _, _, items in plan for i in items]
     if "polish" in phases:

@@ -12,8 +12,9 @@ SGLang builds its name with Python's list repr (`[128, 128]`, with a space); vLL
 `[{block_n},{block_k}]` (no space): a file under the other name is silently never read.
 DEV is `torch.cuda.get_device_name().replace(" ", "_")`, e.g. NVIDIA_H200. Keys are M as strings,
 values the Triton config dicts. The engine files hold only the keys the engines' kernels read
-(no SPLIT_K); the `autotune/` files are ours: FP8 with split-K allowed (read by
-`kernels_tuning.shim`), and INT4 W4A16, which no engine loads from JSON.
+(no SPLIT_K, no SWAP_AB); the `autotune/` files are ours: FP8 with split-K and SWAP_AB allowed
+(read by `kernels_tuning.shim`), and INT4 W4A16, which no engine loads from JSON. Our files carry
+SPLIT_K always and SWAP_AB only where it is 1 (files written before SWAP_AB existed are valid).
 
 Every write goes to a temporary file in the same folder and is renamed over the target
 (os.replace), so a reader never sees half a file and a killed run leaves the old file intact.
@@ -109,7 +110,10 @@ def kernel_source_sha256(kind: str) -> str:
     invalidates tuned files. It hashes the syntax tree without docstrings, so reformatting or
     editing comments does not change it."""
     here = Path(__file__).parent / "kernels"
-    files = {"fp8": ["fp8_block.py", "_common.py"], "int4": ["int4_w4a16.py", "_common.py"]}
+    files = {
+        "fp8": ["fp8_block.py", "_common.py"],
+        "int4": ["int4_w4a16.py", "int4_awq_planes.py", "_common.py"],
+    }
     if kind not in files:
         raise ConfigError(f"unknown kernel kind {kind!r}; valid: {sorted(files)}", field="kind")
     h = hashlib.sha256()

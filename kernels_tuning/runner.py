@@ -5,7 +5,8 @@ the merged, atomically written outputs.
   winners of the nearest batch sizes already done for its shape and of other shapes at the same
   M (the driver picks seeds when it hands an item out, so this also works with several GPUs).
 - The result cache is an append-only JSONL file: one line per evaluated config ("eval") and one
-  per finished item ("item"). A killed run resumes: finished items are skipped, and the
+  per finished item ("item"); a "retune" line makes the items it names count as never tuned
+  (`ResultCache.mark_retune`). A killed run resumes: finished items are skipped, and the
   evaluations of an unfinished one are reused without re-timing. Only the driver writes it, so
   several GPUs cannot race on it (the engines' tuners lost results to exactly that race).
 - Executors: in-process for one GPU (no Ray), or Ray with one actor per GPU pulling items from
@@ -184,11 +185,26 @@ class ResultCache:
                 elif r.get("t") == "item":
                     res = ItemResult.from_record(r)
                     done[res.item.key()] = res
+                elif r.get("t") == "retune":
+                    # Forget what came before for these items: they are searched afresh (a
+                    # changed space or kernel); records after this line count again.
+                    for key in r["items"]:
+                        evals.pop(str(key), None)
+                        done.pop(str(key), None)
             except (KeyError, TypeError, ValueError, ConfigError) as exc:
                 raise ConfigError(
                     f"line {lineno}: malformed record ({exc})", source=str(self.path)
                 ) from None
         return evals, done
+
+    def mark_retune(self, items: Iterable[WorkItem]) -> int:
+        """Append a record that makes `load` forget the earlier evaluations and results of
+        `items`, so the next run searches them again (e.g. after the space gained SWAP_AB).
+        Returns how many items were marked."""
+        keys = sorted({i.key() for i in items})
+        if keys:
+            self.append({"t": "retune", "items": keys}, sync=True)
+        return len(keys)
 
 
 class ObjectiveFactory(Protocol):
@@ -201,8 +217,10 @@ class TuneParams:
     budget_fraction: float = 0.1
     min_evals: int = 8
     max_evals: int = 48
-    split_k_fp8: bool = True  # also search split-K for our own FP8 files
+    split_k_fp8: bool = True  # also search split-K (and SWAP_AB) for our own FP8 files
     split_k_budget: int = 10
+    swap_ab: bool = True  # SWAP_AB in the INT4 space and in FP8's own-file refinement
+    swap_budget: int = 10  # extra FP8 own-file evaluations where swapped configs exist
     seed: int = 0
 
 
@@ -244,7 +262,9 @@ def tune_item(
     """Search one (shape, M)."""
     t0 = time.perf_counter()
     split = item.kind == "int4"
-    space = build_space(item.kind, item.m, item.n, item.k, limits, split_k=split)
+    space = build_space(
+        item.kind, item.m, item.n, item.k, limits, split_k=split, swap_ab=split and params.swap_ab
+    )
     d = default_config(item.kind)
     if d not in space and legality(d, item.kind, 128, limits, item.n, item.k) is None:
         space.append(d)  # the engine default is always a candidate, even where "wasteful"
@@ -272,9 +292,18 @@ def tune_item(
     best, cost = engine_best, engine_cost
     phases = dict(res.phases)
     if item.kind == "fp8" and params.split_k_fp8 and engine_best is not None:
-        sk_space = build_space("fp8", item.m, item.n, item.k, limits, split_k=True)
-        if any(c.SPLIT_K > 1 for c in sk_space):
-            r2 = budgeted.refine_split_k(sk_space, memo, engine_best, budget=params.split_k_budget)
+        sk_space = build_space(
+            "fp8", item.m, item.n, item.k, limits, split_k=True, swap_ab=params.swap_ab
+        )
+        swap_starts = budgeted.swap_starts(sk_space, engine_best)
+        if any(c.SPLIT_K > 1 for c in sk_space) or swap_starts:
+            r2 = budgeted.refine_split_k(
+                sk_space,
+                memo,
+                engine_best,
+                budget=params.split_k_budget + (params.swap_budget if swap_starts else 0),
+                swap_starts=swap_starts,
+            )
             phases.update({f"split_k_{k}": v for k, v in r2.phases.items()})
             if r2.best is not None and r2.best_cost < cost:
                 best, cost = r2.best, r2.best_cost
@@ -588,7 +617,7 @@ def polish(
         t_item = time.perf_counter()
         memo = Memo(factory(item), on_eval=_recorder(driver.cache, item))
         costs = {c: memo(c, "polish") for c in pool}
-        eng = [c for c in pool if c.SPLIT_K == 1] if item.kind == "fp8" else pool
+        eng = [c for c in pool if c.engine_ok] if item.kind == "fp8" else pool
         new_eng = min(eng, key=lambda c: costs[c]) if eng else res.engine_best
         new_best = min(pool, key=lambda c: costs[c])
         phases = dict(res.phases)

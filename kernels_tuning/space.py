@@ -16,7 +16,18 @@ one (kernel, M, N, K) on one GPU, after three filters that need no compile:
 - waste: a BLOCK_SIZE_M above M (rounded up to a power of two, at least 16) only multiplies
   zeros; GROUP_SIZE_M values that give the same program order as a smaller one (when there are
   fewer M tiles than the group size) are duplicates; split-K only where the output tiles leave
-  the GPU under-filled.
+  the GPU under-filled; SWAP_AB only at small M (see below).
+
+SWAP_AB (0/1, ours only, like SPLIT_K: the engines' kernels do not read it, so an engine file
+cannot hold SWAP_AB=1) computes the transposed tile C^T = W^T A^T: the weight rows go on the
+MMA's M side and the tokens on its N side. On Hopper, Triton emits wgmma only when the MMA's M
+side is a multiple of 64 (one warpgroup), so at decode sizes (M <= 16) the plain kernel runs
+mma.sync padded to 16 rows, while the swapped one runs wgmma with N = BLOCK_SIZE_M tokens (8,
+16 or 32; Triton 3.6 emits wgmma from N = 16, so BM 8 stays on mma.sync). The INT4 AWQ planes
+are BLOCK_SIZE_N/8 rows, so swapped AWQ runs mma.sync too, fed from registers. Swapped configs take BLOCK_SIZE_M from
+SWAP_BLOCK_M, need BLOCK_SIZE_N >= 64 (FP8: the wgmma M side) or >= 128 with BLOCK_SIZE_K = 128
+(INT4: each nibble plane is a BLOCK_SIZE_N/8 x BLOCK_SIZE_K or BLOCK_SIZE_N x BLOCK_SIZE_K/8
+MMA operand, and tl.dot wants 16 per side), and are kept only for M <= SWAP_MAX_M.
 """
 
 from __future__ import annotations
@@ -42,7 +53,16 @@ GRID: dict[str, tuple[int, ...]] = {
     "num_stages": (2, 3, 4, 5),
 }
 SPLIT_K_VALUES: tuple[int, ...] = (1, 2, 4, 8, 16)
-DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K")
+SWAP_AB_VALUES: tuple[int, ...] = (0, 1)
+# BLOCK_SIZE_M (tokens, the MMA's N side) of swapped configs. Triton 3.6 runs BM 8 on mma.sync
+# (wgmma from 16 tokens), still half the padded rows of an unswapped BM 16 tile at M <= 8.
+SWAP_BLOCK_M: tuple[int, ...] = (8, 16, 32)
+SWAP_MAX_M = 32  # above this, swapped tiles re-read the weights for every 32 tokens
+# Every swapped AWQ BM32 x BN256 sm_90 compile (Triton 3.6, cuobjdump -res-usage) spilled
+# (255 registers + 470-840 B of stack, warps 4 or 8); BM*BN <= 4096 used 120-255 registers.
+SWAP_INT4_MAX_TILE = 4096
+DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB")
+OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB")  # in our own files only
 
 # Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
 ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
@@ -65,9 +85,12 @@ class KernelConfig:
     num_warps: int
     num_stages: int
     SPLIT_K: int = 1
+    SWAP_AB: int = 0
 
     def as_dict(self, *, engine: bool = False) -> dict[str, int]:
-        """The config dict; `engine=True` drops SPLIT_K (the engines' kernels do not read it)."""
+        """The config dict; `engine=True` drops SPLIT_K and SWAP_AB (the engines' kernels do not
+        read them). SWAP_AB=0 is left out of our own dicts too, so files and cache records
+        written before it existed read back unchanged."""
         d = asdict(self)
         if engine:
             if self.SPLIT_K != 1:
@@ -76,7 +99,15 @@ class KernelConfig:
                     "w8a8 block kernels have no split-K",
                     field="SPLIT_K",
                 )
+            if self.SWAP_AB:
+                raise ConfigError(
+                    f"SWAP_AB={self.SWAP_AB} cannot go into an engine file: SGLang's and vLLM's "
+                    "w8a8 block kernels have no swapped (C^T = B A^T) variant",
+                    field="SWAP_AB",
+                )
             d.pop("SPLIT_K")
+        if not self.SWAP_AB:
+            d.pop("SWAP_AB")
         return d
 
     @classmethod
@@ -91,6 +122,13 @@ class KernelConfig:
             raise ConfigError(f"config lacks keys {sorted(missing)}", source=source)
         vals: dict[str, int] = {}
         for key, v in d.items():
+            if key == "SWAP_AB":
+                if not isinstance(v, int) or isinstance(v, bool) or v not in SWAP_AB_VALUES:
+                    raise ConfigError(
+                        f"expected 0 or 1, got {v!r}", source=source, field="SWAP_AB"
+                    )
+                vals[key] = v
+                continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ConfigError(
                     f"expected a positive integer, got {v!r}", source=source, field=key
@@ -99,22 +137,28 @@ class KernelConfig:
         return cls(**vals)
 
     def key(self) -> str:
-        """Compact stable text key, e.g. 'm64n128k128g32w4s3k1'."""
+        """Compact stable text key, e.g. 'm64n128k128g32w4s3k1' ('...k1t' when SWAP_AB)."""
         return (
             f"m{self.BLOCK_SIZE_M}n{self.BLOCK_SIZE_N}k{self.BLOCK_SIZE_K}g{self.GROUP_SIZE_M}"
-            f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}"
+            f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}{'t' if self.SWAP_AB else ''}"
         )
 
-    def compile_key(self) -> tuple[int, int, int, int, int]:
+    def compile_key(self) -> tuple[int, int, int, int, int, int]:
         """What a compiled binary depends on: GROUP_SIZE_M and SPLIT_K are runtime arguments of
-        our kernels, so configs differing only there share one binary."""
+        our kernels, so configs differing only there share one binary; SWAP_AB is a constexpr."""
         return (
             self.BLOCK_SIZE_M,
             self.BLOCK_SIZE_N,
             self.BLOCK_SIZE_K,
             self.num_warps,
             self.num_stages,
+            self.SWAP_AB,
         )
+
+    @property
+    def engine_ok(self) -> bool:
+        """Whether an engine file can hold this config (no SPLIT_K, no SWAP_AB)."""
+        return self.SPLIT_K == 1 and not self.SWAP_AB
 
     def with_(self, **changes: int) -> KernelConfig:
         return replace(self, **changes)
@@ -170,8 +214,15 @@ def cdiv(a: int, b: int) -> int:
 
 
 def uses_wgmma(cfg: KernelConfig, arch: str) -> bool:
-    """Triton emits Hopper wgmma for tiles of at least one warpgroup's 64 rows."""
-    return arch.startswith("sm_90") and cfg.BLOCK_SIZE_M >= 64
+    """Triton emits Hopper wgmma for tiles of at least one warpgroup's 64 rows on the MMA's M
+    side: BLOCK_SIZE_M, or the weight rows BLOCK_SIZE_N when SWAP_AB, where the tokens
+    (BLOCK_SIZE_M) are the MMA's N side and Triton 3.6 wants at least 16 of them (sm_90
+    compiles of our kernels: BM 8 swapped runs mma.sync)."""
+    if not arch.startswith("sm_90"):
+        return False
+    if cfg.SWAP_AB:
+        return cfg.BLOCK_SIZE_N >= 64 and cfg.BLOCK_SIZE_M >= 16
+    return cfg.BLOCK_SIZE_M >= 64
 
 
 SMEM_MARGIN = 1024  # barriers and scratch Triton adds beyond the operand buffers
@@ -186,6 +237,11 @@ def smem_bytes(cfg: KernelConfig, kind: KernelKind, arch: str = "") -> int:
     if kind == "fp8":
         nbuf = s if uses_wgmma(cfg, arch) else s - 1
         return int(nbuf * (a_tile + b_tile)) + SMEM_MARGIN
+    if cfg.SWAP_AB:
+        # Swapped INT4: the dequantized planes feed the MMA from registers (no staged tile);
+        # bound: `s` buffers of activations, packed weights and a word per column for the
+        # zeros/scales (above Triton's figure for every swapped config compiled for sm_90).
+        return int(s * (a_tile + b_tile + 4 * cfg.BLOCK_SIZE_N)) + SMEM_MARGIN
     # INT4: packed weights go through registers (dequant), so wgmma keeps `s` A buffers but
     # s - 1 packed-B buffers; the dequantized tile is staged once for the MMA.
     w_tile = cfg.BLOCK_SIZE_K * cfg.BLOCK_SIZE_N * a_bytes
@@ -228,11 +284,33 @@ def legality(
         return f"SPLIT_K={cfg.SPLIT_K} leaves under 2 K tiles per split"
     if kind == "int4" and cfg.BLOCK_SIZE_N % 8:
         return "BLOCK_SIZE_N must be a multiple of the int4 pack factor 8"
+    if cfg.SWAP_AB:
+        if cfg.BLOCK_SIZE_M not in SWAP_BLOCK_M:
+            return (
+                f"SWAP_AB needs BLOCK_SIZE_M in {list(SWAP_BLOCK_M)} (tokens on the MMA's N side)"
+            )
+        if kind == "fp8" and cfg.BLOCK_SIZE_N < 64:
+            return "SWAP_AB needs BLOCK_SIZE_N >= 64 (the MMA's M side; wgmma takes 64 rows)"
+        if kind == "int4" and (cfg.BLOCK_SIZE_N < 128 or cfg.BLOCK_SIZE_K != 128):
+            return (
+                "SWAP_AB (nibble planes) needs BLOCK_SIZE_N >= 128 and BLOCK_SIZE_K = 128: each "
+                "plane is a BN/8 x BK (AWQ) or BN x BK/8 (GPTQ) operand, tl.dot wants >= 16"
+            )
+        if kind == "int4" and cfg.BLOCK_SIZE_M * cfg.BLOCK_SIZE_N > SWAP_INT4_MAX_TILE:
+            return (
+                f"SWAP_AB INT4 tile BM*BN > {SWAP_INT4_MAX_TILE}: the eight AWQ plane "
+                "accumulators and planes spill registers"
+            )
+    elif cfg.BLOCK_SIZE_M < 16:
+        return f"BLOCK_SIZE_M={cfg.BLOCK_SIZE_M} < 16 needs SWAP_AB (tl.dot pads M to 16)"
     return None
 
 
 def waste(cfg: KernelConfig, m: int, n: int, limits: DeviceLimits) -> str | None:
     """Why `cfg` is an obviously wasteful or duplicate choice for this M (None: keep it)."""
+    if cfg.SWAP_AB and m > SWAP_MAX_M:
+        return f"SWAP_AB at M={m} > {SWAP_MAX_M}"
+    # At least 16 also when swapped: BM 8 runs mma.sync, BM 16 gets wgmma (see SWAP_BLOCK_M).
     bm_cap = max(16, next_pow2(m))
     if cfg.BLOCK_SIZE_M > bm_cap:
         return f"BLOCK_SIZE_M={cfg.BLOCK_SIZE_M} > {bm_cap} for M={m}"
@@ -253,12 +331,19 @@ def waste(cfg: KernelConfig, m: int, n: int, limits: DeviceLimits) -> str | None
     return None
 
 
-def candidate_grid(kind: KernelKind, *, split_k: bool) -> list[KernelConfig]:
-    """The unfiltered Cartesian product (with SPLIT_K values when `split_k`)."""
+def candidate_grid(
+    kind: KernelKind, *, split_k: bool, swap_ab: bool = False
+) -> list[KernelConfig]:
+    """The unfiltered Cartesian product (with SPLIT_K values when `split_k`), plus, with
+    `swap_ab`, the swapped configs (BLOCK_SIZE_M from SWAP_BLOCK_M)."""
     sks = SPLIT_K_VALUES if split_k else (1,)
     out = []
     for bm, bn, bk, g, w, s, sk in itertools.product(*GRID.values(), sks):
         out.append(KernelConfig(bm, bn, bk, g, w, s, sk))
+    if swap_ab:
+        rest = [GRID[d] for d in list(GRID)[1:]]
+        for bm, bn, bk, g, w, s, sk in itertools.product(SWAP_BLOCK_M, *rest, sks):
+            out.append(KernelConfig(bm, bn, bk, g, w, s, sk, SWAP_AB=1))
     return out
 
 
@@ -270,11 +355,12 @@ def legal_configs(
     limits: DeviceLimits,
     group_k: int = 128,
     split_k: bool = False,
+    swap_ab: bool = False,
 ) -> tuple[KernelConfig, ...]:
     """Every config that can run for (N, K) on this GPU, any M (cached: M only adds `waste`)."""
     return tuple(
         c
-        for c in candidate_grid(kind, split_k=split_k)
+        for c in candidate_grid(kind, split_k=split_k, swap_ab=swap_ab)
         if legality(c, kind, group_k, limits, n, k) is None
     )
 
@@ -288,23 +374,29 @@ def build_space(
     *,
     group_k: int = 128,
     split_k: bool | None = None,
+    swap_ab: bool | None = None,
 ) -> list[KernelConfig]:
-    """Every config worth timing for one (M, N, K). `split_k=None` enables split-K for INT4
-    (our own kernel and files) and disables it for FP8 (the engine files cannot hold it)."""
+    """Every config worth timing for one (M, N, K). `split_k=None` / `swap_ab=None` enable
+    split-K / SWAP_AB for INT4 (our own kernel and files) and disable them for FP8 (the engine
+    files cannot hold them)."""
     if m < 1 or n < 1 or k < 1:
         raise ConfigError(f"M, N, K must be positive, got M={m} N={n} K={k}")
     use_sk = (kind == "int4") if split_k is None else split_k
+    use_swap = (kind == "int4") if swap_ab is None else swap_ab
     return [
         c
-        for c in legal_configs(kind, n, k, limits, group_k, use_sk)
+        for c in legal_configs(kind, n, k, limits, group_k, use_sk, use_swap)
         if waste(c, m, n, limits) is None
     ]
 
 
-def compile_set(kind: KernelKind, limits: DeviceLimits, group_k: int = 128) -> list[KernelConfig]:
-    """One config per distinct compiled binary over all M (what a precompile pass builds)."""
+def compile_set(
+    kind: KernelKind, limits: DeviceLimits, group_k: int = 128, *, swap_ab: bool = True
+) -> list[KernelConfig]:
+    """One config per distinct compiled binary over all M (what a precompile pass builds),
+    the SWAP_AB binaries included unless `swap_ab=False`."""
     seen: dict[tuple[int, ...], KernelConfig] = {}
-    for c in candidate_grid(kind, split_k=False):
+    for c in candidate_grid(kind, split_k=False, swap_ab=swap_ab):
         if c.GROUP_SIZE_M == 1 and legality(c, kind, group_k, limits) is None:
             seen.setdefault(c.compile_key(), c)
     return list(seen.values())

@@ -82,3 +82,44 @@ def store_tile(
                 total += tl.load(ws_ptrs + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
             tl.store(c_ptrs, total.to(C.dtype.element_ty), mask=mask)
             tl.atomic_xchg(LOCKS + tile, 0)
+
+
+@triton.jit
+def store_tile_t(
+    acc,
+    C,
+    WS,
+    LOCKS,
+    offs_cn,
+    offs_cm,
+    tile,
+    pid_k,
+    M,
+    N,
+    stride_cm,
+    stride_cn,
+    SPLIT_K,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+):
+    """store_tile for a transposed fp32 tile (SWAP_AB): acc[i, j] is C[offs_cm[j], offs_cn[i]].
+
+    `offs_cn` [ROWS] are explicit output columns (any order: the INT4 AWQ nibble planes store a
+    permutation of the tile's columns), `offs_cm` [COLS] output rows, `tile` the counter index.
+    Same split-K protocol as store_tile (fixed-order reduction by the last arriver).
+    """
+    mask = (offs_cn[:, None] < N) & (offs_cm[None, :] < M)
+    c_ptrs = C + offs_cm[None, :] * stride_cm + offs_cn[:, None] * stride_cn
+    if SPLIT_K == 1:
+        tl.store(c_ptrs, acc.to(C.dtype.element_ty), mask=mask)
+    else:
+        ws_ptrs = WS + offs_cm[None, :] * N + offs_cn[:, None]
+        tl.store(ws_ptrs + pid_k * M * N, acc, mask=mask)
+        tl.debug_barrier()
+        arrived = tl.atomic_add(LOCKS + tile, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros((ROWS, COLS), dtype=tl.float32)
+            for s in range(SPLIT_K):
+                total += tl.load(ws_ptrs + s * M * N, mask=mask, other=0.0, cache_modifier=".cg")
+            tl.store(c_ptrs, total.to(C.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(LOCKS + tile, 0)

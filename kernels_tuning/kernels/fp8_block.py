@@ -9,8 +9,10 @@
 - Bs [N/group_n, K/group_k] fp32 block scales;
 - C  [M, N]  bf16 (what SGLang's engines run with bf16 models) or fp16.
 
-Config keys: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages (SGLang's), plus SPLIT_K,
-which only our own files hold (SGLang's and vLLM's kernels do not read it). The kernel loads one
+Config keys: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages (SGLang's), plus SPLIT_K and
+SWAP_AB, which only our own files hold (SGLang's and vLLM's kernels do not read them). SWAP_AB
+computes the transposed tile C^T[BN, BM] = B_tile @ A_tile^T (weights on the MMA's M side, so
+Hopper's wgmma applies at decode sizes; see kernels_tuning/space.py) and stores it transposed. The kernel loads one
 activation and one weight scale per K tile, so BLOCK_SIZE_K must divide group_k. K must be a
 multiple of group_k (every shape of the models we tune; checked). M is not specialized (one
 binary serves every batch size), nor are the scale strides, which vary with K.
@@ -26,7 +28,7 @@ import triton.language as tl
 
 from autotune.errors import ConfigError
 from kernels_tuning.kernels._buffers import split_k_buffers
-from kernels_tuning.kernels._common import grouped_pid, k_tile_range, store_tile
+from kernels_tuning.kernels._common import grouped_pid, k_tile_range, store_tile, store_tile_t
 from kernels_tuning.kernels._interpret import patch_interpreter
 from kernels_tuning.space import SGLANG_DEFAULT_FP8, KernelConfig, cdiv
 
@@ -64,6 +66,7 @@ def _fp8_block_kernel(
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
     pid_k = tl.program_id(axis=1)
@@ -74,36 +77,70 @@ def _fp8_block_kernel(
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     k_first, k_last = k_tile_range(K, pid_k, SPLIT_K, BLOCK_SIZE_K)
     k0 = k_first * BLOCK_SIZE_K
-    a_ptrs = A + offs_am[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak
-    b_ptrs = B + (k0 + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     as_ptrs = As + offs_am * stride_As_m
     bs_ptrs = Bs + (offs_bn // group_n) * stride_Bs_n
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for kt in range(k_first, k_last):
-        a = tl.load(a_ptrs)
-        b = tl.load(b_ptrs)
-        g = (kt * BLOCK_SIZE_K) // group_k  # the one quant group this K tile lies in
-        a_s = tl.load(as_ptrs + g * stride_As_k)
-        b_s = tl.load(bs_ptrs + g * stride_Bs_k)
-        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
-        a_ptrs += BLOCK_SIZE_K * stride_ak
-        b_ptrs += BLOCK_SIZE_K * stride_bk
-    store_tile(
-        acc,
-        C,
-        WS,
-        LOCKS,
-        pid_m,
-        pid_n,
-        pid_k,
-        M,
-        N,
-        stride_cm,
-        stride_cn,
-        SPLIT_K,
-        BLOCK_SIZE_M,
-        BLOCK_SIZE_N,
-    )
+    if SWAP_AB:
+        # C^T tile = B_tile [BN, BK] @ A_tile^T [BK, BM]: weight rows on the MMA's M side
+        # (wgmma from 64 rows), tokens on its N side. Both operands are K-contiguous in memory,
+        # the K-major layout fp8 wgmma needs for A and B.
+        b_ptrs = B + offs_bn[:, None] * stride_bn + (k0 + offs_k)[None, :] * stride_bk
+        a_ptrs = A + (k0 + offs_k)[:, None] * stride_ak + offs_am[None, :] * stride_am
+        acc_t = tl.zeros((BLOCK_SIZE_N, BLOCK_SIZE_M), dtype=tl.float32)
+        for kt in range(k_first, k_last):
+            b = tl.load(b_ptrs)
+            a = tl.load(a_ptrs)
+            g = (kt * BLOCK_SIZE_K) // group_k
+            a_s = tl.load(as_ptrs + g * stride_As_k)
+            b_s = tl.load(bs_ptrs + g * stride_Bs_k)
+            acc_t += tl.dot(b, a) * b_s[:, None] * a_s[None, :]
+            a_ptrs += BLOCK_SIZE_K * stride_ak
+            b_ptrs += BLOCK_SIZE_K * stride_bk
+        store_tile_t(
+            acc_t,
+            C,
+            WS,
+            LOCKS,
+            pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N),
+            pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M),
+            pid_m * tl.cdiv(N, BLOCK_SIZE_N) + pid_n,
+            pid_k,
+            M,
+            N,
+            stride_cm,
+            stride_cn,
+            SPLIT_K,
+            BLOCK_SIZE_N,
+            BLOCK_SIZE_M,
+        )
+    else:
+        a_ptrs = A + offs_am[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak
+        b_ptrs = B + (k0 + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+        for kt in range(k_first, k_last):
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+            g = (kt * BLOCK_SIZE_K) // group_k  # the one quant group this K tile lies in
+            a_s = tl.load(as_ptrs + g * stride_As_k)
+            b_s = tl.load(bs_ptrs + g * stride_Bs_k)
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            a_ptrs += BLOCK_SIZE_K * stride_ak
+            b_ptrs += BLOCK_SIZE_K * stride_bk
+        store_tile(
+            acc,
+            C,
+            WS,
+            LOCKS,
+            pid_m,
+            pid_n,
+            pid_k,
+            M,
+            N,
+            stride_cm,
+            stride_cn,
+            SPLIT_K,
+            BLOCK_SIZE_M,
+            BLOCK_SIZE_N,
+        )
 
 
 KERNEL = _fp8_block_kernel
@@ -192,6 +229,7 @@ def w8a8_block_fp8_matmul(
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
+        SWAP_AB=bool(cfg.SWAP_AB),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
@@ -232,6 +270,7 @@ def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
+        SWAP_AB=bool(cfg.SWAP_AB),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
         grid=(1,),

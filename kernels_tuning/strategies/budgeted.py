@@ -158,19 +158,47 @@ def hill_climb(
     return best, best_cost
 
 
+def swap_starts(
+    space: Sequence[KernelConfig], start: KernelConfig, count: int = 2
+) -> list[KernelConfig]:
+    """The `count` SWAP_AB=1, SPLIT_K=1 configs of `space` nearest to the (unswapped) `start`:
+    same BK, group, warps and stages where possible, then the closest BN and BM (in powers of
+    two). Empty when the space has no swapped configs."""
+    swapped = [c for c in space if c.SWAP_AB and c.SPLIT_K == 1]
+
+    def dist(c: KernelConfig) -> tuple[int, float]:
+        same = sum(
+            getattr(c, d) != getattr(start, d)
+            for d in ("BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+        )
+        tile = abs(math.log2(c.BLOCK_SIZE_N / start.BLOCK_SIZE_N)) + abs(
+            math.log2(c.BLOCK_SIZE_M / start.BLOCK_SIZE_M)
+        )
+        return same, tile
+
+    return sorted(swapped, key=lambda c: (dist(c), c))[:count]
+
+
 def refine_split_k(
-    space: Sequence[KernelConfig], memo: Memo, start: KernelConfig, *, budget: int
+    space: Sequence[KernelConfig],
+    memo: Memo,
+    start: KernelConfig,
+    *,
+    budget: int,
+    swap_starts: Sequence[KernelConfig] = (),
 ) -> SearchResult:
-    """From an SPLIT_K=1 winner: try each split of it, then hill-climb in the split-K space.
-    Used for FP8, whose engine files cannot hold SPLIT_K but our own files can."""
+    """From an SPLIT_K=1 winner: try each split of it (and of each of `swap_starts`, SWAP_AB
+    configs near it), then hill-climb in the split-K (and SWAP_AB) space. Used for FP8, whose
+    engine files cannot hold SPLIT_K or SWAP_AB but our own files can."""
     cands = list(space)
     pool = set(cands)
     axes = dimension_values(cands)
     used: set[KernelConfig] = set()
-    phases = {"split": 0, "local": 0}
+    phases = {"split": 0, "swap": 0, "local": 0}
+    names = {"split": "split-k", "swap": "swap-ab", "local": "split-k-local"}
 
     def evaluate(cfg: KernelConfig, phase: str) -> float:
-        cost = memo(cfg, "split-k" if phase == "split" else "split-k-local")
+        cost = memo(cfg, names[phase])
         if cfg not in used:
             used.add(cfg)
             phases[phase] += 1
@@ -178,10 +206,11 @@ def refine_split_k(
 
     if start in memo.costs:
         used.add(start)
-    for sk in axes["SPLIT_K"]:
-        cfg = start.with_(SPLIT_K=sk)
-        if cfg in pool and len(used) < budget:
-            evaluate(cfg, "split")
+    for first, phase in [(start, "split"), *((s, "swap") for s in swap_starts)]:
+        for sk in axes["SPLIT_K"]:
+            cfg = first.with_(SPLIT_K=sk)
+            if cfg in pool and len(used) < budget:
+                evaluate(cfg, phase)
     best, cost = memo.best(used)
     if best is None:
         return SearchResult(None, math.inf, len(used), len(cands), phases)

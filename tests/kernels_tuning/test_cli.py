@@ -76,3 +76,18 @@ def test_show_picks_nearest(tmp_path: Path) -> None:
     data = json.loads(res.output)
     assert data["picked"] == data["configs"]["16"]  # 16 and 24 tie at distance 4: the smaller
     assert data["provenance"]["gpu_name"] == "NVIDIA H200"
+
+
+def test_show_marks_swap_ab_and_split_k(tmp_path: Path) -> None:
+    base = {"BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4}
+    table = {
+        "1": {**base, "BLOCK_SIZE_M": 16, "num_stages": 4, "SPLIT_K": 2, "SWAP_AB": 1},
+        "64": {**base, "BLOCK_SIZE_M": 64, "num_stages": 3},
+    }
+    f = tmp_path / "N=5120,K=6144,device_name=X,dtype=fp8_w8a8,block_shape=[128,128],split_k.json"
+    f.write_text(json.dumps(table))
+    res = runner.invoke(app, ["kernels", "show", str(f)])
+    assert res.exit_code == 0, res.output
+    lines = {ln.split()[0]: ln for ln in res.output.splitlines() if ln.startswith("M=")}
+    assert lines["M=1"].rstrip().endswith("SPLIT_K=2 SWAP_AB"), lines
+    assert "SWAP_AB" not in lines["M=64"] and "SPLIT_K" not in lines["M=64"], lines

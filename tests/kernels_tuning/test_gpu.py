@@ -25,6 +25,10 @@ FP8_CONFIGS = [
     C(64, 128, 128, 32, 4, 3),
     C(128, 256, 128, 16, 8, 3),
     C(32, 64, 128, 1, 4, 4, SPLIT_K=8),
+    # SWAP_AB (C^T = B A^T, wgmma on the weight rows): M=256 only checks the wrap-around
+    C(8, 64, 128, 1, 4, 4, SWAP_AB=1),
+    C(16, 128, 128, 1, 4, 3, SPLIT_K=4, SWAP_AB=1),
+    C(32, 64, 64, 1, 4, 5, SWAP_AB=1),
 ]
 
 
@@ -42,6 +46,13 @@ INT4_CONFIGS = [
     C(16, 128, 64, 1, 4, 3, SPLIT_K=4),
     C(64, 128, 128, 16, 4, 3),
     C(128, 128, 64, 16, 8, 3, SPLIT_K=2),
+    # AWQ decode tiles (BM 16, BN >= 128) take the PTX plane kernel (int4_awq_planes.py)
+    C(16, 256, 128, 1, 4, 4),
+    C(16, 256, 64, 1, 8, 3, SPLIT_K=8),
+    # SWAP_AB: nibble planes, dequantized weights on the MMA's M side
+    C(8, 128, 128, 1, 4, 3, SWAP_AB=1),
+    C(16, 256, 128, 1, 4, 3, SPLIT_K=4, SWAP_AB=1),
+    C(32, 128, 128, 1, 8, 4, SPLIT_K=2, SWAP_AB=1),
 ]
 
 
@@ -60,9 +71,32 @@ def test_int4_fp16_activations() -> None:
     q, z, s = W.quantize_int4(torch.randn(k, n, device="cuda") * 0.02)
     qw, qz = W.pack(q, z, "awq")
     x = torch.randn(8, k, device="cuda", dtype=torch.float16)
-    out = W.w4a16_matmul(x, qw, qz, s.half(), config=C(16, 64, 128, 1, 4, 3, SPLIT_K=2))
     ref = W.reference(x, qw, qz, s.half())
-    assert bench.check_output(out, ref).ok
+    for cfg in (C(16, 64, 128, 1, 4, 3, SPLIT_K=2), C(8, 128, 128, 1, 4, 3, SPLIT_K=2, SWAP_AB=1)):
+        out = W.w4a16_matmul(x, qw, qz, s.half(), config=cfg)
+        assert bench.check_output(out, ref).ok, cfg.key()
+    # scales at an odd element offset: the swapped AWQ path must not read unaligned words
+    odd = torch.cat([torch.zeros(1, device="cuda"), s.flatten()]).half()[1:].view(s.shape)
+    for cfg in (C(16, 128, 128, 1, 4, 3, SWAP_AB=1), C(16, 128, 128, 1, 4, 3)):  # swap, planes
+        assert bench.check_output(W.w4a16_matmul(x, qw, qz, odd, config=cfg), ref).ok
+
+
+def test_swapped_split_k_survives_back_to_back_replays() -> None:
+    for kind in ("fp8", "int4"):
+        p = bench.make_problem(kind, 4, 5120, 6144)  # type: ignore[arg-type]
+        cfg = C(8, 128, 128, 1, 4, 4, SPLIT_K=8, SWAP_AB=1)
+        p.launch(cfg, 0)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(100):
+                p.launch(cfg, 0)
+        p.output(0).fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert bench.check_output(p.output(0), p.ref).ok, kind
 
 
 def test_split_k_survives_back_to_back_replays() -> None:
@@ -101,3 +135,17 @@ def test_gate_rejects_a_wrong_kernel() -> None:
     bad[3] += 0.05 * bad.float().abs().max().to(bad.dtype)
     assert not bench.check_output(bad, p.ref).ok
     assert F.reference is not None
+
+
+@pytest.mark.parametrize("act", ["bfloat16", "float16"])
+def test_awq_planes_match_the_reference_in_bf16_and_fp16(act: str) -> None:
+    # The PTX path (bf16x2 / f16x2 pair math) in both activation dtypes, split-K, M not a
+    # multiple of 8; the odd-offset scales of test_int4_fp16_activations cover the alignment.
+    from kernels_tuning.kernels.int4_awq_planes import uses_planes
+
+    cfg = C(16, 128, 128, 1, 4, 3, SPLIT_K=2)
+    assert uses_planes(cfg, "awq")
+    p = bench.make_problem("int4", 7, 4096, 2048, packing="awq", act_dtype=act)
+    meas = bench.Evaluator(p)(cfg)
+    assert meas.ok, meas.error
+    assert meas.rel_err is not None and meas.rel_err < 2e-3

@@ -39,6 +39,19 @@ def test_fp8_block_matches_reference(m: int, cfg: C) -> None:
     assert meas.rel_err is not None and meas.rel_err < 5e-3  # bf16 output rounding only
 
 
+SWAP_FP8 = [C(8, 64, 128, 1, 4, 2, SWAP_AB=1), C(16, 128, 64, 1, 4, 3, SPLIT_K=2, SWAP_AB=1)]
+
+
+@pytest.mark.parametrize("m", [1, 3, 16, 33])
+@pytest.mark.parametrize("cfg", SWAP_FP8, ids=lambda c: c.key())
+def test_fp8_swap_ab_matches_reference(m: int, cfg: C) -> None:
+    # M=33 with BM 8/16: several M tiles, the last one partial (wrapped loads, masked store)
+    p = bench.make_problem("fp8", m, 256, 256, device="cpu")
+    meas = bench.Evaluator(p)(cfg)
+    assert meas.ok, meas.error
+    assert meas.rel_err is not None and meas.rel_err < 5e-3
+
+
 def test_fp8_reference_is_the_dequantized_product() -> None:
     torch.manual_seed(0)
     x = torch.randn(4, 256)
@@ -64,6 +77,53 @@ def test_int4_matches_reference(packing: str, cfg: C) -> None:
     )
     meas = bench.Evaluator(p)(cfg)
     assert meas.ok, meas.error
+
+
+SWAP_INT4 = [C(8, 128, 128, 1, 4, 2, SWAP_AB=1), C(16, 256, 128, 1, 4, 3, SPLIT_K=2, SWAP_AB=1)]
+
+
+@pytest.mark.parametrize("packing", ["awq", "gptq"])
+@pytest.mark.parametrize("m", [1, 3, 16, 33])
+@pytest.mark.parametrize("cfg", SWAP_INT4, ids=lambda c: c.key())
+def test_int4_swap_ab_planes_match_reference(packing: str, m: int, cfg: C) -> None:
+    # N=384: with BN=256 the second N tile is half outside (wrapped packed columns, masked
+    # permuted AWQ store); K=384: three groups, split 2 uneven.
+    p = bench.make_problem("int4", m, 384, 384, device="cpu", packing=packing, act_dtype="float16")
+    meas = bench.Evaluator(p)(cfg)
+    assert meas.ok, meas.error
+
+
+def test_int4_swap_ab_gptq_zero_offset_and_awq_column_order() -> None:
+    """Planes must land on the right columns: a weight that is zero except one column per
+    8-column word gives a result only there (AWQ's interleaved order), and GPTQ checkpoints
+    that store the zero itself (zero_offset=0) are honoured."""
+    torch.manual_seed(3)
+    k, n = 128, 128
+    w = torch.zeros(k, n)
+    w[:, 5::8] = torch.randn(k, n // 8) * 0.05  # column 5 of every word: AWQ nibble 6
+    q, z, s = W.quantize_int4(w, 128)
+    x = torch.randn(2, k).half()
+    cfg = C(8, 128, 128, 1, 4, 2, SWAP_AB=1)
+    # scales at an odd element offset (the swapped AWQ path reads them as 4-byte pairs; the GPU
+    # would fault on the unaligned words, which test_gpu.py checks: here only the values)
+    odd = torch.cat([torch.zeros(1), s.flatten()]).half()[1:].view(s.shape)
+    assert odd.storage_offset() == 1
+    out = W.w4a16_matmul(x, *W.pack(q, z, "awq"), odd, config=cfg)
+    assert bench.check_output(out, W.reference(x, *W.pack(q, z, "awq"), s.half())).ok
+    for packing, zo in (("awq", None), ("gptq", 0), ("gptq", 1)):
+        qw, qz = W.pack(q, z, packing, zero_offset=zo)  # type: ignore[arg-type]
+        out = W.w4a16_matmul(
+            x,
+            qw,
+            qz,
+            s.half(),
+            packing=packing,
+            zero_offset=zo,
+            config=cfg,  # type: ignore[arg-type]
+        )
+        ref = W.reference(x, qw, qz, s.half(), packing=packing, zero_offset=zo)  # type: ignore[arg-type]
+        assert bench.check_output(out, ref).ok, (packing, zo)
+        assert float(ref[:, 5::8].float().abs().sum()) > 0
 
 
 @pytest.mark.parametrize("packing", ["awq", "gptq"])
@@ -113,3 +173,36 @@ def test_bk_must_divide_the_group() -> None:
         F.w8a8_block_fp8_matmul(s["A"], s["B"], s["As"], s["Bs"], config=C(16, 32, 256, 1, 4, 2))
     with pytest.raises(ConfigError, match="Bs has shape"):
         F.w8a8_block_fp8_matmul(s["A"], s["B"], s["As"], s["Bs"][:1])
+
+
+PLANES_INT4 = [C(16, 128, 64, 1, 4, 2), C(16, 256, 128, 4, 4, 3, SPLIT_K=2)]
+
+
+@pytest.mark.parametrize("m", [1, 3, 16, 33])
+@pytest.mark.parametrize("cfg", PLANES_INT4, ids=lambda c: c.key())
+def test_int4_awq_planes_match_reference(m: int, cfg: C) -> None:
+    # The decode-tile AWQ path (kernels/int4_awq_planes.py; here its interpreter stand-in for
+    # the PTX): N=384 leaves the BN=256 tile half outside, K=384 splits 2 unevenly, M=33 needs
+    # three M tiles of 16.
+    from kernels_tuning.kernels.int4_awq_planes import uses_planes
+
+    assert uses_planes(cfg, "awq") and not uses_planes(cfg, "gptq")
+    p = bench.make_problem("int4", m, 384, 384, device="cpu", packing="awq", act_dtype="float16")
+    meas = bench.Evaluator(p)(cfg)
+    assert meas.ok, meas.error
+
+
+def test_int4_awq_planes_put_each_column_back_in_place() -> None:
+    # One nonzero column per 8-column word, for each position j: a plane landing on the wrong
+    # column would leave these columns zero and fill others.
+    torch.manual_seed(5)
+    k, n = 128, 128
+    x = torch.randn(3, k).half()
+    for j in range(8):
+        w = torch.zeros(k, n)
+        w[:, j::8] = torch.randn(k, n // 8) * 0.05
+        q, z, s = W.quantize_int4(w, 128)
+        qw, qz = W.pack(q, z, "awq")
+        out = W.w4a16_matmul(x, qw, qz, s.half(), config=PLANES_INT4[0])
+        ref = W.reference(x, qw, qz, s.half())
+        assert torch.equal(out, ref), j

@@ -80,7 +80,8 @@ def test_tune_writes_engine_files(tmp_path: Path) -> None:
 
 
 def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
-    dying = Factory(die_after=25)
+    # The first item takes 27 evaluations (10 + 17 for split-K and SWAP_AB): die in the second.
+    dying = Factory(die_after=30)
     with pytest.raises(Killed):
         _tune(tmp_path, dying, [1, 16, 64], out=False)
     done_before = sum(
@@ -161,3 +162,45 @@ def test_ray_executor_with_cpu_actors(tmp_path: Path) -> None:
         assert sum(1 for r in lines if r["t"] == "eval") == s.evaluations
     finally:
         ray.shutdown()
+
+
+class SwapFactory(Factory):
+    """Swapped configs run twice as fast at small M (to see where they end up)."""
+
+    def __call__(self, item: runner.WorkItem):  # type: ignore[no-untyped-def]
+        f = super().__call__(item)
+
+        def g(c: KernelConfig) -> Res:
+            r = f(c)
+            return Res(r.cost * (0.5 if c.SWAP_AB else 1.0))
+
+        return g
+
+
+def test_swap_ab_goes_to_our_files_only(tmp_path: Path) -> None:
+    s = _tune(tmp_path, SwapFactory(), [1, 16, 64])
+    for kind_m, res in s.results.items():
+        assert res.engine_best is not None and res.engine_best.engine_ok, kind_m
+    own = tmp_path / "out/autotune" / O.fp8_splitk_filename(5120, 6144, "NVIDIA_H200")
+    table = json.loads(own.read_text())
+    assert table["1"].get("SWAP_AB") == 1 and "SWAP_AB" not in table["64"]
+    sg = tmp_path / "out/sglang" / O.sglang_filename(5120, 6144, "NVIDIA_H200")
+    assert all("SWAP_AB" not in v for v in json.loads(sg.read_text()).values())
+
+
+def test_retune_marker_searches_selected_items_again(tmp_path: Path) -> None:
+    _tune(tmp_path, Factory(), [1, 16, 64], out=False)
+    cache = runner.ResultCache(tmp_path / "cache.jsonl")
+    small = runner.make_items("fp8", SHAPES[:1], [1, 16])
+    assert cache.mark_retune(small) == 2
+    evals, done = cache.load()
+    assert set(done) == {i.key() for i in runner.make_items("fp8", SHAPES, [1, 16, 64])} - {
+        i.key() for i in small
+    }
+    assert not any(k in evals for k in (i.key() for i in small))
+    again = SwapFactory()
+    s = _tune(tmp_path, again, [1, 16, 64])
+    assert set(again.calls) == {i.key() for i in small}  # only the marked items re-run
+    assert len(s.results) == 6
+    assert s.results[small[0].key()].best is not None
+    assert s.results[small[0].key()].best.SWAP_AB == 1  # type: ignore[union-attr]

@@ -76,6 +76,19 @@ def test_sglang_named_file_is_the_fp8_fallback(tmp_path: Path) -> None:
     )
 
 
+def test_own_files_carry_swap_ab_and_old_files_still_load(tmp_path: Path) -> None:
+    sw = KernelConfig(8, 128, 128, 1, 4, 3, SPLIT_K=2, SWAP_AB=1)
+    old = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1}
+    old.update(num_warps=4, num_stages=3, SPLIT_K=4)  # written before SWAP_AB existed
+    rel = "autotune/" + O.fp8_splitk_filename(512, 512, "TEST_GPU")
+    p = _write(tmp_path, rel, {1: sw.as_dict(), 64: old})
+    assert json.loads(p.read_text())["1"]["SWAP_AB"] == 1
+    kw = {"device_name": "TEST_GPU", "config_dir": tmp_path, "check_provenance": False}
+    assert shim.get_config("fp8", 512, 512, 2, **kw) == sw  # type: ignore[arg-type]
+    got = shim.get_config("fp8", 512, 512, 60, **kw)  # type: ignore[arg-type]
+    assert got.SWAP_AB == 0 and got.SPLIT_K == 4
+
+
 def test_shipped_sidecars_match_the_kernel_source() -> None:
     """A kernel change without re-tuning would leave the shipped files describing another
     kernel: re-run `autotune kernels tune` on the GPU (or revert the kernel)."""

@@ -8,6 +8,7 @@ from autotune.errors import ConfigError
 from kernels_tuning.space import (
     H200_LIMITS,
     SGLANG_DEFAULT_FP8,
+    SWAP_BLOCK_M,
     DeviceLimits,
     KernelConfig,
     build_space,
@@ -85,9 +86,67 @@ def test_int4_space_has_split_k_and_large_m_space_is_large() -> None:
 
 
 def test_compile_set_is_one_config_per_binary() -> None:
-    cs = compile_set("fp8", H200_LIMITS)
+    cs = compile_set("fp8", H200_LIMITS, swap_ab=False)
     assert len({c.compile_key() for c in cs}) == len(cs)
     assert 250 < len(cs) < 320
+    with_swap = compile_set("fp8", H200_LIMITS)  # precompile covers the SWAP_AB binaries
+    assert len({c.compile_key() for c in with_swap}) == len(with_swap)
+    assert set(cs) < set(with_swap)
+    assert {c.SWAP_AB for c in with_swap} == {0, 1}
+    assert {c.BLOCK_SIZE_M for c in with_swap if c.SWAP_AB} == set(SWAP_BLOCK_M)
+    assert {c.BLOCK_SIZE_K for c in compile_set("int4", H200_LIMITS) if c.SWAP_AB} == {128}
+
+
+def test_swap_ab_only_at_small_m_and_only_where_it_can_run() -> None:
+    assert not any(c.SWAP_AB for c in build_space("fp8", 1, 5120, 6144, H200_LIMITS))
+    own = build_space("fp8", 1, 5120, 6144, H200_LIMITS, split_k=True, swap_ab=True)
+    swapped = [c for c in own if c.SWAP_AB]
+    # M=1: 8 tokens on N (mma.sync) or 16 (wgmma), nothing wider
+    assert swapped and {c.BLOCK_SIZE_M for c in swapped} == {8, 16}
+    assert min(c.BLOCK_SIZE_N for c in swapped) == 64
+    assert {c.BLOCK_SIZE_M for c in own if not c.SWAP_AB} == {16}
+    m16 = build_space("int4", 16, 5120, 6144, H200_LIMITS)  # INT4: on by default
+    assert {c.BLOCK_SIZE_M for c in m16 if c.SWAP_AB} == {8, 16}
+    assert all(c.BLOCK_SIZE_N >= 128 and c.BLOCK_SIZE_K == 128 for c in m16 if c.SWAP_AB)
+    assert not any(c.SWAP_AB for c in build_space("int4", 64, 5120, 6144, H200_LIMITS))
+    assert "SWAP_AB at M=64" in (
+        waste(C(32, 64, 128, 1, 4, 3, SWAP_AB=1), 64, 5120, H200_LIMITS) or ""
+    )
+    assert "BLOCK_SIZE_M in" in (
+        legality(C(64, 64, 128, 1, 4, 3, SWAP_AB=1), "fp8", 128, H200_LIMITS) or ""
+    )
+    assert "needs SWAP_AB" in (legality(C(8, 64, 128, 1, 4, 3), "fp8", 128, H200_LIMITS) or "")
+    assert "BLOCK_SIZE_N >= 64" in (
+        legality(C(16, 32, 128, 1, 4, 3, SWAP_AB=1), "fp8", 128, H200_LIMITS) or ""
+    )
+    assert "spill" in (
+        legality(C(32, 256, 128, 1, 8, 3, SWAP_AB=1), "int4", 128, H200_LIMITS) or ""
+    )
+    assert legality(C(32, 256, 128, 1, 8, 3, SWAP_AB=1), "fp8", 128, H200_LIMITS) is None
+    assert "BLOCK_SIZE_K = 128" in (
+        legality(C(16, 128, 64, 1, 4, 3, SWAP_AB=1), "int4", 128, H200_LIMITS) or ""
+    )
+    # swapped, the weight rows are the MMA's M side: wgmma (stages buffers) from BN 64
+    assert (
+        smem_bytes(C(16, 64, 128, 1, 4, 4, SWAP_AB=1), "fp8", "sm_90")
+        == 4 * (16 + 64) * 128 + 1024
+    )
+    assert smem_bytes(C(16, 64, 128, 1, 4, 4), "fp8", "sm_90") == 3 * (16 + 64) * 128 + 1024
+
+
+def test_swap_ab_config_dicts_and_keys() -> None:
+    sw = C(16, 64, 128, 1, 4, 3, SWAP_AB=1)
+    assert sw.as_dict()["SWAP_AB"] == 1
+    assert "SWAP_AB" not in C(16, 64, 128, 1, 4, 3).as_dict()  # old files/records unchanged
+    assert KernelConfig.from_dict(sw.as_dict()) == sw
+    assert KernelConfig.from_dict(C(16, 64, 128, 1, 4, 3).as_dict()).SWAP_AB == 0
+    with pytest.raises(ConfigError, match="SWAP_AB"):
+        sw.as_dict(engine=True)
+    assert not sw.engine_ok and C(16, 64, 128, 1, 4, 3).engine_ok
+    with pytest.raises(ConfigError, match="0 or 1"):
+        KernelConfig.from_dict({**sw.as_dict(), "SWAP_AB": 2})
+    assert sw.key() != sw.with_(SWAP_AB=0).key()
+    assert sw.compile_key() != sw.with_(SWAP_AB=0).compile_key()
 
 
 def test_config_dicts() -> None:

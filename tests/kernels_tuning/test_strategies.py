@@ -112,3 +112,21 @@ def test_refine_split_k_improves_a_narrow_shape() -> None:
     res = budgeted.refine_split_k(sk_space, memo, start, budget=10)
     assert res.best is not None and res.best.SPLIT_K > 1 and res.best_cost < base
     assert res.evaluations <= 10
+
+
+def test_swap_starts_and_refinement_reach_swapped_configs() -> None:
+    space = build_space("fp8", 4, 5120, 6144, H200_LIMITS, split_k=True, swap_ab=True)
+    start = KernelConfig(16, 32, 128, 1, 4, 3)
+    starts = budgeted.swap_starts(space, start)
+    assert len(starts) == 2 and all(c.SWAP_AB and c.SPLIT_K == 1 for c in starts)
+    # nearest: same BK, group, warps, stages and BM; BN up to the 64 a swapped tile needs
+    assert starts[0] == KernelConfig(16, 64, 128, 1, 4, 3, SWAP_AB=1)
+    assert budgeted.swap_starts([c for c in space if not c.SWAP_AB], start) == []
+    f = synthetic(4, 5120, 6144)
+
+    def favour_swap(c: KernelConfig) -> Res:
+        return Res(f(c).cost * (0.5 if c.SWAP_AB else 1.0))
+
+    res = budgeted.refine_split_k(space, Memo(favour_swap), start, budget=20, swap_starts=starts)
+    assert res.best is not None and res.best.SWAP_AB == 1
+    assert res.phases["swap"] > 0 and res.evaluations <= 20
