@@ -21,52 +21,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from autotune.engines.sglang import METRICS
 from autotune.sim.scheduler import Scheduler
 
-# SGLang's default buckets (metrics/collector.py).
+# SGLang's default buckets (metrics/collector.py); end-to-end latency extends the TTFT ones.
+_TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
 BUCKETS = {
-    "sglang:time_to_first_token_seconds": [
-        0.1,
-        0.2,
-        0.4,
-        0.6,
-        0.8,
-        1,
-        2,
-        4,
-        6,
-        8,
-        10,
-        20,
-        40,
-        60,
-        80,
-        100,
-        200,
-        400,
-    ],
-    "sglang:e2e_request_latency_seconds": [
-        0.1,
-        0.2,
-        0.4,
-        0.6,
-        0.8,
-        1,
-        2,
-        4,
-        6,
-        8,
-        10,
-        20,
-        40,
-        60,
-        80,
-        100,
-        200,
-        400,
-        600,
-        1200,
-        1800,
-        2400,
-    ],
+    "sglang:time_to_first_token_seconds": _TTFT_BUCKETS,
+    "sglang:e2e_request_latency_seconds": [*_TTFT_BUCKETS, 600, 1200, 1800, 2400],
     "sglang:inter_token_latency_seconds": [
         0.002,
         0.004,

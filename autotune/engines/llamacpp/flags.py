@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from autotune.engines._flags import by_canonical_field
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
 
 Kind = Literal["v", "2", "b", "n"]
@@ -418,18 +419,7 @@ def build_flags(config: Mapping[str, Any], version: str) -> list[str]:
         UnknownNameError, UnsupportedFlagError, ConfigError: see `field_flag` and value checks.
     """
     index = version_index(version)
-    by_canonical: dict[str, tuple[str, Any]] = {}
-    for key, value in config.items():
-        if key in RESERVED:
-            raise ConfigError(
-                f"is set by the launcher's {RESERVED[key]!r} argument, not by the config",
-                field=key,
-            )
-        canonical = canonical_field(key)
-        if canonical in by_canonical:
-            other = by_canonical[canonical][0]
-            raise ConfigError(f"sets the same option as {other!r}; keep one", field=key)
-        by_canonical[canonical] = (key, value)
+    by_canonical = by_canonical_field(config, RESERVED, canonical_field)
     for name, value in DEFAULTS.items():
         spec = _spec_at(_mechanical_flag(name), index)
         taken = {_resolve(k, c, index).key for c, (k, v) in by_canonical.items() if v is not None}

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from autotune.engines._flags import by_canonical_field
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
 
 MINOR_FIRST, MINOR_LAST = 9, 23
@@ -414,18 +415,7 @@ def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dic
         UnknownNameError, UnsupportedFlagError, ConfigError: see `field_flag` and value checks.
     """
     minor = _minor(version)
-    by_canonical: dict[str, tuple[str, Any]] = {}
-    for key, value in config.items():
-        if key in RESERVED:
-            raise ConfigError(
-                f"is set by the launcher's {RESERVED[key]!r} argument, not by the config",
-                field=key,
-            )
-        canonical = canonical_field(key)
-        if canonical in by_canonical:
-            other = by_canonical[canonical][0]
-            raise ConfigError(f"sets the same option as {other!r}; keep one", field=key)
-        by_canonical[canonical] = (key, value)
+    by_canonical = by_canonical_field(config, RESERVED, canonical_field)
     if by_canonical.get("enable_metrics", ("", None))[1] is None:
         by_canonical["enable_metrics"] = ("enable_metrics", True)
 
