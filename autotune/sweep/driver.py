@@ -30,6 +30,7 @@ from autotune.sweep.trial import TrialResult, TrialSpec, order_scenarios
 if TYPE_CHECKING:
     import optuna
 
+    from autotune.hardware.gpus import GPUSpec
     from autotune.store.db import Store
     from autotune.sweep.executors import Executor
     from autotune.sweep.orchestrator import Budget, StopController, SweepOutcome
@@ -83,15 +84,18 @@ class Sweep:
         self.sweep_id: int = row.id
         self.budget, self.stop, self.on_trial = budget, stop, on_trial
         self.notes: dict[str, Any] = dict(row.notes or {})
-        if not spec.simulated and spec.target.gpu.strip().lower() == "auto":
-            # the report's provenance: the driver the trials ran under, not the report writer's
-            from autotune.hardware.detect import detect_gpus
-
-            self.notes["nvidia_driver"] = detect_gpus()[0].driver
         engine = spec.target.engine
         # the target model as its engine's planner reads it (a card, or a GGUF header)
         self.card = load_target_model(engine, spec.target.model)
-        self.gpu = resolve_target_gpu(engine, spec.target.gpu, field="target.gpu")
+        if not spec.simulated and spec.target.gpu.strip().lower() == "auto":
+            from autotune.hardware.detect import detect_gpus
+
+            found = detect_gpus()[0]
+            self.gpu: GPUSpec | None = found.spec
+            # the report's provenance: the driver the trials ran under, not the report writer's
+            self.notes["nvidia_driver"] = found.driver
+        else:
+            self.gpu = resolve_target_gpu(engine, spec.target.gpu, field="target.gpu")
         self.gpu_name = self.gpu.name if self.gpu is not None else CPU_TARGET
         if row.gpu != self.gpu_name:
             # `gpu: auto` (or a catalog alias) is stored as the GPU it resolved to, so that the
