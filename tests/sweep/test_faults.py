@@ -54,6 +54,9 @@ def test_every_fault_is_classified_and_the_sweep_goes_on(store: Any, tmp_path: P
                 "space.overrides.max_mamba_cache_size": None,
                 "space.overrides.kv_cache_dtype": "fp8_e4m3",
                 "budget.max_trials": 10,
+                # about faults, not speed: a benchmark-error trial's probe can set the cut-off,
+                # and on a loaded 2-core machine the healthy trial's probe fell below it once
+                "workload.prune_below": 0,
             },
         )
     )
