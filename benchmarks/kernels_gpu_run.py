@@ -57,6 +57,11 @@ def main() -> None:
         action="store_true",
         help="search the selected items again even where the resumed cache has them finished",
     )
+    ap.add_argument(
+        "--polish-prior",
+        action="store_true",
+        help="polish also times each item's winners from before its last re-tune",
+    )
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--reserve-compare-s", type=float, default=90.0)
     ap.add_argument("--reserve-exhaustive-s", type=float, default=90.0)
@@ -219,6 +224,7 @@ def main() -> None:
             limits=limits,
             log=log,
             deadline_s=max(0.0, left() - args.reserve_compare_s),
+            prior=runner.ResultCache(cache).superseded() if args.polish_prior else None,
         )
         changed = sum(1 for r in summ.results.values() if r.phases.get("polish"))
         log(

@@ -101,7 +101,14 @@ def get_config(
     if path is None:
         return SGLANG_DEFAULT_FP8 if kind == "fp8" else DEFAULT_INT4
     table = _load(str(path), check_provenance)
-    return KernelConfig.from_dict(output.nearest(table, m), source=str(path))
+    cfg = KernelConfig.from_dict(output.nearest(table, m), source=str(path))
+    if cfg.FOLD_SCALES and kind != "fp8":
+        raise ConfigError(
+            "FOLD_SCALES=1 is an FP8 option (the INT4 kernel has no per-K-tile rescale)",
+            source=str(path),
+            field="FOLD_SCALES",
+        )
+    return cfg
 
 
 @functools.lru_cache(maxsize=8)

@@ -28,6 +28,14 @@ are BLOCK_SIZE_N/8 rows, so swapped AWQ runs mma.sync too, fed from registers. S
 SWAP_BLOCK_M, need BLOCK_SIZE_N >= 64 (FP8: the wgmma M side) or >= 128 with BLOCK_SIZE_K = 128
 (INT4: each nibble plane is a BLOCK_SIZE_N/8 x BLOCK_SIZE_K or BLOCK_SIZE_N x BLOCK_SIZE_K/8
 MMA operand, and tl.dot wants 16 per side), and are kept only for M <= SWAP_MAX_M.
+
+FOLD_SCALES (0/1, FP8, ours only): the kernels rescale the accumulator after every K tile, and
+that waits for the tile's MMA, so its length is exposed once per K tile. SGLang's and vLLM's
+kernels do it as `acc += dot * a_s[:, None] * b_s[None, :]` (two multiplies and an add per
+element). Where BLOCK_SIZE_N divides the weight block (group_n), the tile's weight scale is one
+number and folds into the token scales: `acc += dot * (a_s * b_s)[:, None]`, one multiply-add
+(1.20x at M >= 1024 on an H200, reports/kernels/README.md, call 8). The engine files are read by
+kernels that rescale the SGLang way, so they are tuned with FOLD_SCALES=0 and cannot hold it.
 """
 
 from __future__ import annotations
@@ -54,6 +62,8 @@ GRID: dict[str, tuple[int, ...]] = {
 }
 SPLIT_K_VALUES: tuple[int, ...] = (1, 2, 4, 8, 16)
 SWAP_AB_VALUES: tuple[int, ...] = (0, 1)
+FOLD_SCALES_VALUES: tuple[int, ...] = (0, 1)
+GROUP_N = 128  # the weight block's rows (block_shape [128, 128] in every FP8 model we tune)
 # BLOCK_SIZE_M (tokens, the MMA's N side) of swapped configs. Triton 3.6 runs BM 8 on mma.sync
 # (wgmma from 16 tokens), still half the padded rows of an unswapped BM 16 tile at M <= 8.
 SWAP_BLOCK_M: tuple[int, ...] = (8, 16, 32)
@@ -61,8 +71,9 @@ SWAP_MAX_M = 32  # above this, swapped tiles re-read the weights for every 32 to
 # Every swapped AWQ BM32 x BN256 sm_90 compile (Triton 3.6, cuobjdump -res-usage) spilled
 # (255 registers + 470-840 B of stack, warps 4 or 8); BM*BN <= 4096 used 120-255 registers.
 SWAP_INT4_MAX_TILE = 4096
-DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB")
-OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB")  # in our own files only
+DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB", "FOLD_SCALES")
+OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES")  # in our own files only
+_FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES")  # 0/1 keys, written only where 1
 
 # Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
 ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
@@ -86,11 +97,12 @@ class KernelConfig:
     num_stages: int
     SPLIT_K: int = 1
     SWAP_AB: int = 0
+    FOLD_SCALES: int = 0
 
     def as_dict(self, *, engine: bool = False) -> dict[str, int]:
-        """The config dict; `engine=True` drops SPLIT_K and SWAP_AB (the engines' kernels do not
-        read them). SWAP_AB=0 is left out of our own dicts too, so files and cache records
-        written before it existed read back unchanged."""
+        """The config dict; `engine=True` drops SPLIT_K (the engines' kernels do not read our
+        keys). SWAP_AB=0 and FOLD_SCALES=0 are left out of our own dicts too, so files and cache
+        records written before they existed read back unchanged."""
         d = asdict(self)
         if engine:
             if self.SPLIT_K != 1:
@@ -105,9 +117,16 @@ class KernelConfig:
                     "w8a8 block kernels have no swapped (C^T = B A^T) variant",
                     field="SWAP_AB",
                 )
+            if self.FOLD_SCALES:
+                raise ConfigError(
+                    f"FOLD_SCALES={self.FOLD_SCALES} cannot go into an engine file: SGLang's and "
+                    "vLLM's w8a8 block kernels rescale with both scales per element",
+                    field="FOLD_SCALES",
+                )
             d.pop("SPLIT_K")
-        if not self.SWAP_AB:
-            d.pop("SWAP_AB")
+        for flag in _FLAGS:
+            if not d[flag]:
+                d.pop(flag)
         return d
 
     @classmethod
@@ -122,11 +141,9 @@ class KernelConfig:
             raise ConfigError(f"config lacks keys {sorted(missing)}", source=source)
         vals: dict[str, int] = {}
         for key, v in d.items():
-            if key == "SWAP_AB":
-                if not isinstance(v, int) or isinstance(v, bool) or v not in SWAP_AB_VALUES:
-                    raise ConfigError(
-                        f"expected 0 or 1, got {v!r}", source=source, field="SWAP_AB"
-                    )
+            if key in _FLAGS:
+                if not isinstance(v, int) or isinstance(v, bool) or v not in (0, 1):
+                    raise ConfigError(f"expected 0 or 1, got {v!r}", source=source, field=key)
                 vals[key] = v
                 continue
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -137,15 +154,18 @@ class KernelConfig:
         return cls(**vals)
 
     def key(self) -> str:
-        """Compact stable text key, e.g. 'm64n128k128g32w4s3k1' ('...k1t' when SWAP_AB)."""
+        """Compact stable text key, e.g. 'm64n128k128g32w4s3k1' ('...k1t' when SWAP_AB, '...f'
+        when FOLD_SCALES)."""
         return (
             f"m{self.BLOCK_SIZE_M}n{self.BLOCK_SIZE_N}k{self.BLOCK_SIZE_K}g{self.GROUP_SIZE_M}"
             f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}{'t' if self.SWAP_AB else ''}"
+            f"{'f' if self.FOLD_SCALES else ''}"
         )
 
-    def compile_key(self) -> tuple[int, int, int, int, int, int]:
+    def compile_key(self) -> tuple[int, ...]:
         """What a compiled binary depends on: GROUP_SIZE_M and SPLIT_K are runtime arguments of
-        our kernels, so configs differing only there share one binary; SWAP_AB is a constexpr."""
+        our kernels, so configs differing only there share one binary; SWAP_AB and FOLD_SCALES
+        are constexprs."""
         return (
             self.BLOCK_SIZE_M,
             self.BLOCK_SIZE_N,
@@ -153,12 +173,13 @@ class KernelConfig:
             self.num_warps,
             self.num_stages,
             self.SWAP_AB,
+            self.FOLD_SCALES,
         )
 
     @property
     def engine_ok(self) -> bool:
-        """Whether an engine file can hold this config (no SPLIT_K, no SWAP_AB)."""
-        return self.SPLIT_K == 1 and not self.SWAP_AB
+        """Whether an engine file can hold this config (none of our own keys set)."""
+        return self.SPLIT_K == 1 and not self.SWAP_AB and not self.FOLD_SCALES
 
     def with_(self, **changes: int) -> KernelConfig:
         return replace(self, **changes)
@@ -284,6 +305,14 @@ def legality(
         return f"SPLIT_K={cfg.SPLIT_K} leaves under 2 K tiles per split"
     if kind == "int4" and cfg.BLOCK_SIZE_N % 8:
         return "BLOCK_SIZE_N must be a multiple of the int4 pack factor 8"
+    if cfg.FOLD_SCALES:
+        if kind != "fp8":
+            return "FOLD_SCALES is an FP8 option (the INT4 kernel has no per-K-tile rescale)"
+        if GROUP_N % cfg.BLOCK_SIZE_N:
+            return (
+                f"FOLD_SCALES needs BLOCK_SIZE_N to divide the weight block's {GROUP_N} rows "
+                f"(one weight scale per tile), got {cfg.BLOCK_SIZE_N}"
+            )
     if cfg.SWAP_AB:
         if cfg.BLOCK_SIZE_M not in SWAP_BLOCK_M:
             return (
@@ -332,10 +361,11 @@ def waste(cfg: KernelConfig, m: int, n: int, limits: DeviceLimits) -> str | None
 
 
 def candidate_grid(
-    kind: KernelKind, *, split_k: bool, swap_ab: bool = False
+    kind: KernelKind, *, split_k: bool, swap_ab: bool = False, fold: bool = False
 ) -> list[KernelConfig]:
     """The unfiltered Cartesian product (with SPLIT_K values when `split_k`), plus, with
-    `swap_ab`, the swapped configs (BLOCK_SIZE_M from SWAP_BLOCK_M)."""
+    `swap_ab`, the swapped configs (BLOCK_SIZE_M from SWAP_BLOCK_M), and with `fold` a
+    FOLD_SCALES=1 copy of each (legality then drops the ones it does not apply to)."""
     sks = SPLIT_K_VALUES if split_k else (1,)
     out = []
     for bm, bn, bk, g, w, s, sk in itertools.product(*GRID.values(), sks):
@@ -344,6 +374,8 @@ def candidate_grid(
         rest = [GRID[d] for d in list(GRID)[1:]]
         for bm, bn, bk, g, w, s, sk in itertools.product(SWAP_BLOCK_M, *rest, sks):
             out.append(KernelConfig(bm, bn, bk, g, w, s, sk, SWAP_AB=1))
+    if fold:
+        out += [c.with_(FOLD_SCALES=1) for c in out]
     return out
 
 
@@ -356,11 +388,12 @@ def legal_configs(
     group_k: int = 128,
     split_k: bool = False,
     swap_ab: bool = False,
+    fold: bool = False,
 ) -> tuple[KernelConfig, ...]:
     """Every config that can run for (N, K) on this GPU, any M (cached: M only adds `waste`)."""
     return tuple(
         c
-        for c in candidate_grid(kind, split_k=split_k, swap_ab=swap_ab)
+        for c in candidate_grid(kind, split_k=split_k, swap_ab=swap_ab, fold=fold)
         if legality(c, kind, group_k, limits, n, k) is None
     )
 
@@ -375,28 +408,35 @@ def build_space(
     group_k: int = 128,
     split_k: bool | None = None,
     swap_ab: bool | None = None,
+    fold: bool = False,
 ) -> list[KernelConfig]:
     """Every config worth timing for one (M, N, K). `split_k=None` / `swap_ab=None` enable
     split-K / SWAP_AB for INT4 (our own kernel and files) and disable them for FP8 (the engine
-    files cannot hold them)."""
+    files cannot hold them); `fold` adds FOLD_SCALES (FP8 own files)."""
     if m < 1 or n < 1 or k < 1:
         raise ConfigError(f"M, N, K must be positive, got M={m} N={n} K={k}")
     use_sk = (kind == "int4") if split_k is None else split_k
     use_swap = (kind == "int4") if swap_ab is None else swap_ab
     return [
         c
-        for c in legal_configs(kind, n, k, limits, group_k, use_sk, use_swap)
+        for c in legal_configs(kind, n, k, limits, group_k, use_sk, use_swap, fold)
         if waste(c, m, n, limits) is None
     ]
 
 
 def compile_set(
-    kind: KernelKind, limits: DeviceLimits, group_k: int = 128, *, swap_ab: bool = True
+    kind: KernelKind,
+    limits: DeviceLimits,
+    group_k: int = 128,
+    *,
+    swap_ab: bool = True,
+    fold: bool = True,
 ) -> list[KernelConfig]:
     """One config per distinct compiled binary over all M (what a precompile pass builds),
-    the SWAP_AB binaries included unless `swap_ab=False`."""
+    the SWAP_AB binaries included unless `swap_ab=False`, the FOLD_SCALES ones (FP8) unless
+    `fold=False`."""
     seen: dict[tuple[int, ...], KernelConfig] = {}
-    for c in candidate_grid(kind, split_k=False, swap_ab=swap_ab):
+    for c in candidate_grid(kind, split_k=False, swap_ab=swap_ab, fold=fold and kind == "fp8"):
         if c.GROUP_SIZE_M == 1 and legality(c, kind, group_k, limits) is None:
             seen.setdefault(c.compile_key(), c)
     return list(seen.values())

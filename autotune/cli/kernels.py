@@ -324,7 +324,9 @@ def show_cmd(
         us = entry.get("us")
         c = table[key]
         sk = f" SPLIT_K={c['SPLIT_K']}" if c.get("SPLIT_K", 1) != 1 else ""
-        sk += " SWAP_AB" if c.get("SWAP_AB") else ""  # our own files only (kernels_tuning.space)
+        # Our own files only (kernels_tuning.space):
+        sk += " SWAP_AB" if c.get("SWAP_AB") else ""
+        sk += " FOLD_SCALES" if c.get("FOLD_SCALES") else ""
         typer.echo(
             f"M={key:<5d} BM={c['BLOCK_SIZE_M']:<3} BN={c['BLOCK_SIZE_N']:<3} "
             f"BK={c['BLOCK_SIZE_K']:<3} G={c['GROUP_SIZE_M']:<2} w={c['num_warps']} "

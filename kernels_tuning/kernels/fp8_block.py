@@ -9,8 +9,10 @@
 - Bs [N/group_n, K/group_k] fp32 block scales;
 - C  [M, N]  bf16 (what SGLang's engines run with bf16 models) or fp16.
 
-Config keys: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages (SGLang's), plus SPLIT_K and
-SWAP_AB, which only our own files hold (SGLang's and vLLM's kernels do not read them). SWAP_AB
+Config keys: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages (SGLang's), plus SPLIT_K,
+SWAP_AB and FOLD_SCALES, which only our own files hold (SGLang's and vLLM's kernels do not read
+them). FOLD_SCALES multiplies the tile's one weight scale into the token scales, so the rescale
+after each K tile is one multiply-add per element (kernels_tuning/space.py says why it matters). SWAP_AB
 computes the transposed tile C^T[BN, BM] = B_tile @ A_tile^T (weights on the MMA's M side, so
 Hopper's wgmma applies at decode sizes; see kernels_tuning/space.py) and stores it transposed. The kernel loads one
 activation and one weight scale per K tile, so BLOCK_SIZE_K must divide group_k. K must be a
@@ -67,6 +69,7 @@ def _fp8_block_kernel(
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
     SWAP_AB: tl.constexpr,
+    FOLD_SCALES: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
     pid_k = tl.program_id(axis=1)
@@ -79,6 +82,8 @@ def _fp8_block_kernel(
     k0 = k_first * BLOCK_SIZE_K
     as_ptrs = As + offs_am * stride_As_m
     bs_ptrs = Bs + (offs_bn // group_n) * stride_Bs_n
+    # FOLD_SCALES: the tile's columns lie in one weight block, whose scale is this one number.
+    bs_one = Bs + ((pid_n * BLOCK_SIZE_N) // group_n) * stride_Bs_n
     if SWAP_AB:
         # C^T tile = B_tile [BN, BK] @ A_tile^T [BK, BM]: weight rows on the MMA's M side
         # (wgmma from 64 rows), tokens on its N side. Both operands are K-contiguous in memory,
@@ -91,8 +96,11 @@ def _fp8_block_kernel(
             a = tl.load(a_ptrs)
             g = (kt * BLOCK_SIZE_K) // group_k
             a_s = tl.load(as_ptrs + g * stride_As_k)
-            b_s = tl.load(bs_ptrs + g * stride_Bs_k)
-            acc_t += tl.dot(b, a) * b_s[:, None] * a_s[None, :]
+            if FOLD_SCALES:
+                acc_t += tl.dot(b, a) * (a_s * tl.load(bs_one + g * stride_Bs_k))[None, :]
+            else:
+                b_s = tl.load(bs_ptrs + g * stride_Bs_k)
+                acc_t += tl.dot(b, a) * b_s[:, None] * a_s[None, :]
             a_ptrs += BLOCK_SIZE_K * stride_ak
             b_ptrs += BLOCK_SIZE_K * stride_bk
         store_tile_t(
@@ -121,8 +129,11 @@ def _fp8_block_kernel(
             b = tl.load(b_ptrs)
             g = (kt * BLOCK_SIZE_K) // group_k  # the one quant group this K tile lies in
             a_s = tl.load(as_ptrs + g * stride_As_k)
-            b_s = tl.load(bs_ptrs + g * stride_Bs_k)
-            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            if FOLD_SCALES:
+                acc += tl.dot(a, b) * (a_s * tl.load(bs_one + g * stride_Bs_k))[:, None]
+            else:
+                b_s = tl.load(bs_ptrs + g * stride_Bs_k)
+                acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
             a_ptrs += BLOCK_SIZE_K * stride_ak
             b_ptrs += BLOCK_SIZE_K * stride_bk
         store_tile(
@@ -146,12 +157,18 @@ def _fp8_block_kernel(
 KERNEL = _fp8_block_kernel
 
 
-def check_config(cfg: KernelConfig, group_k: int) -> None:
+def check_config(cfg: KernelConfig, group_k: int, group_n: int = 128) -> None:
     if group_k % cfg.BLOCK_SIZE_K:
         raise ConfigError(
             f"BLOCK_SIZE_K={cfg.BLOCK_SIZE_K} must divide the quant group {group_k} (one scale "
             "per K tile)",
             field="BLOCK_SIZE_K",
+        )
+    if cfg.FOLD_SCALES and group_n % cfg.BLOCK_SIZE_N:
+        raise ConfigError(
+            f"FOLD_SCALES=1 needs BLOCK_SIZE_N={cfg.BLOCK_SIZE_N} to divide the weight block's "
+            f"{group_n} rows (one weight scale per tile); use FOLD_SCALES=0",
+            field="FOLD_SCALES",
         )
 
 
@@ -178,7 +195,7 @@ def w8a8_block_fp8_matmul(
     if output_dtype is None:
         output_dtype = torch.bfloat16
     cfg = _as_config(config, SGLANG_DEFAULT_FP8)
-    check_config(cfg, block_k)
+    check_config(cfg, block_k, block_n)
     if A.shape[-1] != B.shape[-1] or B.ndim != 2:
         raise ConfigError(f"A {tuple(A.shape)} and B {tuple(B.shape)}: need A [..., K], B [N, K]")
     N, K = B.shape
@@ -230,6 +247,7 @@ def w8a8_block_fp8_matmul(
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
         SWAP_AB=bool(cfg.SWAP_AB),
+        FOLD_SCALES=bool(cfg.FOLD_SCALES),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
@@ -271,6 +289,7 @@ def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
         SWAP_AB=bool(cfg.SWAP_AB),
+        FOLD_SCALES=bool(cfg.FOLD_SCALES),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
         grid=(1,),

@@ -29,6 +29,9 @@ FP8_CONFIGS = [
     C(8, 64, 128, 1, 4, 4, SWAP_AB=1),
     C(16, 128, 128, 1, 4, 3, SPLIT_K=4, SWAP_AB=1),
     C(32, 64, 64, 1, 4, 5, SWAP_AB=1),
+    # FOLD_SCALES (one weight scale per tile folded into the token scales)
+    C(64, 128, 128, 32, 4, 3, FOLD_SCALES=1),
+    C(16, 64, 128, 1, 4, 4, SPLIT_K=4, SWAP_AB=1, FOLD_SCALES=1),
 ]
 
 

@@ -52,6 +52,37 @@ def test_fp8_swap_ab_matches_reference(m: int, cfg: C) -> None:
     assert meas.rel_err is not None and meas.rel_err < 5e-3
 
 
+FOLD_FP8 = [
+    C(16, 64, 128, 1, 4, 2, FOLD_SCALES=1),
+    C(32, 128, 64, 16, 4, 2, SPLIT_K=2, FOLD_SCALES=1),  # BK 64: two K tiles per scale
+    C(8, 64, 128, 1, 4, 2, SWAP_AB=1, FOLD_SCALES=1),
+]
+
+
+@pytest.mark.parametrize("m", [1, 5])
+@pytest.mark.parametrize("cfg", FOLD_FP8, ids=lambda c: c.key())
+def test_fp8_fold_scales_matches_reference(m: int, cfg: C) -> None:
+    # Weight blocks whose scales differ by up to 64x along N and K: a tile that took another
+    # block's scale, or one scale for two blocks, would be off by far more than bf16 rounding.
+    torch.manual_seed(m)
+    w = torch.randn(256, 256) * torch.tensor([1.0, 8.0]).repeat_interleave(128)[:, None]
+    w = w * torch.tensor([0.125, 1.0]).repeat_interleave(128)[None, :]
+    b, bs = F.block_quant_fp8(w)
+    a, a_s = F.per_token_group_quant_fp8(torch.randn(m, 256))
+    got = F.w8a8_block_fp8_matmul(a, b, a_s, bs, config=cfg).float()
+    ref = F.reference(a, b, a_s, bs).float()
+    assert (got - ref).abs().max() <= 1e-2 * ref.abs().max()
+
+
+def test_fp8_fold_scales_refuses_a_tile_wider_than_the_weight_block() -> None:
+    s = bench.make_problem("fp8", 4, 256, 256, device="cpu").sets[0]
+    with pytest.raises(ConfigError, match="FOLD_SCALES") as e:
+        F.w8a8_block_fp8_matmul(
+            s["A"], s["B"], s["As"], s["Bs"], config=C(16, 256, 128, 1, 4, 2, FOLD_SCALES=1)
+        )
+    assert e.value.field == "FOLD_SCALES"
+
+
 def test_fp8_reference_is_the_dequantized_product() -> None:
     torch.manual_seed(0)
     x = torch.randn(4, 256)

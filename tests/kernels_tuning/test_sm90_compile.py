@@ -67,6 +67,7 @@ def _fp8(cfg: C) -> Any:
     consts = dict(
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M, BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K, SWAP_AB=bool(cfg.SWAP_AB),
+        FOLD_SCALES=bool(cfg.FOLD_SCALES),
     )  # fmt: skip
     return _compile(_fp8_block_kernel, vals, consts, cfg)
 

@@ -86,7 +86,7 @@ def test_int4_space_has_split_k_and_large_m_space_is_large() -> None:
 
 
 def test_compile_set_is_one_config_per_binary() -> None:
-    cs = compile_set("fp8", H200_LIMITS, swap_ab=False)
+    cs = compile_set("fp8", H200_LIMITS, swap_ab=False, fold=False)
     assert len({c.compile_key() for c in cs}) == len(cs)
     assert 250 < len(cs) < 320
     with_swap = compile_set("fp8", H200_LIMITS)  # precompile covers the SWAP_AB binaries
@@ -164,3 +164,31 @@ def test_config_dicts() -> None:
         KernelConfig.from_dict({**SGLANG_DEFAULT_FP8.as_dict(), "BLOCK_M": 1})
     with pytest.raises(ConfigError, match="positive integer"):
         KernelConfig.from_dict({**SGLANG_DEFAULT_FP8.as_dict(), "num_warps": 0})
+
+
+def test_fold_scales_is_fp8_own_file_only_and_needs_one_weight_scale_per_tile() -> None:
+    f = C(64, 128, 128, 32, 4, 3, FOLD_SCALES=1)
+    assert legality(f, "fp8", 128, H200_LIMITS) is None
+    assert "divide the weight block" in (
+        legality(f.with_(BLOCK_SIZE_N=256), "fp8", 128, H200_LIMITS) or ""
+    )
+    assert "FP8 option" in (legality(f.with_(BLOCK_SIZE_M=16), "int4", 128, H200_LIMITS) or "")
+    with pytest.raises(ConfigError, match="FOLD_SCALES") as e:
+        f.as_dict(engine=True)
+    assert e.value.field == "FOLD_SCALES" and not f.engine_ok
+    assert (
+        f.as_dict()["FOLD_SCALES"] == 1
+        and "FOLD_SCALES" not in C(64, 128, 128, 32, 4, 3).as_dict()
+    )
+    assert C.from_dict(f.as_dict()) == f and f.key().endswith("f")
+    assert f.compile_key() != f.with_(FOLD_SCALES=0).compile_key()
+    with pytest.raises(ConfigError, match="expected 0 or 1"):
+        C.from_dict({**f.as_dict(), "FOLD_SCALES": 2})
+    # only where asked (our own FP8 files), and only BN <= 128
+    assert not any(c.FOLD_SCALES for c in build_space("fp8", 4096, 5120, 6144, H200_LIMITS))
+    own = build_space("fp8", 4096, 5120, 6144, H200_LIMITS, split_k=True, fold=True)
+    folded = [c for c in own if c.FOLD_SCALES]
+    assert folded and max(c.BLOCK_SIZE_N for c in folded) == 128
+    assert {c.with_(FOLD_SCALES=0) for c in folded} <= set(own)
+    assert {c.FOLD_SCALES for c in compile_set("fp8", H200_LIMITS)} == {0, 1}
+    assert not any(c.FOLD_SCALES for c in compile_set("int4", H200_LIMITS))

@@ -130,3 +130,23 @@ def test_swap_starts_and_refinement_reach_swapped_configs() -> None:
     res = budgeted.refine_split_k(space, Memo(favour_swap), start, budget=20, swap_starts=starts)
     assert res.best is not None and res.best.SWAP_AB == 1
     assert res.phases["swap"] > 0 and res.evaluations <= 20
+
+
+def test_refinement_folds_scales_at_large_m_where_nothing_else_is_left() -> None:
+    # M=4096: no split-K (enough tiles) and no SWAP_AB (M > 32); FOLD_SCALES is the own-file
+    # option left, tried first on the engine winner, then the climb stays in the folded space.
+    space = build_space(
+        "fp8", 4096, 5120, 6144, H200_LIMITS, split_k=True, swap_ab=True, fold=True
+    )
+    assert not any(c.SPLIT_K > 1 or c.SWAP_AB for c in space)
+    f = synthetic(4096, 5120, 6144)
+
+    def favour_fold(c: KernelConfig) -> Res:
+        return Res(f(c).cost * (0.8 if c.FOLD_SCALES else 1.0))
+
+    start = KernelConfig(64, 128, 128, 32, 4, 3)
+    memo = Memo(favour_fold)
+    base = memo(start, "engine")
+    res = budgeted.refine_split_k(space, memo, start, budget=10)
+    assert res.best is not None and res.best.FOLD_SCALES == 1 and res.best_cost <= 0.8 * base
+    assert start.with_(FOLD_SCALES=1) in memo.costs and res.evaluations <= 10
