@@ -8,6 +8,7 @@ from autotune.errors import ConfigError
 from kernels_tuning.space import (
     H200_LIMITS,
     SGLANG_DEFAULT_FP8,
+    SPLIT_K_VALUES,
     SWAP_BLOCK_M,
     DeviceLimits,
     KernelConfig,
@@ -36,7 +37,7 @@ SM90_SHARED = {
 
 def test_grid_is_sglangs_superset() -> None:
     assert len(candidate_grid("fp8", split_k=False)) == 5 * 4 * 3 * 4 * 2 * 4  # 1,920
-    assert len(candidate_grid("int4", split_k=True)) == 1920 * 5
+    assert len(candidate_grid("int4", split_k=True)) == 1920 * len(SPLIT_K_VALUES)
 
 
 @pytest.mark.parametrize("key", list(SM90_SHARED))
