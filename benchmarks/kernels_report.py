@@ -3,11 +3,13 @@
     .venv/bin/python benchmarks/kernels_report.py [--data reports/kernels/data]
 
 No GPU needed: it reads compare.jsonl (side-by-side timings, each row from the last call that
-measured its item), exhaustive.jsonl (budgeted vs exhaustive), cache.jsonl.gz (every evaluation of
-calls 1-4 and 6; call 7 searched nothing), small_m.json (call 5's SWAP_AB A/B), env.json (the
-kernel fingerprints of the calls that last wrote each kind's files), the progress logs and
-pytest-gpu.log, checks that every config in the shipped files (kernels_tuning/configs/) passed the
-correctness gate, and computes the issue's goal figures.
+measured its item: FP8 call 12, INT4 at M <= 32 call 7, the other INT4 call 3),
+exhaustive.jsonl (budgeted vs exhaustive), cache.jsonl.gz (every evaluation of calls 1-4, 6, 9
+and 12; calls 7, 10 and 11 added nothing to it), small_m.json (call 5's SWAP_AB A/B), env.json
+(the kernel fingerprints of the calls that last wrote each kind's files), the progress logs and
+pytest-gpu.log, the experiments' folders (call8/, call9/, call11/, call12/), checks that every
+config in the shipped files (kernels_tuning/configs/) passed the correctness gate, and computes
+the issue's goal figures.
 """
 
 from __future__ import annotations
@@ -34,8 +36,13 @@ TP1 = {(14336, 5120), (5120, 6144), (16384, 5120), (34816, 5120), (5120, 17408)}
 FILE_RE = re.compile(r"N=(\d+),K=(\d+),device_name=[^,]+,dtype=(fp8_w8a8|int4_w4a16)")
 PACKING_RE = re.compile(r"packing=(awq|gptq)")
 # The device calls that appended a `retune` record to the cache, in order: call 4 (SWAP_AB in the
-# space, FP8 and INT4 at M <= 32) and call 6 (INT4 at M <= 32 with the PTX plane kernel).
-RETUNE_CALLS = (4, 6)
+# space, FP8 and INT4 at M <= 32), call 6 (INT4 at M <= 32 with the PTX plane kernel) and call 9
+# (all FP8 items with FOLD_SCALES in our own search).
+RETUNE_CALLS = (4, 6, 9)
+# The call whose comparison rows are shipped for the items each re-tune covered: call 7 re-gated
+# and re-measured call 6's INT4 configs; call 12 polished call 9's FP8 results (two timings per
+# config, plus the winners from before the re-tune) and re-measured them. Other items: call 3.
+ROWS_OF = {4: 4, 6: 7, 9: 12}
 
 
 def gm(xs: list[float]) -> float:
@@ -44,22 +51,23 @@ def gm(xs: list[float]) -> float:
 
 def load_jsonl(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:  # type: ignore[operator]
+    with opener(path, "rt") as f:
         return [json.loads(line) for line in f if line.strip()]
 
 
 def cfg_short(d: dict[str, int] | None, packing: str | None = None) -> str:
-    """BM/BN/BK g w s [skN] [swap]; for INT4 (`packing` given) ` planes` where
+    """BM/BN/BK g w s [skN] [swap] [fold]; for INT4 (`packing` given) ` planes` where
     `int4_w4a16.w4a16_matmul` dispatches the config to the PTX plane kernel."""
     if not d:
         return "-"
     c = KernelConfig.from_dict(d)
     sk = f" sk{c.SPLIT_K}" if c.SPLIT_K > 1 else ""
     swap = " swap" if c.SWAP_AB else ""
+    fold = " fold" if c.FOLD_SCALES else ""
     planes = " planes" if packing is not None and uses_planes(c, packing) else ""
     return (
         f"{c.BLOCK_SIZE_M}/{c.BLOCK_SIZE_N}/{c.BLOCK_SIZE_K} g{c.GROUP_SIZE_M} "
-        f"w{c.num_warps} s{c.num_stages}{sk}{swap}{planes}"
+        f"w{c.num_warps} s{c.num_stages}{sk}{swap}{fold}{planes}"
     )
 
 
@@ -75,8 +83,10 @@ def item_key(kind: str, n: int, k: int, m: int, packing: str = "awq") -> str:
 def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]:
     """Every (file, M) entry of the shipped files against the cache: the config must have a
     passing gated evaluation of that item after the item's last `retune` marker (a re-tune
-    searches afresh after a kernel change, so older evaluations do not count), and should be the
-    latest result of the item (engine files: its engine-space winner; our files: its winner)."""
+    searches afresh after a kernel change, so older evaluations do not count; a winner from
+    before it that the polish re-timed counts, since that timing was gated again), and should be
+    the latest result of the item (engine files: its engine-space winner; our files: its
+    winner)."""
     ok_evals: dict[str, set[KernelConfig]] = defaultdict(set)
     latest: dict[str, dict[str, Any]] = {}
     for rec in cache:
@@ -89,7 +99,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         elif rec["t"] == "item":
             it = rec["item"]
             latest[item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"])] = rec
-    entries = files = swapped = split = planes = 0
+    entries = files = swapped = split = folded = planes = 0
     unchecked: list[str] = []
     stale: list[str] = []
     for path in sorted(config_root.glob("*/*.json")):
@@ -109,6 +119,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
             cfg = KernelConfig.from_dict(d, source=str(path))
             swapped += cfg.SWAP_AB
             split += cfg.SPLIT_K > 1
+            folded += cfg.FOLD_SCALES
             planes += kind == "int4" and uses_planes(cfg, packing)
             key = item_key(kind, n, k, int(m_str), packing)
             where = f"{path.parent.name}/{path.name} M={m_str}"
@@ -123,6 +134,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         "entries": entries,
         "swapped": swapped,
         "split": split,
+        "folded": folded,
         "planes": planes,
         "unchecked": unchecked,
         "stale": stale,
@@ -216,6 +228,21 @@ def latest_items(recs: list[dict[str, Any]], kind: str) -> dict[str, dict[str, A
     return out
 
 
+def split_after_evals(
+    recs: list[dict[str, Any]], n: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`recs` cut after its n-th evaluation and the `item` records that follow it."""
+    seen = 0
+    for i, rec in enumerate(recs):
+        seen += rec["t"] == "eval"
+        if seen == n:
+            j = i + 1
+            while j < len(recs) and recs[j]["t"] != "eval":
+                j += 1
+            return recs[:j], recs[j:]
+    return recs, []
+
+
 def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Least-squares y = a + b x: (a, b)."""
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -241,11 +268,14 @@ def main() -> None:
     log3 = (d / "progress-run3.log").read_text()
     log4 = (d / "progress-run4.log").read_text()
     log6 = (d / "progress-run6.log").read_text()
+    log9 = (d / "progress-run9.log").read_text()
+    log12 = (d / "progress-run12.log").read_text()
     small = json.loads((d / "small_m.json").read_text())
     pytest_log = (d / "pytest-gpu.log").read_text()
 
-    # The items calls 4 and 6 re-tuned: their `retune` markers in the cache. An item's
-    # comparison row is from the last call that re-tuned it; the other rows are call 3's.
+    # The items calls 4, 6 and 9 re-tuned: their `retune` markers in the cache. An item's
+    # comparison row is from the call ROWS_OF names for the last call that re-tuned it; the
+    # other rows are call 3's.
     marks = [i for i, rec in enumerate(cache) if rec["t"] == "retune"]
     if len(marks) != len(RETUNE_CALLS):
         sys.exit(
@@ -254,6 +284,22 @@ def main() -> None:
         )
     bounds = [*marks, len(cache)]
     span = {c: cache[bounds[i] + 1 : bounds[i + 1]] for i, c in enumerate(RETUNE_CALLS)}
+    # Call 12 resumed from call 9's cache without a `retune` record: the span after the third
+    # marker holds call 9's search and polish (their counts are in its log), then call 12's
+    # polish, which timed each config twice.
+    n_ev9 = sum(int(x) for x in re.findall(r"items, (\d+) evaluations", log9)) + int(
+        seconds(r"polish: \d+ items cross-checked, (\d+) timings", log9)
+    )
+    span[9], span[12] = split_after_evals(span[9], n_ev9)
+    n12_cfgs = int(seconds(r"polish: \d+ items cross-checked, (\d+) timings", log12))
+    n12_evals = sum(1 for rec in span[12] if rec["t"] == "eval")
+    if n12_evals != 2 * n12_cfgs or any(
+        rec.get("phase") != "polish" for rec in span[12] if rec["t"] == "eval"
+    ):
+        sys.exit(
+            f"{d / 'cache.jsonl.gz'}: after call 9's {n_ev9} evaluations expected call 12's polish "
+            f"only, 2 x {n12_cfgs} timings (progress-run12.log); found {n12_evals} evaluations"
+        )
     retuned = {c: set(cache[i]["items"]) for c, i in zip(RETUNE_CALLS, marks, strict=True)}
     call_of: dict[str, int] = {}
     for c in RETUNE_CALLS:
@@ -262,11 +308,13 @@ def main() -> None:
         it = r["item"]
         r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
         r["call"] = call_of.get(item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"]), 3)
+        r["rows_of"] = ROWS_OF.get(r["call"], 3)
     m_retuned = sorted({int(re.findall(r"M=(\d+)", key)[0]) for key in retuned[4]})
     m4_max = max(m_retuned) if m_retuned else 0
     m6_max = max((r["item"]["m"] for r in rows if r["call"] == 6), default=0)
-    n4 = sum(1 for r in rows if r["call"] == 4)
     n6 = sum(1 for r in rows if r["call"] == 6)
+    n9 = sum(1 for r in rows if r["call"] == 9)
+    kinds9 = sorted({r["item"]["kind"] for r in rows if r["call"] == 9})
     kinds6 = sorted({r["item"]["kind"] for r in rows if r["call"] == 6})
     fp8 = [r for r in rows if r["item"]["kind"] == "fp8"]
     int4 = [r for r in rows if r["item"]["kind"] == "int4"]
@@ -274,7 +322,7 @@ def main() -> None:
     # ---- gate check of every shipped config -------------------------------------------------
     gate = gate_check(cache, args.configs)
     n_eval = sum(1 for rec in cache if rec["t"] == "eval")
-    n_eval_call = {c: sum(1 for rec in span[c] if rec["t"] == "eval") for c in RETUNE_CALLS}
+    n_eval_call = {c: sum(1 for rec in recs if rec["t"] == "eval") for c, recs in span.items()}
     fail_kinds: dict[str, int] = defaultdict(int)
     for rec in cache:
         if rec["t"] == "eval" and not rec.get("ok"):
@@ -321,10 +369,21 @@ def main() -> None:
     hit_rows = [r for r in tiny if (r["item"]["n"], r["item"]["k"]) not in miss_shapes]
     eng_worst = min(tiny, key=lambda r: r["bytes"] / t(r, "tuned"))
     big = [r for r in fp8 if r["item"]["m"] >= 1024]
-    tf = [r["flops"] / t(r, "tuned") / 1e6 for r in big]
+    # M >= 1024: our own files (FOLD_SCALES allowed since call 9) and the engine files.
+    tf = [r["flops"] / ours_fp8(r) / 1e6 for r in big]
+    tf_eng = [r["flops"] / t(r, "tuned") / 1e6 for r in big]
+    under700 = sorted(
+        ((r, r["flops"] / ours_fp8(r) / 1e6) for r in big if r["flops"] / ours_fp8(r) / 1e6 < 700),
+        key=lambda x: x[1],
+    )
     tf_cub = [r["flops"] / t(r, "cublas_fp8_per_tensor") / 1e6 for r in big]
     tf_bf16 = [r["flops"] / t(r, "bf16_matmul") / 1e6 for r in big]
-    x8 = call8_stats(d / "call8", fp8)
+    fold = fold_stats(d, fp8)
+    # The FP8 results a `retune` record of call 9 set aside (ResultCache.superseded), call 9's
+    # own results (after its polish), then call 12's polish of them.
+    prior = latest_items(cache[: marks[RETUNE_CALLS.index(9)]], "fp8")
+    pol = polish_stats(d, fp8, prior, latest_items(span[9], "fp8"), span[12])
+    i11 = int4_pack2_stats(d / "call11", int4)
     slower = [r for r in fp8 if t(r, "tuned") > 1.02 * t(r, "default")]
     i_tiny = [r for r in int4 if r["item"]["m"] <= 16]
     g4 = [t(r, "bf16_matmul") / t(r, "tuned") for r in i_tiny]
@@ -344,7 +403,7 @@ def main() -> None:
 
     def bf16_bytes(r: dict[str, Any]) -> float:
         n, k, m = r["item"]["n"], r["item"]["k"], r["item"]["m"]
-        return 2.0 * (n * k + m * k + m * n)
+        return float(2.0 * (n * k + m * k + m * n))
 
     b_fit = line_fit([bf16_bytes(r) / 1e6 for r in i_tiny], [t(r, "bf16_matmul") for r in i_tiny])
     i_best = [KernelConfig.from_dict(r["best"]) for r in i_tiny if r["best"]]
@@ -396,10 +455,12 @@ def main() -> None:
     ev_b = sum(e["budgeted_evals"] for e in exh)
     ev_e = sum(e["exhaustive_evals"] for e in exh)
     pair_pct = [100 * e["budgeted_evals"] / e["exhaustive_evals"] for e in exh]
-    # SWAP_AB in the winners of call 4's re-tune (FP8: own files only, its comparison rows;
-    # INT4: its search results in the cache, since call 6 replaced those rows).
-    sw_fp8 = [r for r in fp8 if r["call"] == 4]
+    # SWAP_AB in the winners of call 4's re-tune (its search results in the cache: calls 9/12
+    # replaced its FP8 rows, call 6 its INT4 rows), and in the shipped FP8 rows at M <= 32.
+    sw_fp8 = list(latest_items(span[4], "fp8").values())
     sw_int4 = list(latest_items(span[4], "int4").values())
+    fp8_small = [r for r in fp8 if r["item"]["m"] <= m4_max]
+    n_sw_now = sum(1 for r in fp8_small if (r["best"] or {}).get("SWAP_AB"))
     n_sw_fp8 = sum(1 for r in sw_fp8 if (r["best"] or {}).get("SWAP_AB"))
     n_sw_int4 = sum(1 for r in sw_int4 if (r["best"] or {}).get("SWAP_AB"))
     # Call 6's INT4 winners: SWAP_AB, and which run the plane kernel.
@@ -417,8 +478,27 @@ def main() -> None:
     ab = small_m_summary(small, args.configs)
     m12 = m1_vs_m2(span[4])
 
+    # K tiles per program of the shipped INT4 winners at M <= 16 (K / (BK x SPLIT_K)).
+    ktiles = [
+        r["item"]["k"]
+        / (
+            KernelConfig.from_dict(r["best"]).BLOCK_SIZE_K
+            * KernelConfig.from_dict(r["best"]).SPLIT_K
+        )
+        for r in i_tiny
+        if r["best"]
+    ]
+    # FP8 (shape, M) at M >= 1024 under 700 TFLOP/s with our own files, by shape.
+    by_shape_700: dict[str, list[str]] = defaultdict(list)
+    for r, x in under700:
+        by_shape_700[shape(r)].append(f"M={r['item']['m']} {x:.0f} ({x / 700 - 1:+.1%})")
+    under700_text = "; ".join(f"{s_} {', '.join(v)}" for s_, v in by_shape_700.items()) or "none"
+
     def rng(xs: list[float], fmt: str = ".2f") -> str:
-        return f"{min(xs):{fmt}}-{max(xs):{fmt}}" if xs else "-"
+        if not xs:
+            return "-"
+        lo, hi = f"{min(xs):{fmt}}", f"{max(xs):{fmt}}"
+        return lo if lo == hi else f"{lo}-{hi}"
 
     def shapes_text(ss: list[tuple[int, int]]) -> str:
         return ", ".join(f"{n}x{k}" for n, k in ss) or "none"
@@ -467,6 +547,23 @@ def main() -> None:
         "tb_eng_lo": min(tb_eng),
         "eng_worst": f"{shape(eng_worst)} M={eng_worst['item']['m']}",
         "n_sw_fp8": n_sw_fp8,
+        "n_sw_now": n_sw_now,
+        "n_fp8_small": len(fp8_small),
+        "n_fold_tiny": sum(1 for r in tiny if (r["best"] or {}).get("FOLD_SCALES")),
+        "n_tiny": len(tiny),
+        "fold_small": spread(fold["bands"][0]["own"]),
+        "tf_eng": rng(tf_eng, ".0f"),
+        "n700_eng": sum(1 for x in tf_eng if x >= 700),
+        "under700": under700_text,
+        "i11_ins": (
+            f"{i11['ins'][0]} -> {i11['ins'][1]} SASS instructions per K tile"
+            if i11 and i11["ins"]
+            else "fewer instructions"
+        ),
+        "i11_same": gm(i11["same"]) if i11 else math.nan,
+        "i11_bf16": gm(i11["bf16"]) if i11 else math.nan,
+        "ktiles": rng(ktiles, ".1f"),
+        "n_kt3": sum(1 for x in ktiles if x <= 3),
         "n_fp8_4": len(sw_fp8),
         "n_sw_int4": n_sw_int4,
         "n_int4_4": len(sw_int4),
@@ -612,14 +709,36 @@ def main() -> None:
             for m in re.finditer(r"precompile (\w+): (\d+) ok, \d+ failed, wall ([\d.]+)s", log)
         }
 
-    tune4, tune6 = tuned_steps(log4), tuned_steps(log6)
-    pre4, pre6 = precompiles(log4), precompiles(log6)
-    polish4 = re.search(r"polish: .*", log4)
-    polish6 = re.search(r"polish: .*", log6)
-    compare4 = int(seconds(r"compare: (\d+) items", log4)) if "compare:" in log4 else 0
-    compare6 = int(seconds(r"compare: (\d+) items", log6)) if "compare:" in log6 else 0
+    tune4, tune6, tune9 = tuned_steps(log4), tuned_steps(log6), tuned_steps(log9)
+    pre4, pre6, pre9, pre12 = (precompiles(x) for x in (log4, log6, log9, log12))
+    polish4, polish6, polish9, polish12 = (
+        re.search(r"polish: .*", x) for x in (log4, log6, log9, log12)
+    )
+    compare4, compare6, compare9, compare12 = (
+        int(seconds(r"compare: (\d+) items", x)) if "compare:" in x else 0
+        for x in (log4, log6, log9, log12)
+    )
     gpu_tests = re.search(r"(\d+) passed", pytest_log)
+    gpu_tests10 = re.search(r"\d+ passed", (d / "call11" / "pytest-gpu-call10.log").read_text())
     prov = env["fp8"]
+    # Every progress log's first line names the GPU, torch and CUDA of its call.
+    headers = {
+        f.relative_to(d).as_posix(): f.read_text().split("\n", 1)[0]
+        for f in sorted([*d.glob("progress-run*.log"), *d.glob("call*/progress*.log")])
+    }
+    want = f"name='{prov['gpu_name']}'"
+    odd = [
+        k
+        for k, h in headers.items()
+        if want not in h or f"torch {prov['torch']} cuda {prov['cuda']}" not in h
+    ]
+    same_env = (
+        f"All {len(headers)} progress logs (calls 1-4 and 6-12) name the same GPU, torch "
+        f"{prov['torch']} and CUDA {prov['cuda']}; driver and Triton as above (`data/env.json`, "
+        "`data/nvidia-smi.txt`, call 12)."
+        if not odd
+        else f"These progress logs name another GPU, torch or CUDA: {', '.join(odd)}."
+    )
     src_sha = {k: kernel_source_sha256(k) for k in ("fp8", "int4")}
     fingerprints = {k: env[k]["kernel_sha256"] == src_sha[k] for k in src_sha}
     # The shipped sidecars' fingerprints against the source (what test_shim.py checks).
@@ -629,6 +748,7 @@ def main() -> None:
     }
     sides_ok = all(v == src_sha.get(k) for k, v in side_sha.items())
 
+    n_rows = {c: sum(1 for r in rows if r["rows_of"] == c) for c in (3, 7, 12)}
     L: list[str] = []
     w = L.append
     w("# Triton GEMM kernel tuning on one NVIDIA H200: Qwen3.8-27B, FP8 W8A8 block and INT4 W4A16")
@@ -636,7 +756,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Eight device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Twelve device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -648,12 +768,23 @@ def main() -> None:
         f"{'/'.join(k.upper() for k in kinds6)} items with M <= {m6_max}; (7) after a device "
         "check joined the plane kernel's dispatch, a re-gate and new comparison of those items "
         "with call 6's configs, nothing searched (see Method); (8) an FP8 kernel experiment, "
-        "re-tuned and compared but not shipped ([Call 8](#call-8-one-multiply-add-per-rescale-"
-        "experiment-not-shipped)). The tables below hold call 7's "
-        f"rows for {'/'.join(k.upper() for k in kinds6)} at M <= {m6_max} ({n6} items), call 4's for the other items with M <= {m4_max} ({n4}) "
-        "and call 3's for the others. Generated by `benchmarks/kernels_report.py` from `reports/kernels/data/`; "
+        "the tile's weight-block scale folded into the token scales, re-tuned and compared; "
+        "(9) after that fold joined our own FP8 space as FOLD_SCALES, a re-tune, cross-check "
+        f"and new comparison of the {len(retuned[9])} {'/'.join(k.upper() for k in kinds9)} "
+        "items; (10) an FP8 polish with one timing per config and an INT4 kernel experiment, "
+        "whose output was lost (the device returns at most 8 files; only its FP8 polish log "
+        "and GPU test log are kept, in `data/call11/`); (11) both again: the FP8 polish, "
+        "discarded ([Polish](#polish-two-timings-and-the-winners-before-a-re-tune-calls-10-12)), "
+        "and the INT4 experiment, not shipped ([INT4 plane kernel, pairs along K](#int4-plane-"
+        "kernel-pairs-along-k-call-11-not-shipped)); (12) call 9's results polished with two "
+        "timings per config and the winners from before the re-tune, and a new comparison of "
+        f"the {n9} FP8 items ([FOLD_SCALES](#fold_scales-calls-8-9-12)). The tables below hold "
+        f"call 12's rows for FP8 ({n_rows[12]} items), call 7's for "
+        f"{'/'.join(k.upper() for k in kinds6)} at M <= {m6_max} ({n_rows[7]}) and call 3's for "
+        f"the other INT4 items ({n_rows[3]})"
+        + ". Generated by `benchmarks/kernels_report.py` from `reports/kernels/data/`; "
         "the tuned files are in `kernels_tuning/configs/` (SGLang and vLLM names for FP8, our "
-        "own names for FP8 with split-K / SWAP_AB and for INT4; see "
+        "own names for FP8 with split-K / SWAP_AB / FOLD_SCALES and for INT4; see "
         "`kernels_tuning/configs/README.md`)."
     )
     w("")
@@ -669,15 +800,15 @@ def main() -> None:
     w("")
     w(
         "Each comparison row times the tuned config, the default and the baselines side by side "
-        f"in one call (INT4 M <= {m6_max}: call 7; FP8 M <= {m4_max}: call 4; above: call 3); a "
-        "figure over several M may combine rows of two calls."
+        f"in one call (FP8: call 12; INT4 M <= {m6_max}: call 7; INT4 above: call 3); a figure "
+        "over several M may combine rows of two calls."
     )
     w("")
     w("| goal | target | measured | met |")
     w("| --- | --- | --- | --- |")
     w(
         f"| FP8 tuned vs SGLang default (BM64 BN128 BK128 G32 w4 s3), M <= 128, geomean | >= 1.5x | "
-        f"engine files (no split-K, no SWAP_AB): **{g1_eng:.2f}x** (min {g1_min:.2f}x); our own "
+        f"engine files (no split-K, SWAP_AB or FOLD_SCALES): **{g1_eng:.2f}x** (min {g1_min:.2f}x); our own "
         f"files: **{g1_own:.2f}x** | engine files: "
         + ("yes" if g1_eng >= 1.5 else f"no ({(1.5 / g1_eng - 1) * 100:.0f}% short)")
         + f"; own files: {'yes' if g1_own >= 1.5 else 'no'} |"
@@ -693,17 +824,15 @@ def main() -> None:
         f"{'yes' if n_rat == len(g2_rows) else 'no'} |"
     )
     n700 = sum(1 for x in tf if x >= 700)
+    n700_eng = sum(1 for x in tf_eng if x >= 700)
     w(
-        f"| FP8 M >= 1024 | >= 700 TFLOP/s | median {sorted(tf)[len(tf) // 2]:.0f}, min "
-        f"{min(tf):.0f}, max {max(tf):.0f} TFLOP/s; {n700}/{len(tf)} (shape, M) at >= 700"
-        + (
-            f" (call 8, a kernel change not shipped: median {x8['tf_med']:.0f}, "
-            f"{x8['n700']}/{x8['n_big']} at >= 700; see [Call 8](#call-8-one-multiply-add-per-"
-            "rescale-experiment-not-shipped))"
-            if x8
-            else ""
-        )
-        + f" | {'yes' if n700 == len(tf) else 'partly' if n700 else 'no'} |"
+        f"| FP8 M >= 1024 | >= 700 TFLOP/s | our own files (FOLD_SCALES): median "
+        f"**{statistics.median(tf):.0f}**, min {min(tf):.0f}, max {max(tf):.0f} TFLOP/s; "
+        f"**{n700}/{len(tf)}** (shape, M) at >= 700 (before calls 9-12: median "
+        f"{fold['tf_prev_med']:.0f}, {fold['n700_prev']}/{fold['n_big']}); engine files: median "
+        f"{statistics.median(tf_eng):.0f}, min {min(tf_eng):.0f}, max {max(tf_eng):.0f}, "
+        f"{n700_eng}/{len(tf_eng)} | "
+        f"{'yes' if n700 == len(tf) else 'partly' if n700 else 'no'} (own files) |"
     )
     w(
         f"| INT4 M <= 16 vs bf16 `torch.matmul` | >= 2x | geomean **{gm(g4):.2f}x** (min "
@@ -731,6 +860,17 @@ def main() -> None:
     t4_fp8 = tune4.get("fp8 TP1")
     t4_int4 = tune4.get("int4 TP1")
     t6_int4 = tune6.get("int4 TP1")
+    t9_fp8 = tune9.get("fp8 TP1")
+    # call9/timings.json (the run script's own wall clock per search step) against its log.
+    t9_json = d / "call9" / "timings.json"
+    for step, wall9 in (json.loads(t9_json.read_text()) if t9_json.exists() else {}).items():
+        kd, tp = step.split("_")
+        logged = tune9.get(f"{kd} {tp.upper()}")
+        if logged is None or abs(logged[2] - float(wall9)) > 0.5:
+            print(f"warning: {t9_json} {step} = {wall9} s, progress-run9.log: {logged}")
+    tp1_walls = [pre_fp8 + tune["fp8 TP1"], pre_int4 + tune["int4 TP1"]]
+    if t9_fp8 and "fp8" in pre9:
+        tp1_walls.append(pre9["fp8"][1] + t9_fp8[2])
     w(
         f"| All TP1 shapes x 20 batch sizes, one H200 | <= 20 min | call 1: FP8 "
         f"{pre_fp8 + tune['fp8 TP1']:.0f} s (precompile {pre_fp8:.0f} s + search "
@@ -747,14 +887,22 @@ def main() -> None:
             if t6_int4 and "int4" in pre6
             else ""
         )
-        + f" | {'yes' if pre_fp8 + tune['fp8 TP1'] <= 1200 and pre_int4 + tune['int4 TP1'] <= 1200 else 'no'} |"
+        + (
+            f"; call 9, the {t9_fp8[0]} FP8 TP1 items with FOLD_SCALES: "
+            f"{pre9['fp8'][1] + t9_fp8[2]:.0f} s (precompile of {pre9['fp8'][0]} binaries "
+            f"{pre9['fp8'][1]:.0f} s + search {t9_fp8[2]:.0f} s)"
+            if t9_fp8 and "fp8" in pre9
+            else ""
+        )
+        + f" | {'yes' if max(tp1_walls) <= 1200 else 'no'} |"
     )
     n_bad = len(gate["unchecked"])
     w(
         f"| Every shipped config passed the correctness gate | all | {gate['entries'] - n_bad}/"
         f"{gate['entries']} (every (file, M) entry of the {gate['files']} files in "
         f"`kernels_tuning/configs/`, {gate['swapped']} of them SWAP_AB, {gate['split']} "
-        f"split-K and {gate['planes']} INT4 on the plane kernel, has a passing gated evaluation of that item on record, after the item's last "
+        f"split-K, {gate['folded']} FOLD_SCALES and {gate['planes']} INT4 on the plane kernel, "
+        "has a passing gated evaluation of that item on record, after the item's last "
         f"re-tune) | {'yes' if n_bad == 0 else 'no: ' + ', '.join(gate['unchecked'][:3])} |"
     )
     w("")
@@ -777,7 +925,8 @@ def main() -> None:
         w(f"| {n}x{k} | {tp} | {tbe:.2f} | {tbo:.2f} | {cub:.2f} | {re_:.2f}x | {ro:.2f}x |")
     if fa is not None or ia is not None:
         w("")
-        w(f"## SWAP_AB at decode sizes (call 5, M = {', '.join(map(str, (fa or ia)['ms']))})")
+        ab_ms = (fa or ia or {}).get("ms", [])
+        w(f"## SWAP_AB at decode sizes (call 5, M = {', '.join(map(str, ab_ms))})")
         w("")
         w(
             "`benchmarks/kernels_small_m.py`: per shape and M, each variant is the fastest of a "
@@ -828,18 +977,20 @@ def main() -> None:
             "The search of call 4 picked SWAP_AB for "
             f"{n_sw_fp8}/{len(sw_fp8)} FP8 own-file winners and {n_sw_int4}/{len(sw_int4)} INT4 "
             f"winners at M <= {m4_max}; the INT4 re-tune of call 6 picked SWAP_AB for "
-            f"{n_sw6}/{len(i6)} and the plane kernel for {n_pl6}/{len(i6)}. Per (shape, M) "
-            "rows: `data/small_m.log`."
+            f"{n_sw6}/{len(i6)} and the plane kernel for {n_pl6}/{len(i6)}; after the FP8 "
+            f"re-tune of call 9 and call 12's polish, {n_sw_now}/{len(fp8_small)} FP8 own-file "
+            f"entries at M <= {m4_max} use SWAP_AB. Per (shape, M) rows: `data/small_m.log`."
         )
     w("")
     w("## FP8 W8A8 block-wise, per shape and M (microseconds, bf16 output)")
     w("")
     w(
-        "`tuned`: the engine-file config (no split-K, no SWAP_AB); `own`: our own file's config "
-        "(split-K and SWAP_AB allowed) where it differs; `default`: SGLang's fallback; `cuBLAS`: "
+        "`tuned`: the engine-file config (no split-K, SWAP_AB or FOLD_SCALES); `own`: our own "
+        "file's config (split-K, SWAP_AB and FOLD_SCALES allowed) where it differs; `default`: SGLang's fallback; `cuBLAS`: "
         "`torch._scaled_mm` per-tensor FP8; `bf16`: `torch.matmul` on bf16 weights. Rate: TB/s "
         "(all bytes moved once) for M <= 64, TFLOP/s above, of the faster of tuned/own. Config: "
-        "BM/BN/BK, GROUP_SIZE_M, warps, stages, `skN` SPLIT_K, `swap` SWAP_AB."
+        "BM/BN/BK, GROUP_SIZE_M, warps, stages, `skN` SPLIT_K, `swap` SWAP_AB, `fold` "
+        "FOLD_SCALES."
     )
     for tp in (1, 2):
         for n, k in sorted(
@@ -946,8 +1097,8 @@ def main() -> None:
         f"| precompile INT4 ({n_pre1.get('int4', 0)} binaries, in the background while FP8 TP1 "
         f"is tuned) | {pre_int4:.1f} | - |"
     )
-    for key, s in tune.items():
-        w(f"| search {key}, 100 items | {s:.1f} | {evals[key]} |")
+    for key, wall_s in tune.items():
+        w(f"| search {key}, 100 items | {wall_s:.1f} | {evals[key]} |")
     w("")
     w(
         f"Second call (re-tune of the {4 * 30} items with M <= 16 after the timing fix): "
@@ -957,42 +1108,68 @@ def main() -> None:
     if polish_line:
         w(f"Third call, neighbour cross-check (`runner.polish`): `{polish_line.group(0)}`.")
     w("")
+    # Later calls: (ordinal, what, search steps, precompiles, precompile note, polish line,
+    # evaluations per polish timing, compared items).
     later = {
         4: (
             "Fourth",
             f"re-tune of the {len(retuned[4])} items with M <= {m4_max}, SWAP_AB in the space; "
-            "the cache of calls 1-3 as the start",
+            "the cache of calls 1-3 as the start, the re-tuned items' earlier evaluations and "
+            "results set aside by a `retune` record",
             tune4,
             pre4,
+            f", BM <= {max(16, m4_max)}",
             polish4,
+            1,
             compare4,
         ),
         6: (
             "Sixth",
             f"re-tune of the {len(retuned[6])} {'/'.join(k.upper() for k in kinds6)} items with "
             f"M <= {m6_max} with the PTX plane kernel in place; the cache of calls 1-4 as the "
-            "start",
+            "start, the re-tuned items' earlier evaluations and results set aside by a `retune` "
+            "record",
             tune6,
             pre6,
+            f", BM <= {max(16, m6_max)}",
             polish6,
+            1,
             compare6,
         ),
+        9: (
+            "Ninth",
+            f"re-tune of the {len(retuned[9])} {'/'.join(k.upper() for k in kinds9)} items "
+            "with FOLD_SCALES in our own search; the cache of calls 1-7 as the start, a third "
+            "`retune` record",
+            tune9,
+            pre9,
+            ", every tile with its SWAP_AB and FOLD_SCALES forms",
+            polish9,
+            1,
+            compare9,
+        ),
+        12: (
+            "Twelfth",
+            "polish of call 9's FP8 results on its cache, no `retune` record: each config timed "
+            "twice, plus each item's winners from before call 9's re-tune and their FOLD_SCALES "
+            "forms",
+            {},
+            pre12,
+            "",
+            polish12,
+            2,
+            compare12,
+        ),
     }
-    for call, (nth, what, tune_c, pre_c, polish_c, compare_c) in later.items():
-        if not tune_c:
+    for nth, what, tune_c, pre_c, pre_note, polish_c, per, compare_c in later.values():
+        if not tune_c and not polish_c:
             continue
-        m_max = m4_max if call == 4 else m6_max
-        w(
-            f"{nth} call ({what}, the re-tuned items' earlier evaluations and results set aside "
-            "by a `retune` record):"
-        )
+        w(f"{nth} call ({what}):")
         w("")
         w("| step | wall s | evaluations |")
         w("| --- | --- | --- |")
         for kd, (nb, wall) in pre_c.items():
-            w(
-                f"| precompile {kd.upper()} ({nb} binaries, BM <= {max(16, m_max)}) | {wall:.1f} | - |"
-            )
+            w(f"| precompile {kd.upper()} ({nb} binaries{pre_note}) | {wall:.1f} | - |")
         for key, (ni, ne, wall) in tune_c.items():
             w(f"| search {key}, {ni} items | {wall:.1f} | {ne} |")
         if polish_c:
@@ -1000,9 +1177,11 @@ def main() -> None:
                 r"(\d+) items cross-checked, (\d+) timings, ([\d.]+)s", polish_c.group(0)
             )
             if m:
+                n_cfg = int(m.group(2))
                 w(
                     f"| cross-check (`runner.polish`), {m.group(1)} items | {m.group(3)} | "
-                    f"{m.group(2)} |"
+                    + (f"{n_cfg}" if per == 1 else f"{n_cfg} configs x {per} = {n_cfg * per}")
+                    + " |"
                 )
         w("")
         w(f"Comparison: {compare_c} items re-measured.")
@@ -1074,11 +1253,21 @@ def main() -> None:
                 "test fails"
             ),
             gpu_tests=gpu_tests.group(1) if gpu_tests else "?",
+            gpu_tests10=gpu_tests10.group(0) if gpu_tests10 else "not logged",
+            n_retuned9=len(retuned[9]),
+            n_eval9=n_eval_call[9],
+            t9_tp1=tune9.get("fp8 TP1", (0, 0, math.nan))[2],
+            t9_tp2=tune9.get("fp8 TP2", (0, 0, math.nan))[2],
+            polish9=polish_text(polish9),
+            polish12=polish_text(polish12, 2),
+            compare12=compare12,
+            same_env=same_env,
         )
     )
-    if x8:
-        L.extend(CALL8.format(**x8).rstrip("\n").split("\n"))
-        w("")
+    L.extend(fold_section(fold, tf, n700))
+    L.extend(polish_section(pol))
+    if i11:
+        L.extend(int4_section(i11, sides_ok and src_sha["int4"] == side_sha.get("int4")))
     w("## Misses")
     w("")
     bullets = []
@@ -1101,84 +1290,387 @@ def main() -> None:
     print(f"wrote {args.out}")
 
 
-def call8_stats(d8: Path, shipped_fp8: list[dict[str, Any]]) -> dict[str, Any]:
-    """Call 8: the FP8 kernel with the tile's weight scale folded into the token scales
-    (call8/bs_scalar.patch), re-tuned and compared; its rows against the shipped rows of the
-    same items. Empty when the folder is absent."""
-    if not (d8 / "compare.jsonl").exists():
-        return {}
-    new = {json.dumps(r["item"], sort_keys=True): r for r in load_jsonl(d8 / "compare.jsonl")}
-    old = {json.dumps(r["item"], sort_keys=True): r for r in shipped_fp8}
-    pairs = [(old[k], r) for k, r in new.items() if k in old]
-    missing = sorted(
-        (r["item"]["n"], r["item"]["k"], r["item"]["m"]) for k, r in old.items() if k not in new
+def polish_text(line: re.Match[str] | None, per: int = 1) -> str:
+    """'N items, M timings' of a `polish:` log line (timings x per: evaluations)."""
+    m = line and re.search(r"(\d+) items cross-checked, (\d+) timings", line.group(0))
+    if not m:
+        return "no cross-check logged"
+    if per == 1:
+        return f"{m.group(1)} items, {m.group(2)} timings"
+    return f"{m.group(1)} items, {m.group(2)} configs timed {per} times"
+
+
+def fold_section(fold: dict[str, Any], tf: list[float], n700: int) -> list[str]:
+    """The FOLD_SCALES section: idea, call 8, shipped before / now by M band."""
+    out = [
+        "## FOLD_SCALES (calls 8, 9, 12)",
+        "",
+        "The FP8 kernels rescale the accumulator after every K tile, and that waits for the "
+        "tile's MMA, so its length is exposed on every K tile. SGLang's and vLLM's "
+        "`_w8a8_block_fp8_matmul` do it as `acc += dot(a, b) * a_s[:, None] * b_s[None, :]`: two "
+        "multiplies and an add per accumulator element. Where BLOCK_SIZE_N divides the "
+        "128-column weight block, the tile's weight scale is one number and folds into the "
+        "token scales: `acc += dot(a, b) * (a_s * b_s)[:, None]`, one multiply-add. Call 8 "
+        f"tried it as a patch of our kernel ({fold['c8_evals']} evaluations, {fold['c8_items']} "
+        "of the 200 items compared before the device time ran out; `data/call8/`). Since call 9 "
+        "it is FOLD_SCALES, an option of our own FP8 files (`kernels_tuning/kernels/"
+        "fp8_block.py`): call 9 re-tuned all FP8 items with it, call 12 polished them. Time "
+        "shipped before (calls 3/4, `data/call12/previous_fp8_compare.jsonl`) / now (call 12), "
+        "geomean (min-max); the engine files were re-tuned too, with FOLD_SCALES=0; the SGLang "
+        "default config, the same in both, shows the run-to-run drift; the last column is call "
+        "8's kernel effect on that default config (64/128/128, folded in call 8):",
+        "",
+        "| M | own file | engine file | default config | own-file winners with FOLD_SCALES | "
+        "call 8, default config |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def short(xs: list[float]) -> str:
+        return f"{gm(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f})" if xs else "-"
+
+    for b in fold["bands"]:
+        out.append(
+            f"| {b['label']} | {spread(b['own'])} | {short(b['eng'])} | {short(b['default'])} | "
+            f"{b['fold']}/{b['n']} | "
+            + (f"{gm(b['k8']):.2f}x ({len(b['k8'])} items)" if b["k8"] else "-")
+            + " |"
+        )
+    out += [
+        "",
+        f"{fold['n_fold']}/{fold['n_fp8']} own-file winners use FOLD_SCALES "
+        f"({fold['eng_folded']} of them the engine file's config, folded). At M >= 1024 our own "
+        f"files run {min(tf):.0f}-{max(tf):.0f} TFLOP/s, median {statistics.median(tf):.0f}, "
+        f"{n700}/{len(tf)} (shape, M) at >= 700 (before: median {fold['tf_prev_med']:.0f}, "
+        f"{fold['n700_prev']}/{fold['n_big']}). The engine files cannot hold it: SGLang's and "
+        "vLLM's kernels read them and rescale with both scales per element, so their configs "
+        "are tuned and timed with FOLD_SCALES=0. The kernel change is one line in their "
+        "`_w8a8_block_fp8_matmul` (under the same BLOCK_SIZE_N condition) and could be offered "
+        "upstream; the engine files would then be re-tuned with it.",
+        "",
+    ]
+    return out
+
+
+def polish_section(pol: dict[str, Any]) -> list[str]:
+    r11, sp = pol["r11"], pol["spread"]
+    q = statistics.quantiles(sp, n=20) if len(sp) > 1 else [math.nan] * 19
+    return [
+        "## Polish: two timings, and the winners before a re-tune (calls 10-12)",
+        "",
+        "`runner.polish` times each item's winners side by side with those of its neighbouring "
+        "M and keeps the fastest. Until call 11 it timed each config once (median of 5 "
+        "replays), so a momentary slowdown could make the slower of two close configs win. "
+        "Calls 10 and 11 re-ran the FP8 polish on call 9's cache with one timing per config, "
+        f"over the same {pol['n_items']} items and configs as call 12: their own-file winners "
+        f"differ on {pol['d10_11']} items (call 10 vs call 12: {pol['d10_12']}, call 11 vs "
+        f"call 12: {pol['d11_12']}). Call 11's comparison (`data/call11/compare-fp8.jsonl`, "
+        f"discarded) against call 12's, own-file time: geomean {gm(r11):.3f}x call 12's, "
+        f"{pol['n11_slow']} items over 5% slower, worst {max(r11):.2f}x: at {pol['ex_item']} "
+        f"call 11 kept the {pol['ex_11']} ({pol['ex_11_polish']:.1f} us in its polish), where "
+        f"call 9 had the {pol['ex_9']} (comparison) and call 10 the {pol['ex_10']} (polish); "
+        f"call 12: {pol['ex_12']}.",
+        "",
+        "Call 12 times each config twice, the second round in reverse order, and each config's "
+        f"faster time counts: of its {pol['n_cfgs']} configs, the {len(sp)} with two graph "
+        f"timings ({pol['n_early']} timings were eager estimates of configs rejected as far "
+        "slower than the item's best) differ between the two by a median "
+        f"{100 * statistics.median(sp):.1f}% (95th percentile {100 * q[18]:.1f}%, max "
+        f"{100 * max(sp):.0f}%). `--polish-prior` adds each item's winners from before its last "
+        "re-tune (`ResultCache.superseded()`: those of calls 3/4) and, for FP8, their "
+        f"FOLD_SCALES=1 forms. Of the {pol['n12']} items, call 12 changed "
+        f"{pol['changed']['best']} own-file and {pol['changed']['engine_best']} engine-file "
+        f"winners from call 9's; {pol['from_prior']['best']} and "
+        f"{pol['from_prior']['engine_best']} of the new ones are such earlier winners or their "
+        "folded forms.",
+        "",
+    ]
+
+
+def int4_section(i11: dict[str, Any], reverted: bool) -> list[str]:
+    ins, regs = i11["ins"], i11["regs"]
+    sass = (
+        f"a K tile of BN256 BK128 w4 s3 takes {ins[0]} -> {ins[1]} SASS instructions "
+        f"({100 * (1 - ins[1] / ins[0]):.0f}% fewer)"
+        + (f" and {regs[0]} -> {regs[1]} registers" if regs else "")
+        if ins
+        else "the instruction counts are not in the patch"
     )
-
-    def best(r: dict[str, Any]) -> float:
-        return min(v for kk, v in r["times_us"].items() if kk.startswith("tuned") and v)
-
-    def bucket(lo: int, hi: int, key: str | None) -> str:
-        xs = [
-            (o["times_us"][key] / n["times_us"][key]) if key else best(o) / best(n)
-            for o, n in pairs
-            if lo <= n["item"]["m"] <= hi
-        ]
-        return f"{gm(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f}, {len(xs)} items)" if xs else "-"
-
-    big = [n for _, n in pairs if n["item"]["m"] >= 1024]
-    tfs = sorted(n["flops"] / best(n) / 1e6 for n in big)
-    by_shape: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for n, k, m in missing:
-        by_shape[(n, k)].append(m)
-    log = (d8 / "progress.log").read_text()
-    gpu = re.search(r"(\d+) passed", (d8 / "pytest-gpu.log").read_text())
-    return {
-        "n_items": len(pairs),
-        "n_missing": len(missing),
-        "missing": "; ".join(
-            f"{n}x{k} M = {', '.join(map(str, ms)) if len(ms) < 20 else 'all 20'}"
-            for (n, k), ms in sorted(by_shape.items())
+    r = i11["ratio"]
+    return [
+        "## INT4 plane kernel, pairs along K (call 11, not shipped)",
+        "",
+        "`data/call11/int4_pack2.patch` is a rewrite of the AWQ plane kernel's inline asm guided "
+        "by its SASS: each asm call takes the packed words of two K rows (pack=2) and yields the "
+        "MMA's B-operand registers directly, weight pairs along K, without the regrouping `prmt` "
+        f"the pairs along N needed. Per static analysis of the sm_90 SASS compiled on a CPU, "
+        f"{sass}. Call 11 re-tuned the {i11['n']} INT4 items with M <= {i11['m_max']} with it "
+        f"({i11['evals']} evaluations, {i11['wall']:.0f} s of search; {i11['planes']}/{i11['n']} "
+        "winners run the plane kernel) and compared them (`data/call11/compare.jsonl`; call 10 "
+        "ran the same experiment, its output was lost). Overall it was slower: shipped tuned "
+        f"time (call 7) / call 11 tuned time, per item: geomean {gm(r):.3f}x (min {min(r):.2f}x, "
+        f"max {max(r):.2f}x; call 11 faster on {i11['n_faster']}/{i11['n']}); at M <= 16 it runs "
+        f"at {i11['x_bf16']:.2f}x bf16 `torch.matmul` (geomean over {i11['n_tiny']} items; "
+        f"shipped: {i11['x_bf16_shipped']:.2f}x). The loss comes from the {len(i11['off'])} items "
+        f"whose call-11 winner does not run the plane kernel ({i11['off_where']}): "
+        f"{gm(i11['off']):.2f}x; on the {len(i11['on'])} whose winner does, {gm(i11['on']):.2f}x, "
+        f"and on the {len(i11['same'])} where both calls chose the same config "
+        f"({i11['same_planes']} of them on the plane kernel) {gm(i11['same']):.3f}x, against "
+        f"{gm(i11['bf16']):.3f}x for the unchanged bf16 baseline over all {i11['n']} items "
+        "(run-to-run drift). So the rewrite ran the same configs at most a few percent faster, "
+        "and its search missed the plane configs on those items; why (call 11's cache was not "
+        "kept) is not established. Not shipped; the kernel was reverted"
+        + (
+            " (the plane kernel in this tree has the shipped INT4 sidecars' fingerprint)."
+            if reverted
+            else "."
         ),
-        "def_small": bucket(1, 64, "default"),
-        "def_mid": bucket(96, 512, "default"),
-        "def_big": bucket(1024, 1 << 30, "default"),
-        "tun_small": bucket(1, 64, None),
-        "tun_mid": bucket(96, 512, None),
-        "tun_big": bucket(1024, 1 << 30, None),
-        "tf_med": tfs[len(tfs) // 2] if tfs else 0.0,
-        "tf_rng": f"{tfs[0]:.0f}-{tfs[-1]:.0f}" if tfs else "-",
-        "n700": sum(1 for x in tfs if x >= 700),
-        "n_big": len(tfs),
-        "evals": sum(int(x) for x in re.findall(r"items, (\d+) evaluations", log)),
-        "gpu_tests": gpu.group(1) if gpu else "?",
+        "",
+    ]
+
+
+BANDS = ((1, 64, "1-64"), (96, 512, "96-512"), (1024, 1 << 30, ">= 1024"))
+POLISH_RE = re.compile(r"\] (fp8:N=\d+,K=\d+,M=\d+)\s+best\s+([\d.]+) us (\S+)")
+
+
+def row_key(r: dict[str, Any]) -> str:
+    return json.dumps(r["item"], sort_keys=True)
+
+
+def own_us(r: dict[str, Any]) -> float:
+    """FP8: the faster of the engine-file and own-file configs (the own column where it
+    differs); INT4: `tuned`."""
+    return min(float(v) for kk, v in r["times_us"].items() if kk.startswith("tuned") and v)
+
+
+def spread(xs: list[float]) -> str:
+    """geomean (min-max, n items)"""
+    return f"{gm(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f}, {len(xs)} items)" if xs else "-"
+
+
+def fold_stats(d: Path, fp8: list[dict[str, Any]]) -> dict[str, Any]:
+    """FOLD_SCALES: the shipped FP8 rows (call 12) against those shipped before calls 9-12
+    (call12/previous_fp8_compare.jsonl), by M band, and call 8's experiment (call8/)."""
+    prev = {row_key(r): r for r in load_jsonl(d / "call12" / "previous_fp8_compare.jsonl")}
+    c8_path = d / "call8" / "compare.jsonl"
+    c8 = {row_key(r): r for r in load_jsonl(c8_path)} if c8_path.exists() else {}
+    bands: list[dict[str, Any]] = []
+    for lo, hi, label in BANDS:
+        rs = [r for r in fp8 if lo <= r["item"]["m"] <= hi and row_key(r) in prev]
+        bands.append(
+            {
+                "label": label,
+                "own": [own_us(prev[row_key(r)]) / own_us(r) for r in rs],
+                "eng": [
+                    prev[row_key(r)]["times_us"]["tuned"] / r["times_us"]["tuned"] for r in rs
+                ],
+                "default": [
+                    prev[row_key(r)]["times_us"]["default"] / r["times_us"]["default"] for r in rs
+                ],
+                "fold": sum(1 for r in rs if (r["best"] or {}).get("FOLD_SCALES")),
+                "n": len(rs),
+                "k8": [
+                    prev[k]["times_us"]["default"] / c8[k]["times_us"]["default"]
+                    for r in rs
+                    if (k := row_key(r)) in c8
+                ],
+            }
+        )
+    big = [r for r in fp8 if r["item"]["m"] >= 1024 and row_key(r) in prev]
+    tf_prev = sorted(prev[row_key(r)]["flops"] / own_us(prev[row_key(r)]) / 1e6 for r in big)
+    folded = [r for r in fp8 if (r["best"] or {}).get("FOLD_SCALES")]
+    # Fold winners that are the engine file's config with FOLD_SCALES=1 (same tile, no split-K
+    # or swap): the form call 9's own search tries first.
+    eng_folded = sum(
+        1
+        for r in folded
+        if r["engine_best"]
+        and KernelConfig.from_dict(r["best"])
+        == KernelConfig.from_dict(r["engine_best"]).with_(FOLD_SCALES=1)
+    )
+    log8 = (d / "call8" / "progress.log").read_text() if c8 else ""
+    return {
+        "bands": bands,
+        "n_fold": len(folded),
+        "n_fp8": len(fp8),
+        "eng_folded": eng_folded,
+        "tf_prev_med": tf_prev[len(tf_prev) // 2] if tf_prev else math.nan,
+        "n700_prev": sum(1 for x in tf_prev if x >= 700),
+        "n_big": len(tf_prev),
+        "c8_items": len(c8),
+        "c8_evals": sum(int(x) for x in re.findall(r"items, (\d+) evaluations", log8)),
     }
 
 
-CALL8 = """## Call 8: one multiply-add per rescale (experiment, not shipped)
+def polish_lines(log: str, after: str | None = None) -> dict[str, tuple[float, KernelConfig]]:
+    """A progress log's per-item result lines (after the last line containing `after`, e.g.
+    the polish after the search): item -> (us, the own-file winner)."""
+    if after is not None:
+        log = log[log.rindex(after) :]
+    out: dict[str, tuple[float, KernelConfig]] = {}
+    for m in POLISH_RE.finditer(log):
+        out[m.group(1)] = (float(m.group(2)), parse_key(m.group(3)))
+    return out
 
-The FP8 kernels rescale the accumulator after every K tile, and that waits for the tile's MMA,
-so its length is exposed on every K tile. SGLang's and vLLM's `_w8a8_block_fp8_matmul` (and our
-kernel) do it as `acc += dot(a, b) * a_s[:, None] * b_s[None, :]`: two multiplies and an add
-per accumulator element. With BLOCK_SIZE_N dividing the 128-column weight block the tile's
-weight scale is one number, so it can be folded into the token scales: `acc += dot(a, b) *
-(a_s * b_s)[:, None]`, one multiply-add (`data/call8/bs_scalar.patch`). Call 8 re-tuned FP8 with
-that kernel ({evals} evaluations) and compared {n_items} of the 200 items before the session's
-device time ran out ({n_missing} TP2 items not reached: {missing}); `pytest -m gpu` passed
-({gpu_tests}). Shipped time / call 8 time on the same items (geomean, range):
 
-| M | same default config (kernel effect) | each call's tuned config |
-| --- | --- | --- |
-| 1-64 | {def_small} | {tun_small} |
-| 96-512 | {def_mid} | {tun_mid} |
-| >= 1024 | {def_big} | {tun_big} |
+def parse_key(key: str) -> KernelConfig:
+    """KernelConfig.key() back to the config ('m64n128k128g32w4s3k1[t][f]')."""
+    m = re.fullmatch(r"m(\d+)n(\d+)k(\d+)g(\d+)w(\d+)s(\d+)k(\d+)(t?)(f?)", key)
+    if m is None:
+        sys.exit(f"unreadable config key {key!r} in a progress log")
+    bm, bn, bk, g, w, st, sk = (int(x) for x in m.groups()[:7])
+    return KernelConfig(
+        BLOCK_SIZE_M=bm,
+        BLOCK_SIZE_N=bn,
+        BLOCK_SIZE_K=bk,
+        GROUP_SIZE_M=g,
+        num_warps=w,
+        num_stages=st,
+        SPLIT_K=sk,
+        SWAP_AB=int(bool(m.group(8))),
+        FOLD_SCALES=int(bool(m.group(9))),
+    )
 
-At M >= 1024 the patched kernel's tuned configs run {tf_rng} TFLOP/s, median {tf_med:.0f},
-{n700}/{n_big} (shape, M) at >= 700 (the goal). Not shipped: the engine files are read by
-SGLang's and vLLM's kernels, which keep the two-multiply rescale, so configs must be tuned on a
-kernel that rescales like theirs; and {n_missing} items were not re-tuned. To ship it: add it to
-our kernel as an own-file option (like SPLIT_K), re-tune those items (one device call), and
-offer the one-line change to SGLang and vLLM, whose files would then be re-tuned with it.
-"""
+
+def polish_stats(
+    d: Path,
+    fp8: list[dict[str, Any]],
+    prior: dict[str, dict[str, Any]],
+    res9: dict[str, dict[str, Any]],
+    span12: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Calls 10-12: the polish with one timing per config (calls 10 and 11) and with two (call
+    12), and what the winners from before the re-tune (`prior`, superseded results) added."""
+    p10 = polish_lines((d / "call11" / "progress-call10-fp8.log").read_text())
+    p11 = polish_lines((d / "call11" / "progress-fp8.log").read_text())
+    p12 = polish_lines((d / "progress-run12.log").read_text())
+    keys = sorted(set(p10) & set(p11) & set(p12))
+    c9 = {row_key(r): r for r in load_jsonl(d / "call9" / "compare.jsonl")}
+    c11 = {row_key(r): r for r in load_jsonl(d / "call11" / "compare-fp8.jsonl")}
+    pairs = [(c11[row_key(r)], r) for r in fp8 if row_key(r) in c11]
+    r11 = [own_us(a) / own_us(b) for a, b in pairs]
+    worst_a, worst_b = max(pairs, key=lambda ab: own_us(ab[0]) / own_us(ab[1]))
+    wk = item_key("fp8", worst_b["item"]["n"], worst_b["item"]["k"], worst_b["item"]["m"])
+
+    def folded(r: dict[str, Any] | None) -> str:
+        return "folded" if r and (r["best"] or {}).get("FOLD_SCALES") else "unfolded"
+
+    # Call 12's two timings of each config (second round in reverse order): their spread, over
+    # the configs whose two timings are both graph timings (an `early` record is the eager
+    # estimate of a config rejected as far slower than the item's best, Python overhead incl.).
+    times: dict[tuple[str, KernelConfig], list[float]] = defaultdict(list)
+    n_early = 0
+    for rec in span12:
+        if rec["t"] == "eval" and rec.get("ok") and rec.get("us"):
+            key = (rec["item"], KernelConfig.from_dict(rec["cfg"]))
+            if rec.get("early"):
+                n_early += 1
+                times[key].append(math.nan)
+            else:
+                times[key].append(float(rec["us"]))
+    sp = sorted(
+        max(v) / min(v) - 1 for v in times.values() if len(v) == 2 and not any(map(math.isnan, v))
+    )
+    # Winners of call 12 that differ from call 9's result and come from before the re-tune.
+    res12 = latest_items(span12, "fp8")
+    from_prior = {"best": 0, "engine_best": 0}
+    changed = {"best": 0, "engine_best": 0}
+    for k, rec in res12.items():
+        before = prior.get(k)
+        for field in from_prior:
+            now = KernelConfig.from_dict(rec[field])
+            if now == KernelConfig.from_dict(res9[k][field]):
+                continue
+            changed[field] += 1
+            olds = [KernelConfig.from_dict(before[f]) for f in from_prior if before and before[f]]
+            if now in olds or now in [c.with_(FOLD_SCALES=1) for c in olds]:
+                from_prior[field] += 1
+    return {
+        "n_items": len(keys),
+        "d10_11": sum(1 for k in keys if p10[k][1] != p11[k][1]),
+        "d10_12": sum(1 for k in keys if p10[k][1] != p12[k][1]),
+        "d11_12": sum(1 for k in keys if p11[k][1] != p12[k][1]),
+        "r11": r11,
+        "n11_slow": sum(1 for x in r11 if x > 1.05),
+        "ex_item": f"{worst_b['item']['n']}x{worst_b['item']['k']} M={worst_b['item']['m']}",
+        "ex_11": f"{folded(worst_a)} config at {own_us(worst_a):.1f} us",
+        "ex_11_polish": p11[wk][0] if wk in p11 else math.nan,
+        "ex_9": f"{folded(c9.get(row_key(worst_b)))} at {own_us(c9[row_key(worst_b)]):.1f} us"
+        if row_key(worst_b) in c9
+        else "-",
+        "ex_10": (
+            f"{'folded' if p10[wk][1].FOLD_SCALES else 'unfolded'} at {p10[wk][0]:.1f} us"
+            if wk in p10
+            else "-"
+        ),
+        "ex_12": f"{folded(worst_b)} at {own_us(worst_b):.1f} us",
+        "spread": sp,
+        "n_early": n_early,
+        "n_cfgs": len(times),
+        "changed": changed,
+        "from_prior": from_prior,
+        "n12": len(res12),
+    }
+
+
+def int4_pack2_stats(d11: Path, int4: list[dict[str, Any]]) -> dict[str, Any]:
+    """Call 11's INT4 experiment (call11/int4_pack2.patch, not shipped): its re-tune and
+    comparison of the INT4 items at M <= 32 against the shipped rows of the same items."""
+    if not (d11 / "compare.jsonl").exists():
+        return {}
+    new = {row_key(r): r for r in load_jsonl(d11 / "compare.jsonl")}
+    pairs = [(r, new[row_key(r)]) for r in int4 if row_key(r) in new]
+    ratio = [o["times_us"]["tuned"] / n["times_us"]["tuned"] for o, n in pairs]
+    tiny = [(o, n) for o, n in pairs if o["item"]["m"] <= 16]
+
+    def cfg(r: dict[str, Any]) -> KernelConfig:
+        return KernelConfig.from_dict(r["best"])
+
+    def on_planes(r: dict[str, Any]) -> bool:
+        return uses_planes(cfg(r), r["item"]["packing"])
+
+    def tuned_ratio(o: dict[str, Any], n: dict[str, Any]) -> float:
+        return float(o["times_us"]["tuned"] / n["times_us"]["tuned"])
+
+    # Where both calls ran the same config (the kernel change alone), where call 11's winner
+    # is not on the plane kernel, and the unchanged bf16 baseline as the run-to-run control.
+    same = [tuned_ratio(o, n) for o, n in pairs if cfg(o) == cfg(n)]
+    off = [(o, n) for o, n in pairs if not on_planes(n)]
+    off_shapes: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for o, _ in off:
+        off_shapes[(o["item"]["n"], o["item"]["k"])].append(o["item"]["m"])
+    patch = (d11 / "int4_pack2.patch").read_text()
+    ins = re.search(r"(\d+) -> (\d+) instructions", patch)
+    regs = re.search(r"(\d+) -> (\d+) registers", patch)
+    log = (d11 / "progress.log").read_text()
+    steps = re.findall(r"tuned int4 TP(\d+): (\d+)/\d+ items, (\d+) evaluations, ([\d.]+)s", log)
+    return {
+        "n": len(pairs),
+        "m_max": max(o["item"]["m"] for o, _ in pairs),
+        "ratio": ratio,
+        "n_faster": sum(1 for x in ratio if x > 1),
+        "x_bf16": gm([n["times_us"]["bf16_matmul"] / n["times_us"]["tuned"] for _, n in tiny]),
+        "x_bf16_shipped": gm(
+            [o["times_us"]["bf16_matmul"] / o["times_us"]["tuned"] for o, _ in tiny]
+        ),
+        "n_tiny": len(tiny),
+        "planes": sum(
+            1
+            for _, n in pairs
+            if n["best"] and uses_planes(KernelConfig.from_dict(n["best"]), n["item"]["packing"])
+        ),
+        "ins": (int(ins.group(1)), int(ins.group(2))) if ins else None,
+        "regs": (int(regs.group(1)), int(regs.group(2))) if regs else None,
+        "same": same,
+        "same_planes": sum(1 for o, n in pairs if cfg(o) == cfg(n) and on_planes(n)),
+        "on": [tuned_ratio(o, n) for o, n in pairs if on_planes(n)],
+        "off": [tuned_ratio(o, n) for o, n in off],
+        "off_where": "; ".join(
+            f"{n}x{k} M = {', '.join(map(str, ms))}" for (n, k), ms in sorted(off_shapes.items())
+        ),
+        "bf16": [o["times_us"]["bf16_matmul"] / n["times_us"]["bf16_matmul"] for o, n in pairs],
+        "evals": sum(int(s[2]) for s in steps),
+        "wall": sum(float(s[3]) for s in steps),
+    }
 
 
 METHOD = """## Method
@@ -1190,7 +1682,7 @@ METHOD = """## Method
   its counter: one launch). INT4 W4A16 reads AWQ (and GPTQ) packing, dequantizes by OR-ing the
   nibble into the mantissa of 128.0 (no int->float convert), fp32 accumulation, same split-K.
   M, GROUP_SIZE_M and SPLIT_K are runtime arguments: one binary per (BM, BN, BK, warps, stages,
-  SWAP_AB). SWAP_AB (a constexpr, in our own files only) computes the transposed tile
+  SWAP_AB, FOLD_SCALES). SWAP_AB (a constexpr, in our own files only) computes the transposed tile
   C^T = W^T A^T: weight rows on the MMA's M side, tokens on its N side, so that at decode sizes
   Hopper's wgmma (from 64 rows, and from 16 tokens in Triton 3.6) replaces mma.sync padded to 16
   token rows. The FP8 kernel loads both operands K-major; the INT4 kernel decodes a transposed
@@ -1203,8 +1695,12 @@ METHOD = """## Method
   `sub`/`mul` in bf16x2 for zero and scale; about 2.5 instructions per weight, bit-identical to
   the main kernel's weights) and runs one MMA per nibble plane, eight fp32 accumulators
   re-interleaved once per tile. GPTQ and the other tiles run the main kernel as before.
+  FOLD_SCALES (a constexpr, FP8, in our own files only, since call 9; needs BN to divide the
+  128-column weight block): the tile's one weight scale is multiplied into the token scales, so
+  the rescale after each K tile is `acc += dot * (a_s * b_s)[:, None]`, one multiply-add per
+  element, instead of the engines' `acc += dot * a_s[:, None] * b_s[None, :]`.
 - **Space**: SGLang's grid (BM 16-256, BN 32-256, BK 64/128/256, G 1/16/32/64, warps 4/8,
-  stages 2-5) plus SPLIT_K 1-16 and SWAP_AB 0/1, filtered before any compile: BK divides the
+  stages 2-5) plus SPLIT_K 1-16, SWAP_AB 0/1 and (FP8) FOLD_SCALES 0/1, filtered before any compile: BK divides the
   128 group (removes BK 256), shared memory (modelled on 28 sm_90 compiles, wgmma keeps `stages`
   buffers), the accumulator must fit 128 registers per thread, BM above M rounded up to a power
   of two (min 16) is waste, GROUP_SIZE_M values equivalent at this M are duplicates, split-K only
@@ -1217,15 +1713,18 @@ METHOD = """## Method
 - **Timing**: CUDA graph of back-to-back launches (about 0.4 ms per replay, at most 64), inputs
   rotated over sets totalling >= 3x the 60 MiB L2 (cold L2 for every launch), ~3 ms of warm-up
   replays, median of 5 replays; baselines through the same harness. The comparison table times
-  every candidate twice, interleaved, and keeps the faster median.
+  every candidate twice, interleaved, and keeps the faster median; since call 12 the
+  cross-check (`runner.polish`) times every config twice too, the second round in reverse order,
+  and each config's faster time counts.
 - **Search**: Optuna TPE (multivariate, ordinal indices) per (shape, M), seeded with the engine
   default and the winners of the neighbouring M of the same shape and of other shapes at the same
   M, then a +-1-step hill climb; budget 10% of the space, clamped to 8..48 evaluations
   (`TuneParams`). FP8 first searches the engine space (no split-K, no SWAP_AB: what goes into the
-  SGLang/vLLM files), then tries split-K and SWAP_AB around that winner for our own file (10
-  more evaluations, 10 more where swapped configs exist). INT4 searches SWAP_AB as part of its
-  space.
-- **Six calls.** In the first run, the first evaluations after each new shape's weights were
+  SGLang/vLLM files), then, for our own file, tries that winner's FOLD_SCALES form (since call
+  9) and its splits, the splits of nearby SWAP_AB configs (folded where legal), and hill-climbs
+  with SPLIT_K, SWAP_AB and FOLD_SCALES as axes (`budgeted.refine_split_k`; 10 more
+  evaluations, 10 more where swapped configs exist). INT4 searches SWAP_AB as part of its space.
+- **The calls.** In the first run, the first evaluations after each new shape's weights were
   generated ran up to 2x slow: the H200 drops its clocks when idle, and a timing of a 10-20 us
   kernel started from that state. Within a shape the search numbers were consistent (the same
   config agreed to 1-3% across M), but the comparison table, which opens each item with the
@@ -1249,37 +1748,49 @@ METHOD = """## Method
   nothing searched) re-gated and re-measured those {compare6} items after the plane kernel's
   dispatch gained a device check (its bf16 pair math needs sm_90; the H200 path is unchanged),
   so the INT4 sidecars carry the final source's fingerprint; its rows replace call 6's in the
-  tables. Figures in [Tuning cost](#tuning-cost). The
-  exhaustive comparison is from the first run.
+  tables. Call 8 was the FOLD_SCALES experiment (a patched kernel, not kept). The ninth call
+  (the same script, FP8 only, on the cache of calls 1-7) set aside the results of all
+  {n_retuned9} FP8 items behind a third `retune` record and searched them afresh with
+  FOLD_SCALES in our own search ({n_eval9} evaluations incl. its cross-check; TP1 searched in
+  {t9_tp1:.0f} s, TP2 in {t9_tp2:.0f} s), then cross-checked ({polish9}) and compared them.
+  Calls 10 and 11 re-ran the cross-check with one timing per config and were discarded (see
+  [Polish](#polish-two-timings-and-the-winners-before-a-re-tune-calls-10-12)); call 11 also
+  tried an INT4 kernel change, not kept. The twelfth call resumed from call 9's cache (no
+  `retune` record, nothing searched): `polish` with two timings per config and
+  `--polish-prior` ({polish12}), then the comparison of the {compare12} FP8 items whose rows
+  the tables show. Figures in [Tuning cost](#tuning-cost). The exhaustive comparison is from
+  the first run.
 - **Provenance**: each file has a sidecar with GPU, SM count, driver, CUDA, torch, Triton, the
   kernel fingerprint (sha256 of the kernel modules' syntax tree without docstrings, so
   reformatting does not change it) and per-M times; `kernels_tuning.output.load_config_file`
   warns when they differ from the current machine, and a CPU test fails when the shipped
   sidecars no longer match the kernel source (`tests/kernels_tuning/test_shim.py`). The
-  fingerprints recorded by call 4 (FP8 {fp8_sha}...) and call 7 (INT4 {int4_sha}...):
-  {sha_match}. Calls 1-7 used the same machine type, driver, CUDA, torch and Triton.
+  fingerprints recorded by call 12 (FP8 {fp8_sha}...) and call 7 (INT4 {int4_sha}...):
+  {sha_match}. {same_env}
 - **GPU tests**: `tests/kernels_tuning/test_gpu.py` (bf16 correctness of both kernels and both
   packings incl. split-K, SWAP_AB and the plane kernel, back-to-back split-K launches in one
-  graph, timing stability, the gate rejecting a wrong kernel): {gpu_tests} passed on the H200
-  in the seventh call (`pytest -m gpu tests/kernels_tuning`, `data/pytest-gpu.log`).
+  graph, timing stability, the gate rejecting a wrong kernel, FOLD_SCALES): {gpu_tests} passed
+  on the H200 in the twelfth call (`pytest -m gpu tests/kernels_tuning`, `data/pytest-gpu.log`;
+  call 10: {gpu_tests10}, `data/call11/pytest-gpu-call10.log`).
 """
 
 MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tensor FP8 with our own files
-  ({eng_cub}x with the engine files, which can use neither split-K nor SWAP_AB), and reaches
-  {tb_own} TB/s against cuBLAS's {tb_cub}.** The gap grows as the weights shrink (own files,
+  ({eng_cub}x with the engine files, which can use neither split-K, SWAP_AB nor FOLD_SCALES),
+  and reaches {tb_own} TB/s against cuBLAS's {tb_cub}.** The gap grows as the weights shrink (own files,
   worst over M <= 16):
   - at >= 3.2 TB/s: {g_hit};
   - within 10% of 3.2 TB/s: {g_near};
   - further off: {g_far}.
 
   On the small shapes fixed per-launch costs and partial last waves weigh most (cuBLAS slows
-  down there too), and per-tensor FP8 skips the per-tile rescale (`acc += dot * a_s * b_s`)
-  that block scaling needs.
+  down there too), and per-tensor FP8 skips the per-tile rescale that block scaling needs.
+  FOLD_SCALES shortens that rescale but gains little here ({n_fold_tiny}/{n_tiny} own-file
+  winners at M <= 16 use it; own-file time before / now at M 1-64: {fold_small}).
   The engine-file configs go down to {tb_eng_lo:.2f} TB/s ({eng_worst}). SWAP_AB (call 4) helps
   a little: in the A/B of call 5 the swapped kernel is faster than the plain one on
   {fa_faster}/{fa_rows} (shape, M) (swap/plain geomean {fa_sp_gm:.2f}, range {fa_sp}), which
-  takes the geomean time vs cuBLAS from {fa_plain:.2f}x to {fa_swap:.2f}x; the search put it in
-  {n_sw_fp8}/{n_fp8_4} of our FP8 files' entries at M <= {m4_max}. That wgmma on the weight rows
+  takes the geomean time vs cuBLAS from {fa_plain:.2f}x to {fa_swap:.2f}x; the searches put it in
+  {n_sw_now}/{n_fp8_small} of our FP8 files' entries at M <= {m4_max}. That wgmma on the weight rows
   gains this little suggests the MMA form was not what held these shapes back. A plain
   SPLIT_K=1 config runs slower at M=1 than at M=2 (call 4, time at M=1 / time at M=2:
   {m12_plain}); swapped configs do not ({m12_swap}); cause not established. Not tried:
@@ -1292,11 +1803,11 @@ MISS_FP8_DEFAULT = """- **FP8 tuned vs default at M <= 128 is {g1_eng:.2f}x for 
   comparison (the default is a seed of every search, so it lost narrowly in the search).
 """
 
-MISS_FP8_BIG = """- **FP8 at M >= 1024 runs {tf} TFLOP/s**; {n700}/{n_big} (shape, M) reach 700.
-  cuBLAS per-tensor FP8 runs {cub_tf} and bf16 cuBLAS {bf_tf}.
-  The rescale after every K tile waits for each tile's MMA, so its length is exposed on every
-  K tile: call 8 shortened it to one multiply-add and passed 700 on most items, in a kernel the
-  engine files cannot use (see Call 8). A per-tensor or DeepGEMM-style kernel goes further.
+MISS_FP8_BIG = """- **FP8 at M >= 1024 runs {tf} TFLOP/s with our own files** (FOLD_SCALES); {n700}/{n_big}
+  (shape, M) reach 700. Still under 700: {under700}. The engine files, which cannot fold, run
+  {tf_eng} TFLOP/s ({n700_eng}/{n_big} at >= 700); cuBLAS per-tensor FP8 runs {cub_tf} and bf16
+  cuBLAS {bf_tf}. The fold leaves one multiply-add per element after each K tile's MMA; a
+  per-tensor or DeepGEMM-style kernel (rescale off the MMA's critical path) goes further.
 """
 
 MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `torch.matmul` (geomean
@@ -1316,7 +1827,17 @@ MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `
   tiles for {sms} SMs and their winners use
   split-K {sk_narrow} (the wider shapes: {sk_wide}), whose fp32 partials and final reduction
   add traffic and a tail. All {n_i_best} winners at M <= 16 use BN {i_bn} (the space's largest:
-  {grid_bn}). Plausible next steps, none measured: wider tiles (BN 512: more weight
+  {grid_bn}). Call 11 rewrote the plane kernel's asm so the weight pairs run along K as the MMA
+  wants them ({i11_ins}); where it ran the same configs as call 7, call 7's time / its time is
+  {i11_same:.3f}x (the unchanged bf16 baseline's: {i11_bf16:.3f}x; see [INT4 plane kernel, pairs
+  along K](#int4-plane-kernel-pairs-along-k-call-11-not-shipped)). The static analysis of its sm_90
+  SASS found the K loop bound neither by instruction issue nor by a layout conversion of the
+  weights: the TTGIR loop has no `convert_layout` or `local_alloc` (Triton already feeds the
+  packed words from shared memory in the MMA operand layout). Fixed per-program costs (about
+  570 prologue + 460 epilogue SASS instructions, including a shared-memory round trip in the
+  split-K store) weigh on programs with 1-3 K tiles; the shipped winners at M <= 16 give each
+  program {ktiles} K tiles (K / (BK x SPLIT_K); {n_kt3}/{n_i_best} at most 3).
+  Plausible next steps, none measured: wider tiles (BN 512: more weight
   bytes in flight per program, fewer programs), a persistent or stream-K schedule (one wave,
   K split without the workspace round trip), and BM 32 in the plane kernel: `uses_planes`
   needs BM 16, so at M = {i_mid_ms} the winners run two 16-token tiles that each dequantize
