@@ -3,13 +3,14 @@
     .venv/bin/python benchmarks/kernels_report.py [--data reports/kernels/data]
 
 No GPU needed: it reads compare.jsonl (side-by-side timings, each row from the last call that
-measured its item: FP8 call 12, INT4 at M <= 32 call 7, the other INT4 call 3),
-exhaustive.jsonl (budgeted vs exhaustive), cache.jsonl.gz (every evaluation of calls 1-4, 6, 9
-and 12; calls 7, 10 and 11 added nothing to it), small_m.json (call 5's SWAP_AB A/B), env.json
-(the kernel fingerprints of the calls that last wrote each kind's files), the progress logs and
-pytest-gpu.log, the experiments' folders (call8/, call9/, call11/, call12/), checks that every
-config in the shipped files (kernels_tuning/configs/) passed the correctness gate, and computes
-the issue's goal figures.
+measured its item: FP8 at M <= 64 and INT4 at M <= 32 call 13, the other FP8 call 12, the other
+INT4 call 3), exhaustive.jsonl (budgeted vs exhaustive), cache.jsonl.gz (every evaluation of
+calls 1-4, 6, 9, 12 and 13; calls 7, 10 and 11 added nothing to it), small_m.json (call 5's
+SWAP_AB A/B), env.json (the kernel fingerprints of the call that last wrote the files), the
+progress logs and pytest-gpu.log, the experiments' folders (call8/, call9/, call11/, call12/,
+call13/: its Nsight Compute and INT4 probes and the rows it replaced), checks that every config
+in the shipped files (kernels_tuning/configs/) passed the correctness gate, and computes the
+issue's goal figures.
 """
 
 from __future__ import annotations
@@ -30,19 +31,23 @@ sys.path.insert(0, str(ROOT))
 
 from kernels_tuning.kernels.int4_awq_planes import uses_planes  # noqa: E402
 from kernels_tuning.output import PROVENANCE_SUFFIX, kernel_source_sha256  # noqa: E402
-from kernels_tuning.space import GRID, KernelConfig  # noqa: E402
+from kernels_tuning.space import GRID, SPLIT_K_VALUES, KernelConfig  # noqa: E402
 
 TP1 = {(14336, 5120), (5120, 6144), (16384, 5120), (34816, 5120), (5120, 17408)}
 FILE_RE = re.compile(r"N=(\d+),K=(\d+),device_name=[^,]+,dtype=(fp8_w8a8|int4_w4a16)")
 PACKING_RE = re.compile(r"packing=(awq|gptq)")
-# The device calls that appended a `retune` record to the cache, in order: call 4 (SWAP_AB in the
-# space, FP8 and INT4 at M <= 32), call 6 (INT4 at M <= 32 with the PTX plane kernel) and call 9
-# (all FP8 items with FOLD_SCALES in our own search).
-RETUNE_CALLS = (4, 6, 9)
+# The device call of each `retune` record in the cache, in order: call 4 (SWAP_AB in the space,
+# FP8 and INT4 at M <= 32), call 6 (INT4 at M <= 32 with the PTX plane kernel), call 9 (all FP8
+# items with FOLD_SCALES in our own search) and call 13, twice (SPLIT_K 3, 6 and 12 in the space:
+# first INT4 at M <= 32, then FP8 at M <= 64, one record per kind).
+RETUNE_CALLS = (4, 6, 9, 13, 13)
 # The call whose comparison rows are shipped for the items each re-tune covered: call 7 re-gated
 # and re-measured call 6's INT4 configs; call 12 polished call 9's FP8 results (two timings per
-# config, plus the winners from before the re-tune) and re-measured them. Other items: call 3.
-ROWS_OF = {4: 4, 6: 7, 9: 12}
+# config, plus the winners from before the re-tune) and re-measured them; call 13 compared its
+# own results. Other items: call 3.
+ROWS_OF = {4: 4, 6: 7, 9: 12, 13: 13}
+# What split-K values call 13 added to the space (the others are powers of two).
+NEW_SPLITS = tuple(v for v in SPLIT_K_VALUES if v & (v - 1))
 
 
 def gm(xs: list[float]) -> float:
@@ -99,7 +104,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         elif rec["t"] == "item":
             it = rec["item"]
             latest[item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"])] = rec
-    entries = files = swapped = split = folded = planes = 0
+    entries = files = swapped = split = split_new = folded = planes = 0
     unchecked: list[str] = []
     stale: list[str] = []
     for path in sorted(config_root.glob("*/*.json")):
@@ -119,6 +124,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
             cfg = KernelConfig.from_dict(d, source=str(path))
             swapped += cfg.SWAP_AB
             split += cfg.SPLIT_K > 1
+            split_new += cfg.SPLIT_K in NEW_SPLITS
             folded += cfg.FOLD_SCALES
             planes += kind == "int4" and uses_planes(cfg, packing)
             key = item_key(kind, n, k, int(m_str), packing)
@@ -134,11 +140,21 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         "entries": entries,
         "swapped": swapped,
         "split": split,
+        "split_new": split_new,
         "folded": folded,
         "planes": planes,
         "unchecked": unchecked,
         "stale": stale,
     }
+
+
+def ms_of(keys: set[str]) -> list[int]:
+    """The batch sizes M of a set of item keys."""
+    return sorted({int(re.findall(r"M=(\d+)", key)[0]) for key in keys})
+
+
+def kinds_of(keys: set[str]) -> list[str]:
+    return sorted({key.split(":", 1)[0] for key in keys})
 
 
 def seconds(pattern: str, text: str) -> float:
@@ -270,10 +286,11 @@ def main() -> None:
     log6 = (d / "progress-run6.log").read_text()
     log9 = (d / "progress-run9.log").read_text()
     log12 = (d / "progress-run12.log").read_text()
+    log13 = {kd: (d / f"progress-run13-{kd}.log").read_text() for kd in ("int4", "fp8")}
     small = json.loads((d / "small_m.json").read_text())
     pytest_log = (d / "pytest-gpu.log").read_text()
 
-    # The items calls 4, 6 and 9 re-tuned: their `retune` markers in the cache. An item's
+    # The items calls 4, 6, 9 and 13 re-tuned: their `retune` markers in the cache. An item's
     # comparison row is from the call ROWS_OF names for the last call that re-tuned it; the
     # other rows are call 3's.
     marks = [i for i, rec in enumerate(cache) if rec["t"] == "retune"]
@@ -283,8 +300,34 @@ def main() -> None:
             f"{len(RETUNE_CALLS)} (calls {RETUNE_CALLS}); update RETUNE_CALLS"
         )
     bounds = [*marks, len(cache)]
-    span = {c: cache[bounds[i] + 1 : bounds[i + 1]] for i, c in enumerate(RETUNE_CALLS)}
-    # Call 12 resumed from call 9's cache without a `retune` record: the span after the third
+    # A call's span: the records after its `retune` marker(s) up to the next marker; call 13's two
+    # records (one per kind) also per kind in span13.
+    span: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    span13: dict[str, list[dict[str, Any]]] = {}
+    retuned13: dict[str, set[str]] = {}
+    for i, c in enumerate(RETUNE_CALLS):
+        recs = cache[bounds[i] + 1 : bounds[i + 1]]
+        span[c] += recs
+        if c == 13:
+            kinds = {key.split(":", 1)[0] for key in cache[marks[i]]["items"]}
+            if len(kinds) != 1 or (kd := kinds.pop()) in span13:
+                sys.exit(f"{d / 'cache.jsonl.gz'}: call 13's `retune` records: one kind each")
+            span13[kd] = recs
+            retuned13[kd] = set(cache[marks[i]]["items"])
+    # Each of call 13's spans: its search and its polish (two timings per config, like call
+    # 12's), the counts its progress log gives.
+    for kd, recs in span13.items():
+        n_search = sum(int(x) for x in re.findall(r"items, (\d+) evaluations", log13[kd]))
+        n_pol = int(seconds(r"polish: \d+ items cross-checked, (\d+) timings", log13[kd]))
+        ev = [rec for rec in recs if rec["t"] == "eval"]
+        n_ev_pol = sum(1 for rec in ev if rec.get("phase") == "polish")
+        if len(ev) != n_search + 2 * n_pol or n_ev_pol != 2 * n_pol:
+            sys.exit(
+                f"{d / 'cache.jsonl.gz'}: call 13's {kd} span has {len(ev)} evaluations "
+                f"({n_ev_pol} polish); progress-run13-{kd}.log: {n_search} in the search + "
+                f"2 x {n_pol} polish timings"
+            )
+    # Call 12 resumed from call 9's cache without a `retune` record: the span after call 9's
     # marker holds call 9's search and polish (their counts are in its log), then call 12's
     # polish, which timed each config twice.
     n_ev9 = sum(int(x) for x in re.findall(r"items, (\d+) evaluations", log9)) + int(
@@ -300,7 +343,9 @@ def main() -> None:
             f"{d / 'cache.jsonl.gz'}: after call 9's {n_ev9} evaluations expected call 12's polish "
             f"only, 2 x {n12_cfgs} timings (progress-run12.log); found {n12_evals} evaluations"
         )
-    retuned = {c: set(cache[i]["items"]) for c, i in zip(RETUNE_CALLS, marks, strict=True)}
+    retuned: dict[int, set[str]] = defaultdict(set)
+    for c, i in zip(RETUNE_CALLS, marks, strict=True):
+        retuned[c] |= set(cache[i]["items"])
     call_of: dict[str, int] = {}
     for c in RETUNE_CALLS:
         call_of |= dict.fromkeys(retuned[c], c)
@@ -309,15 +354,27 @@ def main() -> None:
         r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
         r["call"] = call_of.get(item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"]), 3)
         r["rows_of"] = ROWS_OF.get(r["call"], 3)
-    m_retuned = sorted({int(re.findall(r"M=(\d+)", key)[0]) for key in retuned[4]})
+    m_retuned = ms_of(retuned[4])
     m4_max = max(m_retuned) if m_retuned else 0
-    m6_max = max((r["item"]["m"] for r in rows if r["call"] == 6), default=0)
-    n6 = sum(1 for r in rows if r["call"] == 6)
-    n9 = sum(1 for r in rows if r["call"] == 9)
-    kinds9 = sorted({r["item"]["kind"] for r in rows if r["call"] == 9})
-    kinds6 = sorted({r["item"]["kind"] for r in rows if r["call"] == 6})
+    m6_max = max(ms_of(retuned[6]), default=0)
+    n6 = len(retuned[6])
+    n9 = len(retuned[9])
+    kinds9 = kinds_of(retuned[9])
+    kinds6 = kinds_of(retuned[6])
+    m13 = {kd: max(ms_of(keys)) for kd, keys in retuned13.items()}
     fp8 = [r for r in rows if r["item"]["kind"] == "fp8"]
     int4 = [r for r in rows if r["item"]["kind"] == "int4"]
+    # The rows call 13 replaced (call 12's FP8 rows at M <= 64, call 7's INT4 rows at M <= 32):
+    # the sections on calls 8-12 describe those calls' rows.
+    prev13 = {row_key(r): r for r in load_jsonl(d / "call13" / "previous_compare.jsonl")}
+    replaced = {row_key(r) for r in rows if r["call"] == 13}
+    if set(prev13) != replaced:
+        sys.exit(
+            f"{d / 'call13' / 'previous_compare.jsonl'}: {len(prev13)} rows, expected the "
+            f"{len(replaced)} items call 13 re-tuned"
+        )
+    fp8_c12 = [prev13.get(row_key(r), r) for r in fp8]
+    int4_c7 = [prev13.get(row_key(r), r) for r in int4]
 
     # ---- gate check of every shipped config -------------------------------------------------
     gate = gate_check(cache, args.configs)
@@ -378,12 +435,12 @@ def main() -> None:
     )
     tf_cub = [r["flops"] / t(r, "cublas_fp8_per_tensor") / 1e6 for r in big]
     tf_bf16 = [r["flops"] / t(r, "bf16_matmul") / 1e6 for r in big]
-    fold = fold_stats(d, fp8)
+    fold = fold_stats(d, fp8_c12)
     # The FP8 results a `retune` record of call 9 set aside (ResultCache.superseded), call 9's
     # own results (after its polish), then call 12's polish of them.
     prior = latest_items(cache[: marks[RETUNE_CALLS.index(9)]], "fp8")
-    pol = polish_stats(d, fp8, prior, latest_items(span[9], "fp8"), span[12])
-    i11 = int4_pack2_stats(d / "call11", int4)
+    pol = polish_stats(d, fp8_c12, prior, latest_items(span[9], "fp8"), span[12])
+    i11 = int4_pack2_stats(d / "call11", int4_c7)
     slower = [r for r in fp8 if t(r, "tuned") > 1.02 * t(r, "default")]
     i_tiny = [r for r in int4 if r["item"]["m"] <= 16]
     g4 = [t(r, "bf16_matmul") / t(r, "tuned") for r in i_tiny]
@@ -440,7 +497,7 @@ def main() -> None:
         for k in i6_best
         if k in i4_best and i6_best[k]["item"]["m"] <= 16
     ]
-    i_mid = [r for r in int4 if 16 < r["item"]["m"] <= m6_max and r["call"] == 6]
+    i_mid = [r for r in int4 if 16 < r["item"]["m"] and r["call"] == 13]
     i_mid_vs16 = [
         t(r, "tuned") / statistics.median(t(q, "tuned") for q in i_shapes[s])
         for r in i_mid
@@ -463,19 +520,31 @@ def main() -> None:
     n_sw_now = sum(1 for r in fp8_small if (r["best"] or {}).get("SWAP_AB"))
     n_sw_fp8 = sum(1 for r in sw_fp8 if (r["best"] or {}).get("SWAP_AB"))
     n_sw_int4 = sum(1 for r in sw_int4 if (r["best"] or {}).get("SWAP_AB"))
-    # Call 6's INT4 winners: SWAP_AB, and which run the plane kernel.
-    i6 = [r for r in int4 if r["call"] == 6]
+    # Call 6's INT4 winners (its search results in the cache) and call 13's (its rows): SWAP_AB,
+    # and which run the plane kernel.
+    i6 = list(i6_best.values())
+    i13 = [r for r in int4 if r["call"] == 13]
     n_sw6 = sum(1 for r in i6 if (r["best"] or {}).get("SWAP_AB"))
-    # INT4 rows not re-tuned in call 6 whose config the plane kernel now takes (timed before it).
+    n_sw13 = sum(1 for r in i13 if (r["best"] or {}).get("SWAP_AB"))
+    # INT4 rows not re-tuned since the plane kernel whose config it now takes (timed before it).
     old_planes = [
         f"{r['item']['n']}x{r['item']['k']} M={r['item']['m']}"
         for r in int4
-        if r["call"] != 6 and r["best"] and uses_planes(KernelConfig.from_dict(r["best"]), "awq")
+        if r["rows_of"] == 3
+        and r["best"]
+        and uses_planes(KernelConfig.from_dict(r["best"]), "awq")
     ]
-    n_pl6 = sum(
-        1 for r in i6 if r["best"] and uses_planes(KernelConfig.from_dict(r["best"]), "awq")
-    )
+
+    def n_planes(rs: list[dict[str, Any]]) -> int:
+        return sum(
+            1 for r in rs if r["best"] and uses_planes(KernelConfig.from_dict(r["best"]), "awq")
+        )
+
+    n_pl6, n_pl13 = n_planes(i6), n_planes(i13)
     ab = small_m_summary(small, args.configs)
+    r13 = retune13_stats(rows, prev13)
+    probe = probe_stats(d / "call13" / "int4_probe.json", env["int4"]["sm_count"])
+    ncu = ncu_stats(d / "call13")
     m12 = m1_vs_m2(span[4])
 
     # K tiles per program of the shipped INT4 winners at M <= 16 (K / (BK x SPLIT_K)).
@@ -526,7 +595,70 @@ def main() -> None:
             f"{rng([x[7] for x in xs])}x cuBLAS's time; cuBLAS {rng([x[5] for x in xs])} TB/s"
         )
 
+    new_splits = ", ".join(map(str, NEW_SPLITS))
+    # Call 13 against the rows it replaced at M <= 16 (INT4: tuned; FP8: own files).
+    b13 = {kd: v["bands"][0] for kd, v in r13.items()}
+    # Nsight Compute, INT4 plane kernel against bf16 cuBLAS on the same shape, smallest first.
+    ncu4 = sorted(
+        (k for k in ncu if k["ours"] and k["kind"] == "int4"),
+        key=lambda k: k["shape"][0] * k["shape"][1],
+    )
+    ncu_base = {k["shape"]: k for k in ncu if not k["ours"] and k["kind"] == "int4"}
+    ncu_short = (
+        "Nsight Compute (call 13, configs from before its re-tune) finds the plane kernel short "
+        "of warps rather than of bandwidth: "
+        + "; ".join(
+            f"on {k['shape'][0]}x{k['shape'][1]} "
+            f"{ncu_metric(k, 'Active Warps Per Scheduler'):.1f} active warps per scheduler and "
+            f"{ncu_metric(k, 'DRAM Throughput'):.0f}% of DRAM"
+            + (
+                f" (bf16 cuBLAS: {ncu_metric(ncu_base[k['shape']], 'DRAM Throughput'):.0f}%)"
+                if k["shape"] in ncu_base
+                else ""
+            )
+            for k in ncu4
+        )
+        + " ([Nsight Compute](#where-the-int4-decode-kernels-time-goes-nsight-compute-call-13))."
+        if ncu4
+        else ""
+    )
+    bn512 = (
+        (
+            f"Call 13's probe timed BN 512 with 8 warps: never the fastest config of its (shape, "
+            f"M) ({len(probe['rows'])} rows), {rng(probe['b512_rel'])}x the time of the config "
+            "shipped then."
+            if probe["n_512_fastest"] == 0
+            else f"Call 13's probe timed BN 512 with 8 warps: the fastest config on "
+            f"{probe['n_512_fastest']}/{len(probe['rows'])} rows."
+        )
+        if probe
+        else ""
+    )
+    mid_cfgs = [KernelConfig.from_dict(r["best"]) for r in i_mid if r["best"]]
     stats = {
+        "new_splits": new_splits,
+        "split_anchor": f"split-k-{'-'.join(map(str, NEW_SPLITS))}-call-13",
+        "n_pl13": n_pl13,
+        "n13i": len(i13),
+        "m13i": m13["int4"],
+        "n_sw13": n_sw13,
+        "i13_gain": short_spread(b13["int4"]["own"]) if "int4" in b13 else "-",
+        "i13_base": short_spread(b13["int4"]["base"]) if "int4" in b13 else "-",
+        "f13_gain": short_spread(b13["fp8"]["own"]) if "fp8" in b13 else "-",
+        "f13_base": short_spread(b13["fp8"]["base"]) if "fp8" in b13 else "-",
+        "f13_split": sum(
+            1
+            for r in tiny
+            if r["best"] and KernelConfig.from_dict(r["best"]).SPLIT_K in NEW_SPLITS
+        ),
+        "ncu_short": ncu_short,
+        "bn512": bn512,
+        "i_mid_tiles": (
+            "the winners run two 16-token tiles that each dequantize the whole weight"
+            if mid_cfgs and all(c.BLOCK_SIZE_M == 16 for c in mid_cfgs)
+            else "winners use BM "
+            + "/".join(str(b) for b in sorted({c.BLOCK_SIZE_M for c in mid_cfgs}))
+        ),
         "own_cub": rng(rat_own),
         "eng_cub": rng(rat_eng),
         "tb_own": rng(tb_own),
@@ -563,7 +695,6 @@ def main() -> None:
         "i11_same": gm(i11["same"]) if i11 else math.nan,
         "i11_bf16": gm(i11["bf16"]) if i11 else math.nan,
         "ktiles": rng(ktiles, ".1f"),
-        "n_kt3": sum(1 for x in ktiles if x <= 3),
         "n_fp8_4": len(sw_fp8),
         "n_sw_int4": n_sw_int4,
         "n_int4_4": len(sw_int4),
@@ -626,6 +757,12 @@ def main() -> None:
         "n_i_best": len(i_best),
         "sk_narrow": split_k(narrow),
         "sk_wide": split_k(wide),
+        "narrow_programs": ", ".join(
+            f"{sk}: {5120 // max(c.BLOCK_SIZE_N for c in i_best) * sk} programs"
+            for sk in sorted(
+                {KernelConfig.from_dict(r["best"]).SPLIT_K for r in narrow if r["best"]}
+            )
+        ),
         "i_mid_x": rng([x_bf16(r) for r in i_mid]),
         "i_mid_vs16": rng(i_mid_vs16),
         "i_mid_ms": ", ".join(str(m) for m in sorted({r["item"]["m"] for r in i_mid})),
@@ -714,6 +851,10 @@ def main() -> None:
     polish4, polish6, polish9, polish12 = (
         re.search(r"polish: .*", x) for x in (log4, log6, log9, log12)
     )
+    tune13 = {kd: tuned_steps(x) for kd, x in log13.items()}
+    pre13 = {kd: precompiles(x) for kd, x in log13.items()}
+    polish13 = {kd: re.search(r"polish: .*", x) for kd, x in log13.items()}
+    compare13 = {kd: int(seconds(r"compare: (\d+) items", x)) for kd, x in log13.items()}
     compare4, compare6, compare9, compare12 = (
         int(seconds(r"compare: (\d+) items", x)) if "compare:" in x else 0
         for x in (log4, log6, log9, log12)
@@ -733,9 +874,9 @@ def main() -> None:
         if want not in h or f"torch {prov['torch']} cuda {prov['cuda']}" not in h
     ]
     same_env = (
-        f"All {len(headers)} progress logs (calls 1-4 and 6-12) name the same GPU, torch "
+        f"All {len(headers)} progress logs (calls 1-4 and 6-13) name the same GPU, torch "
         f"{prov['torch']} and CUDA {prov['cuda']}; driver and Triton as above (`data/env.json`, "
-        "`data/nvidia-smi.txt`, call 12)."
+        "`data/nvidia-smi.txt`, call 13)."
         if not odd
         else f"These progress logs name another GPU, torch or CUDA: {', '.join(odd)}."
     )
@@ -748,7 +889,13 @@ def main() -> None:
     }
     sides_ok = all(v == src_sha.get(k) for k, v in side_sha.items())
 
-    n_rows = {c: sum(1 for r in rows if r["rows_of"] == c) for c in (3, 7, 12)}
+    n_rows = {
+        (c, kd): sum(1 for r in rows if r["rows_of"] == c and r["item"]["kind"] == kd)
+        for c in (3, 12, 13)
+        for kd in ("fp8", "int4")
+    }
+    m12_lo = min((r["item"]["m"] for r in fp8 if r["rows_of"] == 12), default=0)
+    m3_lo = min((r["item"]["m"] for r in int4 if r["rows_of"] == 3), default=0)
     L: list[str] = []
     w = L.append
     w("# Triton GEMM kernel tuning on one NVIDIA H200: Qwen3.8-27B, FP8 W8A8 block and INT4 W4A16")
@@ -756,7 +903,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Twelve device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Thirteen device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -778,10 +925,17 @@ def main() -> None:
         "and the INT4 experiment, not shipped ([INT4 plane kernel, pairs along K](#int4-plane-"
         "kernel-pairs-along-k-call-11-not-shipped)); (12) call 9's results polished with two "
         "timings per config and the winners from before the re-tune, and a new comparison of "
-        f"the {n9} FP8 items ([FOLD_SCALES](#fold_scales-calls-8-9-12)). The tables below hold "
-        f"call 12's rows for FP8 ({n_rows[12]} items), call 7's for "
-        f"{'/'.join(k.upper() for k in kinds6)} at M <= {m6_max} ({n_rows[7]}) and call 3's for "
-        f"the other INT4 items ({n_rows[3]})"
+        f"the {n9} FP8 items ([FOLD_SCALES](#fold_scales-calls-8-9-12)); (13) two probes "
+        "(Nsight Compute of the decode kernels; the INT4 plane kernel with BN 512 or SPLIT_K "
+        f"{new_splits}), then, with SPLIT_K {new_splits} in the space (a runtime argument: no "
+        "new binaries, kernel sources unchanged), a re-tune, cross-check (two timings per "
+        "config, with the winners from before) and new comparison of the {len(retuned13['int4'])} INT4 "
+        f"items with M <= {m13['int4']} and of the {len(retuned13['fp8'])} FP8 items with "
+        f"M <= {m13['fp8']} ([Split-K {new_splits}](#split-k-{'-'.join(map(str, NEW_SPLITS))}"
+        "-call-13)). The tables below hold call 13's rows for FP8 at M <= "
+        f"{m13['fp8']} ({n_rows[(13, 'fp8')]} items) and INT4 at M <= {m13['int4']} "
+        f"({n_rows[(13, 'int4')]}), call 12's for FP8 at M >= {m12_lo} ({n_rows[(12, 'fp8')]}) "
+        f"and call 3's for INT4 at M >= {m3_lo} ({n_rows[(3, 'int4')]})"
         + ". Generated by `benchmarks/kernels_report.py` from `reports/kernels/data/`; "
         "the tuned files are in `kernels_tuning/configs/` (SGLang and vLLM names for FP8, our "
         "own names for FP8 with split-K / SWAP_AB / FOLD_SCALES and for INT4; see "
@@ -800,8 +954,8 @@ def main() -> None:
     w("")
     w(
         "Each comparison row times the tuned config, the default and the baselines side by side "
-        f"in one call (FP8: call 12; INT4 M <= {m6_max}: call 7; INT4 above: call 3); a figure "
-        "over several M may combine rows of two calls."
+        f"in one call (FP8 M <= {m13['fp8']} and INT4 M <= {m13['int4']}: call 13; FP8 above: "
+        "call 12; INT4 above: call 3); a figure over several M may combine rows of two calls."
     )
     w("")
     w("| goal | target | measured | met |")
@@ -861,16 +1015,27 @@ def main() -> None:
     t4_int4 = tune4.get("int4 TP1")
     t6_int4 = tune6.get("int4 TP1")
     t9_fp8 = tune9.get("fp8 TP1")
-    # call9/timings.json (the run script's own wall clock per search step) against its log.
-    t9_json = d / "call9" / "timings.json"
-    for step, wall9 in (json.loads(t9_json.read_text()) if t9_json.exists() else {}).items():
-        kd, tp = step.split("_")
-        logged = tune9.get(f"{kd} {tp.upper()}")
-        if logged is None or abs(logged[2] - float(wall9)) > 0.5:
-            print(f"warning: {t9_json} {step} = {wall9} s, progress-run9.log: {logged}")
+    # call9/timings.json and call13/timings-fp8.json (the run script's own wall clock per search
+    # step) against their logs.
+    for t_json, steps, log_name in (
+        (d / "call9" / "timings.json", tune9, "progress-run9.log"),
+        (d / "call13" / "timings-fp8.json", tune13["fp8"], "progress-run13-fp8.log"),
+    ):
+        for step, wall in (json.loads(t_json.read_text()) if t_json.exists() else {}).items():
+            kd, tp = step.split("_")
+            logged = steps.get(f"{kd} {tp.upper()}")
+            if logged is None or abs(logged[2] - float(wall)) > 0.5:
+                print(f"warning: {t_json} {step} = {wall} s, {log_name}: {logged}")
     tp1_walls = [pre_fp8 + tune["fp8 TP1"], pre_int4 + tune["int4 TP1"]]
     if t9_fp8 and "fp8" in pre9:
         tp1_walls.append(pre9["fp8"][1] + t9_fp8[2])
+    # Call 13: per kind, (TP1 items, precompile binaries, precompile s, TP1 search s).
+    t13 = {
+        kd: (tune13[kd][f"{kd} TP1"][0], *pre13[kd][kd], tune13[kd][f"{kd} TP1"][2])
+        for kd in ("int4", "fp8")
+        if f"{kd} TP1" in tune13[kd] and kd in pre13[kd]
+    }
+    tp1_walls += [x[2] + x[3] for x in t13.values()]
     w(
         f"| All TP1 shapes x 20 batch sizes, one H200 | <= 20 min | call 1: FP8 "
         f"{pre_fp8 + tune['fp8 TP1']:.0f} s (precompile {pre_fp8:.0f} s + search "
@@ -894,6 +1059,16 @@ def main() -> None:
             if t9_fp8 and "fp8" in pre9
             else ""
         )
+        + (
+            f"; call 13, with SPLIT_K {new_splits} in the space: the "
+            + " and the ".join(
+                f"{ni} {kd.upper()} TP1 items with M <= {m13[kd]}: {pc + ws:.0f} s (precompile "
+                f"of {nb} binaries {pc:.0f} s + search {ws:.0f} s)"
+                for kd, (ni, nb, pc, ws) in t13.items()
+            )
+            if t13
+            else ""
+        )
         + f" | {'yes' if max(tp1_walls) <= 1200 else 'no'} |"
     )
     n_bad = len(gate["unchecked"])
@@ -901,7 +1076,7 @@ def main() -> None:
         f"| Every shipped config passed the correctness gate | all | {gate['entries'] - n_bad}/"
         f"{gate['entries']} (every (file, M) entry of the {gate['files']} files in "
         f"`kernels_tuning/configs/`, {gate['swapped']} of them SWAP_AB, {gate['split']} "
-        f"split-K, {gate['folded']} FOLD_SCALES and {gate['planes']} INT4 on the plane kernel, "
+        f"split-K ({gate['split_new']} with SPLIT_K {new_splits}), {gate['folded']} FOLD_SCALES and {gate['planes']} INT4 on the plane kernel, "
         "has a passing gated evaluation of that item on record, after the item's last "
         f"re-tune) | {'yes' if n_bad == 0 else 'no: ' + ', '.join(gate['unchecked'][:3])} |"
     )
@@ -977,9 +1152,10 @@ def main() -> None:
             "The search of call 4 picked SWAP_AB for "
             f"{n_sw_fp8}/{len(sw_fp8)} FP8 own-file winners and {n_sw_int4}/{len(sw_int4)} INT4 "
             f"winners at M <= {m4_max}; the INT4 re-tune of call 6 picked SWAP_AB for "
-            f"{n_sw6}/{len(i6)} and the plane kernel for {n_pl6}/{len(i6)}; after the FP8 "
-            f"re-tune of call 9 and call 12's polish, {n_sw_now}/{len(fp8_small)} FP8 own-file "
-            f"entries at M <= {m4_max} use SWAP_AB. Per (shape, M) rows: `data/small_m.log`."
+            f"{n_sw6}/{len(i6)} and the plane kernel for {n_pl6}/{len(i6)}; after the re-tunes "
+            f"of call 13, {n_sw_now}/{len(fp8_small)} FP8 own-file entries at M <= {m4_max} use "
+            f"SWAP_AB, and {n_sw13}/{len(i13)} INT4 entries at M <= {m13['int4']} ({n_pl13} on "
+            "the plane kernel). Per (shape, M) rows: `data/small_m.log`."
         )
     w("")
     w("## FP8 W8A8 block-wise, per shape and M (microseconds, bf16 output)")
@@ -1024,8 +1200,10 @@ def main() -> None:
     w("## INT4 W4A16 (AWQ packing, group 128), per shape and M (microseconds)")
     w("")
     w(
-        f"`tuned`: our kernel, tuned (split-K and SWAP_AB allowed; M <= {m6_max}: tuned in call 6 and timed in call 7, with "
-        "the plane kernel available); `default`: our kernel's "
+        f"`tuned`: our kernel, tuned (split-K and SWAP_AB allowed; M <= {m13['int4']}: tuned and "
+        f"timed in call 13, with the plane kernel and SPLIT_K {new_splits} available; above: "
+        + ("call 3, configs the plane kernel does not take" if not old_planes else "call 3")
+        + "); `default`: our kernel's "
         "fallback (16/64/128 w4 s4); `ours@vLLM`: our kernel with vLLM's values (32/32/32 "
         "split-K 8, bf16); `vLLM`: vLLM's AWQ-Triton algorithm with its defaults (fp16, zeroed "
         "[8,M,N] buffer + sum; `kernels_tuning/kernels/vllm_awq_like.py`); `bf16`: "
@@ -1111,7 +1289,7 @@ def main() -> None:
     # Later calls: (ordinal, what, search steps, precompiles, precompile note, polish line,
     # evaluations per polish timing, compared items).
     later = {
-        4: (
+        "4": (
             "Fourth",
             f"re-tune of the {len(retuned[4])} items with M <= {m4_max}, SWAP_AB in the space; "
             "the cache of calls 1-3 as the start, the re-tuned items' earlier evaluations and "
@@ -1123,7 +1301,7 @@ def main() -> None:
             1,
             compare4,
         ),
-        6: (
+        "6": (
             "Sixth",
             f"re-tune of the {len(retuned[6])} {'/'.join(k.upper() for k in kinds6)} items with "
             f"M <= {m6_max} with the PTX plane kernel in place; the cache of calls 1-4 as the "
@@ -1136,7 +1314,7 @@ def main() -> None:
             1,
             compare6,
         ),
-        9: (
+        "9": (
             "Ninth",
             f"re-tune of the {len(retuned[9])} {'/'.join(k.upper() for k in kinds9)} items "
             "with FOLD_SCALES in our own search; the cache of calls 1-7 as the start, a third "
@@ -1148,7 +1326,7 @@ def main() -> None:
             1,
             compare9,
         ),
-        12: (
+        "12": (
             "Twelfth",
             "polish of call 9's FP8 results on its cache, no `retune` record: each config timed "
             "twice, plus each item's winners from before call 9's re-tune and their FOLD_SCALES "
@@ -1161,6 +1339,23 @@ def main() -> None:
             compare12,
         ),
     }
+    for n_rec, kd in enumerate(("int4", "fp8")):
+        later[f"13 {kd}"] = (
+            "Thirteenth",
+            f"{kd.upper()}: re-tune of the {len(retuned13[kd])} {kd.upper()} items with M <= {m13[kd]} with "
+            f"SPLIT_K {new_splits} in the space; the cache of calls 1-12"
+            + (" and of call 13's INT4 re-tune" if n_rec else "")
+            + " as the start, "
+            + ("a fourth" if not n_rec else "a fifth")
+            + " `retune` record; the cross-check times each config twice and adds the winners "
+            "from before the re-tune (`--polish-prior`)",
+            tune13[kd],
+            pre13[kd],
+            f", BM <= {max(16, m13[kd])}" if kd == "int4" else "",
+            polish13[kd],
+            2,
+            compare13[kd],
+        )
     for nth, what, tune_c, pre_c, pre_note, polish_c, per, compare_c in later.values():
         if not tune_c and not polish_c:
             continue
@@ -1188,7 +1383,7 @@ def main() -> None:
         w("")
     w(
         f"Evaluations on record: {n_eval} ("
-        + ", ".join(f"{n} in call {c}" for c, n in n_eval_call.items())
+        + ", ".join(f"{n} in call {c}" for c, n in sorted(n_eval_call.items()))
         + "), "
         + (
             f"{n_fail} failed ("
@@ -1262,12 +1457,32 @@ def main() -> None:
             polish12=polish_text(polish12, 2),
             compare12=compare12,
             same_env=same_env,
+            split_values=", ".join(map(str, SPLIT_K_VALUES)),
+            new_splits=new_splits,
+            split_anchor=stats["split_anchor"],
+            m12_lo=m12_lo,
+            **{
+                f"{name}_{kd}": v
+                for kd in ("int4", "fp8")
+                for name, v in (
+                    ("n13", len(retuned13[kd])),
+                    ("m13", m13[kd]),
+                    ("n_eval13", sum(1 for rec in span13[kd] if rec["t"] == "eval")),
+                    ("polish13", polish_text(polish13[kd], 2)),
+                )
+            },
+            **{
+                f"t13_{kd}_tp{tp}": tune13[kd].get(f"{kd} TP{tp}", (0, 0, math.nan))[2]
+                for kd in ("int4", "fp8")
+                for tp in (1, 2)
+            },
         )
     )
     L.extend(fold_section(fold, tf, n700))
     L.extend(polish_section(pol))
     if i11:
         L.extend(int4_section(i11, sides_ok and src_sha["int4"] == side_sha.get("int4")))
+    L.extend(split13_section(r13, probe, gate, ncu))
     w("## Misses")
     w("")
     bullets = []
@@ -1315,8 +1530,9 @@ def fold_section(fold: dict[str, Any], tf: list[float], n700: int) -> list[str]:
         "of the 200 items compared before the device time ran out; `data/call8/`). Since call 9 "
         "it is FOLD_SCALES, an option of our own FP8 files (`kernels_tuning/kernels/"
         "fp8_block.py`): call 9 re-tuned all FP8 items with it, call 12 polished them. Time "
-        "shipped before (calls 3/4, `data/call12/previous_fp8_compare.jsonl`) / now (call 12), "
-        "geomean (min-max); the engine files were re-tuned too, with FOLD_SCALES=0; the SGLang "
+        "shipped before (calls 3/4, `data/call12/previous_fp8_compare.jsonl`) / after (call 12; "
+        "its rows at M <= 64, which call 13 replaced, are in `data/call13/previous_compare."
+        "jsonl`), geomean (min-max); the engine files were re-tuned too, with FOLD_SCALES=0; the SGLang "
         "default config, the same in both, shows the run-to-run drift; the last column is call "
         "8's kernel effect on that default config (64/128/128, folded in call 8):",
         "",
@@ -1337,7 +1553,7 @@ def fold_section(fold: dict[str, Any], tf: list[float], n700: int) -> list[str]:
         )
     out += [
         "",
-        f"{fold['n_fold']}/{fold['n_fp8']} own-file winners use FOLD_SCALES "
+        f"In call 12, {fold['n_fold']}/{fold['n_fp8']} own-file winners used FOLD_SCALES "
         f"({fold['eng_folded']} of them the engine file's config, folded). At M >= 1024 our own "
         f"files run {min(tf):.0f}-{max(tf):.0f} TFLOP/s, median {statistics.median(tf):.0f}, "
         f"{n700}/{len(tf)} (shape, M) at >= 700 (before: median {fold['tf_prev_med']:.0f}, "
@@ -1406,11 +1622,11 @@ def int4_section(i11: dict[str, Any], reverted: bool) -> list[str]:
         f"{sass}. Call 11 re-tuned the {i11['n']} INT4 items with M <= {i11['m_max']} with it "
         f"({i11['evals']} evaluations, {i11['wall']:.0f} s of search; {i11['planes']}/{i11['n']} "
         "winners run the plane kernel) and compared them (`data/call11/compare.jsonl`; call 10 "
-        "ran the same experiment, its output was lost). Overall it was slower: shipped tuned "
-        f"time (call 7) / call 11 tuned time, per item: geomean {gm(r):.3f}x (min {min(r):.2f}x, "
+        "ran the same experiment, its output was lost). Overall it was slower: tuned time of "
+        f"call 7 (shipped until call 13) / call 11 tuned time, per item: geomean {gm(r):.3f}x (min {min(r):.2f}x, "
         f"max {max(r):.2f}x; call 11 faster on {i11['n_faster']}/{i11['n']}); at M <= 16 it runs "
         f"at {i11['x_bf16']:.2f}x bf16 `torch.matmul` (geomean over {i11['n_tiny']} items; "
-        f"shipped: {i11['x_bf16_shipped']:.2f}x). The loss comes from the {len(i11['off'])} items "
+        f"call 7: {i11['x_bf16_shipped']:.2f}x). The loss comes from the {len(i11['off'])} items "
         f"whose call-11 winner does not run the plane kernel ({i11['off_where']}): "
         f"{gm(i11['off']):.2f}x; on the {len(i11['on'])} whose winner does, {gm(i11['on']):.2f}x, "
         f"and on the {len(i11['same'])} where both calls chose the same config "
@@ -1426,6 +1642,315 @@ def int4_section(i11: dict[str, Any], reverted: bool) -> list[str]:
         ),
         "",
     ]
+
+
+def split13_section(
+    r13: dict[str, Any], probe: dict[str, Any], gate: dict[str, Any], ncu: list[dict[str, Any]]
+) -> list[str]:
+    """Call 13: the INT4 probe before it, its re-tunes against the rows they replaced, and the
+    Nsight Compute probe."""
+    splits = ", ".join(map(str, NEW_SPLITS))
+    out = [f"## Split-K {splits} (call 13)", ""]
+    if probe:
+        narrow, wide, rows = probe["narrow"], probe["wide"], probe["rows"]
+        tiles, sms = probe["tiles"], probe["sms"]
+        old = "/".join(map(str, probe["old_split"]))
+        rel = probe["b512_rel"]
+        faster512 = [x for x in rows if x["b512_rel"] is not None and x["b512_rel"] < 1]
+        wide_lose = [x for x in wide if x["ratio"] < 1]
+        out += [
+            "Until call 12 SPLIT_K took powers of two. The INT4 winners at M <= 16 use BN 256, so "
+            f"the N = 5120 shapes have 5120 / 256 = {tiles} column tiles; with split {old} that "
+            f"is {tiles * probe['old_split'][0]} programs for {sms} SMs. Before re-tuning, call "
+            "13 probed the INT4 plane kernel (`data/call13/int4_probe.py`, `int4_probe.json`): "
+            "per (shape, M) at M = 1 and 16, the config shipped then against BN 512 with 8 "
+            "warps (two warps per scheduler in one program; BK 64/128, stages 2-4, every split "
+            f"that leaves >= 2 K tiles per split) and against BN 256 with split {splits} (stages "
+            f"3, 4): {probe['n_cfg']} gated evaluations, {probe['n_fail']} rejected; then the "
+            "shipped config and the fastest new one re-timed side by side twice (the faster "
+            "kept), with bf16 `torch.matmul`. Times in us; the last column compares the fastest "
+            "BN 512 config with the shipped one from the same (first) timing pass.",
+            "",
+            "| N x K | M | shipped then | us | fastest new | us | shipped / new | best BN 512 / "
+            "shipped | bf16 |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for x in rows:
+            out.append(
+                f"| {x['n']}x{x['k']} | {x['m']} | {cfg_short(x['shipped'].as_dict())} | "
+                f"{x['shipped_us']:.1f} | {cfg_short(x['new'].as_dict())} | {x['new_us']:.1f} | "
+                f"{x['ratio']:.2f}x | "
+                + (f"{x['b512_rel']:.2f}x" if x["b512_rel"] is not None else "-")
+                + f" | {x['bf16_us']:.1f} |"
+            )
+        text = [
+            (
+                f"BN 512 with 8 warps is never the fastest config of its (shape, M) "
+                f"(0/{len(rows)}); its best is {rel_range(rel)}x the shipped config's time"
+                + (
+                    f", faster than it on {len(faster512)} rows, all N = 5120 shapes, where BN 256 "
+                    "with a new split is faster still"
+                    if faster512
+                    and all(x["n"] == 5120 and x["new_us"] < x["shipped_us"] for x in faster512)
+                    else f", faster on {len(faster512)} rows"
+                    if faster512
+                    else ""
+                )
+                + "."
+            )
+            if probe["n_512_fastest"] == 0
+            else f"BN 512 with 8 warps is the fastest config on {probe['n_512_fastest']}/"
+            f"{len(rows)} rows (best BN 512 / shipped: {rel_range(rel)}x)."
+        ]
+        if narrow and probe["narrow_k6"] == len(narrow):
+            text.append(
+                f"Split 6 beats the shipped split {old} on every N = 5120 row "
+                f"({rel_range([x['ratio'] for x in narrow])}x faster): {tiles} column tiles x 6 "
+                f"= {tiles * 6} programs fill {tiles * 6} of the {sms} SMs, where split 4 runs "
+                f"{tiles * 4} and split 8 needs {tiles * 8}, more than the SMs."
+            )
+        else:
+            text.append(
+                f"On the N = 5120 shapes split 6 wins {probe['narrow_k6']}/{len(narrow)} rows "
+                f"(shipped / new {rel_range([x['ratio'] for x in narrow])}x)."
+            )
+        if wide:
+            wide_win = [x["ratio"] for x in wide if x["ratio"] >= 1]
+            text.append(
+                f"On the wider shapes shipped / new is {rel_range([x['ratio'] for x in wide])}x"
+                + (
+                    f": once re-timed, the new config is slower on {len(wide_lose)}/{len(wide)} "
+                    "rows ("
+                    + ", ".join(sorted({f"{x['n']}x{x['k']}" for x in wide_lose}))
+                    + ")"
+                    + (f" and {rel_range(wide_win)}x faster on the others" if wide_win else "")
+                    if wide_lose
+                    else ""
+                )
+                + "."
+            )
+        text.append(
+            f"So call 13 added SPLIT_K {splits} to the space of both kinds; BN stays at most "
+            f"{max(GRID['BLOCK_SIZE_N'])}."
+        )
+        out += ["", " ".join(text), ""]
+    if r13:
+        out += [
+            "Then call 13 re-tuned the items below with the wider split-K (see Method and "
+            "[Tuning cost](#tuning-cost)). Shipped time before (call 12's FP8 rows, call 7's "
+            "INT4 rows: `data/call13/previous_compare.jsonl`) / now (call 13), geomean (min-max); "
+            "FP8 own file = the faster of the two FP8 files, as in the tables; the baseline "
+            "(INT4: bf16 `torch.matmul`; FP8: cuBLAS per-tensor FP8), the same code in both "
+            "calls, shows the run-to-run drift; `same winner`: the items whose own-file config "
+            "did not change.",
+            "",
+            "| kind | M | own file | engine file | baseline (control) | winners changed | same "
+            f"winner | winners with split {splits.replace(', ', '/')} |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for kd, v in r13.items():
+            for b in v["bands"]:
+                out.append(
+                    f"| {kd.upper()} | {b['label']} | {spread(b['own'])} | "
+                    f"{short_spread(b['eng'])} | {short_spread(b['base'])} | "
+                    f"{b['changed']}/{b['n']} | {short_spread(b['same_cfg'])} | "
+                    f"{b['new_split']}/{b['n']} |"
+                )
+        by = r13.get("int4", {}).get("by_width", {})
+        txt = []
+        if by.get("narrow") and by.get("wide"):
+            txt.append(
+                f"INT4 by shape: the N = 5120 shapes {gm(by['narrow']):.2f}x "
+                f"({len(by['narrow'])} items), the wider ones {gm(by['wide']):.2f}x "
+                f"({len(by['wide'])})."
+            )
+        txt.append(
+            "Call 13's winners by SPLIT_K: "
+            + "; ".join(
+                f"{kd.upper()} "
+                + ", ".join(
+                    f"{n} with {'split ' if i == 0 else ''}{sk}"
+                    for i, (sk, n) in enumerate(v["splits"].items())
+                )
+                + f" (of {v['n']})"
+                for kd, v in r13.items()
+            )
+            + f". In the shipped files {gate['split_new']} of the {gate['entries']} entries use "
+            f"SPLIT_K {splits}."
+        )
+        out += ["", " ".join(txt), ""]
+    out += ncu_section(ncu)
+    return out
+
+
+def rel_range(xs: list[float]) -> str:
+    return rng1(xs, ".2f")
+
+
+def rng1(xs: list[float], fmt: str = ".1f") -> str:
+    """min-max of xs in `fmt` (one number when they print the same)."""
+    if not xs:
+        return "-"
+    lo, hi = f"{min(xs):{fmt}}", f"{max(xs):{fmt}}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def short_spread(xs: list[float]) -> str:
+    return f"{gm(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f})" if xs else "-"
+
+
+def ncu_section(ks: list[dict[str, Any]]) -> list[str]:
+    """Call 13's Nsight Compute probe: a metric table with a column per kernel, and what it
+    shows for the INT4 plane kernel."""
+    if not ks:
+        return []
+    d13 = "`data/call13/ncu.txt`"
+    out = [
+        "### Where the INT4 decode kernel's time goes (Nsight Compute, call 13)",
+        "",
+        f"{d13} (`ncu_probe.py`): one launch each at M = 1, under Nsight Compute, of our INT4 "
+        "plane kernel on the largest and the smallest shape and our FP8 own-file kernel on the "
+        "smallest, with the configs shipped before call 13's re-tune, and of cuBLAS on the same "
+        "shapes (bf16 `torch.matmul`, `nvjet_sm90_tst_*`; per-tensor FP8 `torch._scaled_mm`, "
+        "`nvjet_sm90_qqtst_*`). Single launches with the clocks not locked: the durations are "
+        "not the tables' timings. Warps per scheduler: an SM has 4 schedulers, each can issue "
+        "one instruction per cycle.",
+        "",
+        "| metric | " + " | ".join(k["label"] for k in ks) + " |",
+        "| --- |" + " --- |" * len(ks),
+    ]
+
+    def row(name: str, vals: list[str]) -> None:
+        out.append(f"| {name} | " + " | ".join(vals) + " |")
+
+    def met(name: str, fmt: str, unit: str | None = None) -> list[str]:
+        return ["-" if math.isnan(v := ncu_metric(k, name, unit)) else f"{v:{fmt}}" for k in ks]
+
+    row("config", [cfg_short(k["cfg"].as_dict()) if k["cfg"] else "-" for k in ks])
+    row(
+        "grid (programs)",
+        [
+            f"{'x'.join(map(str, k['grid'][:2]))} ({k['grid'][0] * k['grid'][1] * k['grid'][2]})"
+            for k in ks
+        ],
+    )
+    row("warps per program", [f"{k['block'] // 32}" for k in ks])
+    row("waves per SM", met("Waves Per SM", ".2f"))
+    row("duration, us", met("Duration", ".2f", "us"))
+    row("DRAM throughput, % of peak", met("DRAM Throughput", ".1f"))
+    row("memory throughput, TB/s", [f"{mem_tbs(k):.2f}" for k in ks])
+    row("registers per thread", met("Registers Per Thread", ".0f"))
+    row("dynamic shared memory per program, KB", met("Dynamic Shared Memory Per Block", ".1f"))
+    row(
+        "programs per SM, limit by registers / shared memory",
+        [
+            f"{ncu_metric(k, 'Block Limit Registers'):.0f} / "
+            f"{ncu_metric(k, 'Block Limit Shared Mem'):.0f}"
+            for k in ks
+        ],
+    )
+    row(
+        "theoretical / achieved occupancy, %",
+        [
+            f"{ncu_metric(k, 'Theoretical Occupancy'):.1f} / {ncu_metric(k, 'Achieved Occupancy'):.1f}"
+            for k in ks
+        ],
+    )
+    row("active warps per scheduler", met("Active Warps Per Scheduler", ".2f"))
+    row("eligible warps per scheduler", met("Eligible Warps Per Scheduler", ".2f"))
+    row("issued warp per scheduler (per cycle)", met("Issued Warp Per Scheduler", ".2f"))
+    row("warp cycles per issued instruction", met("Warp Cycles Per Issued Instruction", ".2f"))
+    row("executed IPC (active), per SM", met("Executed Ipc Active", ".2f"))
+    # What the table shows: our INT4 kernel on the smallest and the largest shape, each against
+    # bf16 cuBLAS on the same shape; our FP8 kernel against cuBLAS FP8.
+    ours4 = sorted(
+        (k for k in ks if k["ours"] and k["kind"] == "int4"),
+        key=lambda k: k["shape"][0] * k["shape"][1],
+    )
+    # The bf16 cuBLAS baseline of each INT4 shape (the FP8 case has cuBLAS FP8 on its shape).
+    base = {k["shape"]: k for k in ks if not k["ours"] and k["kind"] == "int4"}
+
+    def m(k: dict[str, Any], name: str) -> float:
+        return ncu_metric(k, name)
+
+    txt = []
+    if ours4:
+        sm = ours4[0]
+        n, kk = sm["shape"]
+        gx, gy, gz = sm["grid"]
+        sms = m(sm, "# SMs")
+        txt.append(
+            f"On {n}x{kk} our INT4 kernel runs {gx * gy * gz} programs (grid {gx}x{gy}: {gx} "
+            f"column tiles x split {gy}) of {sm['block'] // 32} warps on {sms:.0f} SMs: "
+            + ("at most one program per SM, " if gx * gy * gz <= sms else "")
+            + f"{m(sm, 'Active Warps Per Scheduler'):.2f} active warps "
+            f"per scheduler, issuing {m(sm, 'Issued Warp Per Scheduler'):.2f} instructions per "
+            f"cycle, and it uses {m(sm, 'DRAM Throughput'):.1f}% of the DRAM bandwidth "
+            f"({mem_tbs(sm):.2f} TB/s)"
+            + (
+                f"; bf16 cuBLAS on the same shape reaches "
+                f"{m(base[sm['shape']], 'DRAM Throughput'):.0f}%"
+                f" ({mem_tbs(base[sm['shape']]):.2f} TB/s) and takes "
+                f"{m(base[sm['shape']], 'Duration'):.1f} us against our "
+                f"{m(sm, 'Duration'):.1f} while reading four times the weight bytes (bf16 "
+                "against int4)"
+                if sm["shape"] in base
+                else ""
+            )
+            + "."
+        )
+    if len(ours4) > 1:
+        lg = ours4[-1]
+        n, kk = lg["shape"]
+        lim_r, lim_s = m(lg, "Block Limit Registers"), m(lg, "Block Limit Shared Mem")
+        txt.append(
+            f"On {n}x{kk} ({lg['grid'][0] * lg['grid'][1]} programs, "
+            f"{m(lg, 'Waves Per SM'):.2f} waves) it has {m(lg, 'Active Warps Per Scheduler'):.1f} "
+            f"active warps per scheduler, issues {m(lg, 'Issued Warp Per Scheduler'):.2f} per "
+            f"cycle and reaches {m(lg, 'DRAM Throughput'):.0f}% of DRAM; occupancy is limited to "
+            f"{min(lim_r, lim_s):.0f} programs per SM by registers "
+            f"({m(lg, 'Registers Per Thread'):.0f} per thread: limit {lim_r:.0f}) and shared memory "
+            f"({m(lg, 'Dynamic Shared Memory Per Block'):.1f} KB per program: limit {lim_s:.0f})"
+            + (
+                f"; bf16 cuBLAS reaches {m(base[lg['shape']], 'DRAM Throughput'):.0f}% with "
+                f"{m(base[lg['shape']], 'Active Warps Per Scheduler'):.1f} active warps per "
+                f"scheduler issuing {m(base[lg['shape']], 'Issued Warp Per Scheduler'):.2f} per "
+                "cycle"
+                if lg["shape"] in base
+                else ""
+            )
+            + "."
+        )
+        issue = [
+            m(k, "Issued Warp Per Scheduler") / m(base[k["shape"]], "Issued Warp Per Scheduler")
+            for k in ours4
+            if k["shape"] in base
+        ]
+        txt.append(
+            f"Our kernel issues {rng1(issue)}x cuBLAS's instructions per cycle (it "
+            "dequantizes every weight) with at most "
+            f"{max(m(k, 'Active Warps Per Scheduler') for k in ours4):.1f} warps per scheduler "
+            "to switch between, and leaves DRAM at "
+            f"{rng1([m(k, 'DRAM Throughput') for k in ours4], '.0f')}% of peak: it is bound by "
+            "how fast its few warps get through their instructions (each warp's latency is "
+            "exposed), not by DRAM bandwidth; which instructions the warps wait on the report "
+            "does not say (no stall sampling was collected). More warps "
+            "per SM can come from more programs (the split-K of call 13 on the small shapes), "
+            "from more warps per program (the BN 512 configs of the probe above), or from fewer "
+            f"registers and less shared memory per program (the limit of {min(lim_r, lim_s):.0f} "
+            f"programs per SM on {n}x{kk})."
+        )
+    fp = [k for k in ks if k["kind"] == "fp8"]
+    if len(fp) == 2 and fp[0]["ours"]:
+        o, c = fp
+        txt.append(
+            f"FP8 on {o['shape'][0]}x{o['shape'][1]}: ours {m(o, 'Duration'):.1f} us at "
+            f"{m(o, 'DRAM Throughput'):.0f}% of DRAM ({o['grid'][0] * o['grid'][1]} programs, "
+            f"{m(o, 'Active Warps Per Scheduler'):.2f} active warps per scheduler), cuBLAS FP8 "
+            f"{m(c, 'Duration'):.1f} us at {m(c, 'DRAM Throughput'):.0f}%."
+        )
+    out += ["", " ".join(t for t in txt if t), ""]
+    return out
 
 
 BANDS = ((1, 64, "1-64"), (96, 512, "96-512"), (1024, 1 << 30, ">= 1024"))
@@ -1673,6 +2198,204 @@ def int4_pack2_stats(d11: Path, int4: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def retune13_stats(
+    rows: list[dict[str, Any]], prev13: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Call 13 against the rows it replaced, per kind and M band: shipped time before / now of
+    the own file (FP8 also the engine file), the unchanged baseline's as the run-to-run control,
+    how many winners changed and how many use a split call 13 added."""
+    base = {"int4": "bf16_matmul", "fp8": "cublas_fp8_per_tensor"}
+    out: dict[str, Any] = {}
+    for kind in ("int4", "fp8"):
+        rs = [r for r in rows if r["item"]["kind"] == kind and row_key(r) in prev13]
+        if not rs:
+            continue
+        m_hi = max(r["item"]["m"] for r in rs)
+        m_mid = min((r["item"]["m"] for r in rs if r["item"]["m"] > 16), default=m_hi)
+        bands = []
+        for lo, hi in ((1, 16), (m_mid, m_hi)):
+            b = [r for r in rs if lo <= r["item"]["m"] <= hi]
+            pairs = [(prev13[row_key(r)], r) for r in b]
+
+            def same(o: dict[str, Any], n: dict[str, Any]) -> bool:
+                return KernelConfig.from_dict(o["best"]) == KernelConfig.from_dict(n["best"])
+
+            bands.append(
+                {
+                    "label": f"{lo}-{hi}",
+                    "n": len(b),
+                    "own": [own_us(o) / own_us(n) for o, n in pairs],
+                    "eng": [o["times_us"]["tuned"] / n["times_us"]["tuned"] for o, n in pairs]
+                    if kind == "fp8"
+                    else [],
+                    "base": [
+                        o["times_us"][base[kind]] / n["times_us"][base[kind]] for o, n in pairs
+                    ],
+                    "changed": sum(1 for o, n in pairs if not same(o, n)),
+                    "same_cfg": [own_us(o) / own_us(n) for o, n in pairs if same(o, n)],
+                    "new_split": sum(
+                        1 for r in b if KernelConfig.from_dict(r["best"]).SPLIT_K in NEW_SPLITS
+                    ),
+                }
+            )
+        splits: dict[int, int] = defaultdict(int)
+        for r in rs:
+            splits[KernelConfig.from_dict(r["best"]).SPLIT_K] += 1
+        # INT4 by shape width: the N = 5120 shapes (few column tiles) against the wider ones.
+        by_width = {
+            w: [
+                own_us(prev13[row_key(r)]) / own_us(r)
+                for r in rs
+                if (r["item"]["n"] == 5120) == (w == "narrow")
+            ]
+            for w in ("narrow", "wide")
+        }
+        out[kind] = {
+            "n": len(rs),
+            "m_hi": m_hi,
+            "bands": bands,
+            "splits": dict(sorted(splits.items())),
+            "by_width": by_width,
+            "all": [own_us(prev13[row_key(r)]) / own_us(r) for r in rs],
+        }
+    return out
+
+
+def probe_stats(path: Path, sms: int) -> dict[str, Any]:
+    """Call 13's INT4 probe (call13/int4_probe.py) before its re-tune: per (shape, M) the config
+    shipped then against BLOCK_SIZE_N 512 with 8 warps and against split-K 3/6/12 at BN 256."""
+    if not path.exists():
+        return {}
+    rows = json.loads(path.read_text())
+    out = []
+    for r in rows:
+        ok = {kk: float(v) for kk, v in r["all"].items() if v is not None}
+        shipped, new = parse_key(r["shipped"]), parse_key(r["best_new"])
+        n512 = {kk: v for kk, v in ok.items() if parse_key(kk).BLOCK_SIZE_N == 512}
+        b512 = min(n512, key=lambda kk: n512[kk]) if n512 else None
+        fastest = min(ok, key=lambda kk: ok[kk])
+        out.append(
+            {
+                "n": r["n"],
+                "k": r["k"],
+                "m": r["m"],
+                "shipped": shipped,
+                "shipped_us": float(r["shipped_us"]),
+                "new": new,
+                "new_us": float(r["best_new_us"]),
+                "bf16_us": float(r["bf16_us"]),
+                "ratio": float(r["shipped_us"]) / float(r["best_new_us"]),
+                "b512": parse_key(b512) if b512 else None,
+                "b512_rel": n512[b512] / ok[r["shipped"]] if b512 and r["shipped"] in ok else None,
+                "fastest_512": parse_key(fastest).BLOCK_SIZE_N == 512,
+                "n_cfg": len(r["all"]),
+                "n_fail": sum(1 for v in r["all"].values() if v is None),
+            }
+        )
+    narrow = [x for x in out if x["n"] == 5120]
+    wide = [x for x in out if x["n"] != 5120]
+    # Column tiles of the N = 5120 shapes at the shipped BN, and the programs per split.
+    bn = {x["shipped"].BLOCK_SIZE_N for x in narrow}
+    tiles = 5120 // bn.pop() if len(bn) == 1 else 0
+    return {
+        "rows": out,
+        "n_cfg": sum(x["n_cfg"] for x in out),
+        "n_fail": sum(x["n_fail"] for x in out),
+        "n_512_fastest": sum(1 for x in out if x["fastest_512"]),
+        "b512_rel": [x["b512_rel"] for x in out if x["b512_rel"] is not None],
+        "narrow_k6": sum(1 for x in narrow if x["new"].SPLIT_K == 6 and x["ratio"] > 1),
+        "narrow": narrow,
+        "wide": wide,
+        "tiles": tiles,
+        "sms": sms,
+        "old_split": sorted({x["shipped"].SPLIT_K for x in narrow}),
+    }
+
+
+NCU_KERNEL_RE = re.compile(
+    r"^  (\S+) \((\d+), (\d+), (\d+)\)x\((\d+), (\d+), (\d+)\), Context", re.MULTILINE
+)
+NCU_CASE_RE = re.compile(r"^(int4|fp8) (\d+) (\d+) (\d+) KernelConfig\((.*)\)$", re.MULTILINE)
+
+
+def ncu_stats(d13: Path) -> list[dict[str, Any]]:
+    """Call 13's Nsight Compute report (call13/ncu.txt, `ncu` text output of call13/ncu_probe.py):
+    one dict per profiled kernel, in launch order, with its metrics by (name, unit). The probe
+    launches, per case it prints (kind N K M config), our kernel and then the baseline of that
+    shape (FP8: cuBLAS per-tensor FP8; INT4: bf16 `torch.matmul`)."""
+    path = d13 / "ncu.txt"
+    if not path.exists():
+        return []
+    text = path.read_text()
+    cases = [
+        (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5))
+        for m in NCU_CASE_RE.finditer(text)
+    ]
+    heads = list(NCU_KERNEL_RE.finditer(text))
+    if len(heads) != 2 * len(cases):
+        sys.exit(
+            f"{path}: {len(heads)} kernels profiled, expected 2 per case ({len(cases)} cases)"
+        )
+    out: list[dict[str, Any]] = []
+    for i, h in enumerate(heads):
+        kind, n, k, m, cfg = cases[i // 2]
+        ours = i % 2 == 0
+        if ours == h.group(1).startswith("nvjet"):
+            sys.exit(f"{path}: kernel {i + 1} ({h.group(1)}) out of the probe's launch order")
+        body = text[h.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+        metrics: dict[tuple[str, str], float] = {}
+        for line in body.splitlines():
+            parts = re.split(r"\s{2,}", line.strip())
+            if len(parts) not in (2, 3) or not re.fullmatch(r"[\d,]+(\.\d+)?", parts[-1]):
+                continue
+            unit = parts[1] if len(parts) == 3 else ""
+            metrics.setdefault((parts[0], unit), float(parts[-1].replace(",", "")))
+        label = (
+            f"ours {kind.upper()} {n}x{k}"
+            if ours
+            else ("cuBLAS FP8" if kind == "fp8" else "bf16 cuBLAS") + f" {n}x{k}"
+        )
+        out.append(
+            {
+                "label": label,
+                "kernel": h.group(1),
+                "ours": ours,
+                "kind": kind,
+                "shape": (n, k),
+                "m": m,
+                "cfg": KernelConfig(
+                    **{
+                        a: int(b)
+                        for a, b in (kv.split("=") for kv in cfg.replace(" ", "").split(","))
+                    }
+                )
+                if ours
+                else None,
+                "grid": tuple(int(h.group(j)) for j in (2, 3, 4)),
+                "block": int(h.group(5)),
+                "metrics": metrics,
+            }
+        )
+    return out
+
+
+def ncu_metric(k: dict[str, Any], name: str, unit: str | None = None) -> float:
+    """A metric of one profiled kernel (the first with that name when `unit` is None)."""
+    for (nm, un), v in k["metrics"].items():
+        if nm == name and (unit is None or un == unit):
+            return float(v)
+    return math.nan
+
+
+def mem_tbs(k: dict[str, Any]) -> float:
+    """Memory Throughput of the Memory Workload section in TB/s (ncu switches to Gbyte/s)."""
+    for unit, scale in (("Tbyte/s", 1.0), ("Gbyte/s", 1e-3), ("Mbyte/s", 1e-6)):
+        v = ncu_metric(k, "Memory Throughput", unit)
+        if not math.isnan(v):
+            return v * scale
+    return math.nan
+
+
 METHOD = """## Method
 
 - **Kernels** (`kernels_tuning/kernels/`): our own Triton kernels. FP8 follows the contract of
@@ -1700,8 +2423,9 @@ METHOD = """## Method
   the rescale after each K tile is `acc += dot * (a_s * b_s)[:, None]`, one multiply-add per
   element, instead of the engines' `acc += dot * a_s[:, None] * b_s[None, :]`.
 - **Space**: SGLang's grid (BM 16-256, BN 32-256, BK 64/128/256, G 1/16/32/64, warps 4/8,
-  stages 2-5) plus SPLIT_K 1-16, SWAP_AB 0/1 and (FP8) FOLD_SCALES 0/1, filtered before any compile: BK divides the
-  128 group (removes BK 256), shared memory (modelled on 28 sm_90 compiles, wgmma keeps `stages`
+  stages 2-5) plus SPLIT_K {split_values} ({new_splits} since call 13), SWAP_AB 0/1 and (FP8)
+  FOLD_SCALES 0/1, filtered before any compile: BK divides the 128 group (removes BK 256),
+  shared memory (modelled on 28 sm_90 compiles, wgmma keeps `stages`
   buffers), the accumulator must fit 128 registers per thread, BM above M rounded up to a power
   of two (min 16) is waste, GROUP_SIZE_M values equivalent at this M are duplicates, split-K only
   below 4 waves of output tiles; SWAP_AB only at M <= {m4_max}, with BM 8/16/32 (tokens), FP8
@@ -1747,8 +2471,8 @@ METHOD = """## Method
   rows. {mid_note}. Call 7 (`--phases tune,compare` on call 6's cache without `--retune`:
   nothing searched) re-gated and re-measured those {compare6} items after the plane kernel's
   dispatch gained a device check (its bf16 pair math needs sm_90; the H200 path is unchanged),
-  so the INT4 sidecars carry the final source's fingerprint; its rows replace call 6's in the
-  tables. Call 8 was the FOLD_SCALES experiment (a patched kernel, not kept). The ninth call
+  so the INT4 sidecars carry the final source's fingerprint; its rows replaced call 6's (and
+  call 13's replace them). Call 8 was the FOLD_SCALES experiment (a patched kernel, not kept). The ninth call
   (the same script, FP8 only, on the cache of calls 1-7) set aside the results of all
   {n_retuned9} FP8 items behind a third `retune` record and searched them afresh with
   FOLD_SCALES in our own search ({n_eval9} evaluations incl. its cross-check; TP1 searched in
@@ -1757,21 +2481,30 @@ METHOD = """## Method
   [Polish](#polish-two-timings-and-the-winners-before-a-re-tune-calls-10-12)); call 11 also
   tried an INT4 kernel change, not kept. The twelfth call resumed from call 9's cache (no
   `retune` record, nothing searched): `polish` with two timings per config and
-  `--polish-prior` ({polish12}), then the comparison of the {compare12} FP8 items whose rows
-  the tables show. Figures in [Tuning cost](#tuning-cost). The exhaustive comparison is from
-  the first run.
+  `--polish-prior` ({polish12}), then the comparison of the {compare12} FP8 items (the tables
+  show its rows at M >= {m12_lo}). The thirteenth call, after two probes ([Split-K
+  {new_splits}](#{split_anchor})), added SPLIT_K {new_splits} to the space (a runtime argument:
+  the same binaries, kernel sources and fingerprints) and ran the same script
+  twice, INT4 first, each on the cache as the previous run left it: the {n13_int4} INT4 items
+  with M <= {m13_int4} behind a fourth `retune` record ({n_eval13_int4} evaluations incl. the
+  cross-check; TP1 searched in {t13_int4_tp1:.0f} s, TP2 in {t13_int4_tp2:.0f} s), then the
+  {n13_fp8} FP8 items with M <= {m13_fp8} behind a fifth ({n_eval13_fp8}; {t13_fp8_tp1:.0f} s
+  and {t13_fp8_tp2:.0f} s); each run cross-checked with two timings per config and
+  `--polish-prior` (INT4: {polish13_int4}; FP8: {polish13_fp8}) and compared its items. Figures
+  in [Tuning cost](#tuning-cost). The exhaustive comparison is from the first run.
 - **Provenance**: each file has a sidecar with GPU, SM count, driver, CUDA, torch, Triton, the
   kernel fingerprint (sha256 of the kernel modules' syntax tree without docstrings, so
   reformatting does not change it) and per-M times; `kernels_tuning.output.load_config_file`
   warns when they differ from the current machine, and a CPU test fails when the shipped
   sidecars no longer match the kernel source (`tests/kernels_tuning/test_shim.py`). The
-  fingerprints recorded by call 12 (FP8 {fp8_sha}...) and call 7 (INT4 {int4_sha}...):
+  fingerprints recorded by call 13 (`data/env.json`; FP8 {fp8_sha}..., INT4 {int4_sha}...):
   {sha_match}. {same_env}
 - **GPU tests**: `tests/kernels_tuning/test_gpu.py` (bf16 correctness of both kernels and both
   packings incl. split-K, SWAP_AB and the plane kernel, back-to-back split-K launches in one
   graph, timing stability, the gate rejecting a wrong kernel, FOLD_SCALES): {gpu_tests} passed
   on the H200 in the twelfth call (`pytest -m gpu tests/kernels_tuning`, `data/pytest-gpu.log`;
-  call 10: {gpu_tests10}, `data/call11/pytest-gpu-call10.log`).
+  call 10: {gpu_tests10}, `data/call11/pytest-gpu-call10.log`); the kernel sources have not
+  changed since (call 13 only widened the runtime SPLIT_K values).
 """
 
 MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tensor FP8 with our own files
@@ -1785,7 +2518,9 @@ MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tens
   On the small shapes fixed per-launch costs and partial last waves weigh most (cuBLAS slows
   down there too), and per-tensor FP8 skips the per-tile rescale that block scaling needs.
   FOLD_SCALES shortens that rescale but gains little here ({n_fold_tiny}/{n_tiny} own-file
-  winners at M <= 16 use it; own-file time before / now at M 1-64: {fold_small}).
+  winners at M <= 16 use it; own-file time of calls 3/4 / call 12 at M 1-64: {fold_small}), as
+  does SPLIT_K {new_splits} (call 13; {f13_split}/{n_tiny} winners at M <= 16 use one of them;
+  own-file time call 12 / call 13 at M <= 16: {f13_gain}, cuBLAS's {f13_base}).
   The engine-file configs go down to {tb_eng_lo:.2f} TB/s ({eng_worst}). SWAP_AB (call 4) helps
   a little: in the A/B of call 5 the swapped kernel is faster than the plain one on
   {fa_faster}/{fa_rows} (shape, M) (swap/plain geomean {fa_sp_gm:.2f}, range {fa_sp}), which
@@ -1811,9 +2546,12 @@ MISS_FP8_BIG = """- **FP8 at M >= 1024 runs {tf} TFLOP/s with our own files** (F
 """
 
 MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `torch.matmul` (geomean
-  {i_gm:.2f}x), not 2x** ({itb} TB/s of all bytes). These rows are call 7's (call 6's configs), with the PTX plane
-  kernel ({n_pl6}/{n6} re-tuned winners at M <= {m6_max} run it, {n_sw6} use SWAP_AB); on the
-  same {n_gain} items its search winners are {i_gain}x faster than call 4's (geomean
+  {i_gm:.2f}x), not 2x** ({itb} TB/s of all bytes). These rows are call 13's, with the PTX
+  plane kernel ({n_pl13}/{n13i} winners at M <= {m13i} run it, {n_sw13} use SWAP_AB) and
+  SPLIT_K {new_splits} in the space; against call 7's rows of the same items the tuned time is
+  {i13_gain} (call 7 / call 13, geomean (min-max)), bf16's {i13_base} (the run-to-run control;
+  [Split-K {new_splits}](#{split_anchor})). Earlier, the plane kernel (call 6) made the search
+  winners of the same {n_gain} items at M <= 16 {i_gain}x faster than call 4's (geomean
   {i_gain_gm:.2f}x). Per shape (M <= 16):
   - worst M at >= 1.5x: {i_hi};
   - worst M below 1.5x: {i_lo}.
@@ -1824,27 +2562,25 @@ MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `
   {bw_ratio:.0%} of its rate, so the small shapes ({i_lo_us} us kernels), where the fixed part
   weighs most, miss by most: 2x at {i_small} would mean {i_need:.1f} us a call, against bf16's own
   fixed cost of {b_a:.1f} us. The N = 5120 shapes have 5120 / {i_bn_max} = {n_tiles} column
-  tiles for {sms} SMs and their winners use
-  split-K {sk_narrow} (the wider shapes: {sk_wide}), whose fp32 partials and final reduction
-  add traffic and a tail. All {n_i_best} winners at M <= 16 use BN {i_bn} (the space's largest:
-  {grid_bn}). Call 11 rewrote the plane kernel's asm so the weight pairs run along K as the MMA
-  wants them ({i11_ins}); where it ran the same configs as call 7, call 7's time / its time is
-  {i11_same:.3f}x (the unchanged bf16 baseline's: {i11_bf16:.3f}x; see [INT4 plane kernel, pairs
+  tiles for {sms} SMs and their winners use split-K {sk_narrow} ({narrow_programs}; the wider
+  shapes: {sk_wide}), whose fp32 partials and final reduction add traffic and a tail. All {n_i_best} winners at
+  M <= 16 use BN {i_bn} (the space's largest: {grid_bn}). {ncu_short} Call 11 rewrote the plane
+  kernel's asm so the weight pairs run along K as the MMA wants them ({i11_ins}); where it ran
+  the same configs as call 7, call 7's time / its time is {i11_same:.3f}x (the unchanged bf16
+  baseline's: {i11_bf16:.3f}x; see [INT4 plane kernel, pairs
   along K](#int4-plane-kernel-pairs-along-k-call-11-not-shipped)). The static analysis of its sm_90
-  SASS found the K loop bound neither by instruction issue nor by a layout conversion of the
-  weights: the TTGIR loop has no `convert_layout` or `local_alloc` (Triton already feeds the
-  packed words from shared memory in the MMA operand layout). Fixed per-program costs (about
-  570 prologue + 460 epilogue SASS instructions, including a shared-memory round trip in the
-  split-K store) weigh on programs with 1-3 K tiles; the shipped winners at M <= 16 give each
-  program {ktiles} K tiles (K / (BK x SPLIT_K); {n_kt3}/{n_i_best} at most 3).
-  Plausible next steps, none measured: wider tiles (BN 512: more weight
-  bytes in flight per program, fewer programs), a persistent or stream-K schedule (one wave,
-  K split without the workspace round trip), and BM 32 in the plane kernel: `uses_planes`
-  needs BM 16, so at M = {i_mid_ms} the winners run two 16-token tiles that each dequantize
-  the whole weight ({i_mid_vs16}x the M <= 16 time, {i_mid_x}x bf16). GPTQ packing still runs
-  the main kernel (the plane kernel is AWQ only). At M >= 1024 (call 3, main kernel) it runs
-  {itf} TFLOP/s against bf16 cuBLAS's {ibf} (vLLM switches to dequantize + cuBLAS at >= 256
-  tokens).
+  SASS found no layout conversion of the weights in the K loop, which an earlier version of
+  this text suspected: the TTGIR loop has no `convert_layout` or `local_alloc` (Triton already feeds the
+  packed words from shared memory in the MMA operand layout). The fixed per-program costs
+  (about 570 prologue + 460 epilogue SASS instructions, including a shared-memory round trip
+  in the split-K store) are spread over {ktiles} K tiles per program in the shipped winners at
+  M <= 16 (K / (BK x SPLIT_K)). {bn512} Plausible next steps, none measured: a persistent or
+  stream-K schedule (one wave, K split without the workspace round trip), fewer registers per
+  program (more programs per SM), and BM 32 in the plane kernel: `uses_planes` needs BM 16, so
+  at M = {i_mid_ms} {i_mid_tiles} ({i_mid_vs16}x the M <= 16 time, {i_mid_x}x bf16). GPTQ
+  packing still runs the main kernel (the plane kernel is AWQ only). At M >= 1024 (call 3, main
+  kernel) it runs {itf} TFLOP/s against bf16 cuBLAS's {ibf} (vLLM switches to dequantize +
+  cuBLAS at >= 256 tokens).
 """
 
 MISS_INT4_VLLM = """- **INT4 vs vLLM's AWQ-Triton defaults**: at M <= 16 geomean {v_gm:.2f}x, min
