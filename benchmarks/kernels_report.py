@@ -545,6 +545,7 @@ def main() -> None:
     r13 = retune13_stats(rows, prev13)
     probe = probe_stats(d / "call13" / "int4_probe.json", env["int4"]["sm_count"])
     ncu = ncu_stats(d / "call13")
+    stalls = ncu_stats(d / "call13", "ncu_stalls.txt")
     m12 = m1_vs_m2(span[4])
 
     # K tiles per program of the shipped INT4 winners at M <= 16 (K / (BK x SPLIT_K)).
@@ -903,7 +904,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Thirteen device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Fourteen device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -929,10 +930,12 @@ def main() -> None:
         "(Nsight Compute of the decode kernels; the INT4 plane kernel with BN 512 or SPLIT_K "
         f"{new_splits}), then, with SPLIT_K {new_splits} in the space (a runtime argument: no "
         "new binaries, kernel sources unchanged), a re-tune, cross-check (two timings per "
-        "config, with the winners from before) and new comparison of the {len(retuned13['int4'])} INT4 "
+        f"config, with the winners from before) and new comparison of the {len(retuned13['int4'])} INT4 "
         f"items with M <= {m13['int4']} and of the {len(retuned13['fp8'])} FP8 items with "
         f"M <= {m13['fp8']} ([Split-K {new_splits}](#split-k-{'-'.join(map(str, NEW_SPLITS))}"
-        "-call-13)). The tables below hold call 13's rows for FP8 at M <= "
+        "-call-13)); (14) Nsight Compute once more, with the warp stall reasons ([Where the "
+        "warps wait](#where-the-warps-wait-nsight-compute-stall-reasons-call-14)). The tables "
+        "below hold call 13's rows for FP8 at M <= "
         f"{m13['fp8']} ({n_rows[(13, 'fp8')]} items) and INT4 at M <= {m13['int4']} "
         f"({n_rows[(13, 'int4')]}), call 12's for FP8 at M >= {m12_lo} ({n_rows[(12, 'fp8')]}) "
         f"and call 3's for INT4 at M >= {m3_lo} ({n_rows[(3, 'int4')]})"
@@ -1483,6 +1486,7 @@ def main() -> None:
     if i11:
         L.extend(int4_section(i11, sides_ok and src_sha["int4"] == side_sha.get("int4")))
     L.extend(split13_section(r13, probe, gate, ncu))
+    L.extend(stall_section(stalls))
     w("## Misses")
     w("")
     bullets = []
@@ -1933,8 +1937,8 @@ def ncu_section(ks: list[dict[str, Any]]) -> list[str]:
             "to switch between, and leaves DRAM at "
             f"{rng1([m(k, 'DRAM Throughput') for k in ours4], '.0f')}% of peak: it is bound by "
             "how fast its few warps get through their instructions (each warp's latency is "
-            "exposed), not by DRAM bandwidth; which instructions the warps wait on the report "
-            "does not say (no stall sampling was collected). More warps "
+            "exposed), not by DRAM bandwidth (call 14's stall reasons, below, say on what). "
+            "More warps "
             "per SM can come from more programs (the split-K of call 13 on the small shapes), "
             "from more warps per program (the BN 512 configs of the probe above), or from fewer "
             f"registers and less shared memory per program (the limit of {min(lim_r, lim_s):.0f} "
@@ -1950,6 +1954,101 @@ def ncu_section(ks: list[dict[str, Any]]) -> list[str]:
             f"{m(c, 'Duration'):.1f} us at {m(c, 'DRAM Throughput'):.0f}%."
         )
     out += ["", " ".join(t for t in txt if t), ""]
+    return out
+
+
+STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+
+
+def stall_section(ks: list[dict[str, Any]]) -> list[str]:
+    """Call 14: the same probe under Nsight Compute with the warp stall reasons (per issued
+    instruction, in warp cycles), with the configs shipped after call 13."""
+    if not ks:
+        return []
+    reasons = sorted(
+        {
+            nm[len("smsp__average_warps_issue_stalled_") : -len("_per_issue_active.ratio")]
+            for k in ks
+            for nm, _ in k["metrics"]
+            if nm.startswith("smsp__average_warps_issue_stalled_")
+        }
+    )
+
+    def st(k: dict[str, Any], r: str) -> float:
+        v = ncu_metric(k, STALL.format(r))
+        return 0.0 if math.isnan(v) else v
+
+    shown = [r for r in reasons if max(st(k, r) for k in ks) >= 0.15]
+    shown.sort(key=lambda r: -max(st(k, r) for k in ks))
+    out = [
+        "### Where the warps wait (Nsight Compute stall reasons, call 14)",
+        "",
+        "`data/call13/ncu_stalls.txt`: the same probe (`ncu_probe.py`) profiled once more, for "
+        "the scheduler statistics and each warp stall reason per issued instruction "
+        "(`smsp__average_warps_issue_stalled_*_per_issue_active`, warp cycles; they add up to "
+        "the warp cycles per issued instruction), with the configs shipped after call 13 "
+        "(INT4: split-K 6). Reasons of at least 0.15 cycles in some kernel; `selected`: the "
+        "cycle the warp issues; `not_selected`: it was ready but another warp issued; "
+        "`math_pipe_throttle` / `dispatch_stall`: the pipe it needs is busy; `wait`: a fixed "
+        "latency dependency; `long_scoreboard`: waiting for global memory; `barrier`: a CTA "
+        "barrier.",
+        "",
+        "| | " + " | ".join(k["label"] for k in ks) + " |",
+        "| --- |" + " --- |" * len(ks),
+        "| config | "
+        + " | ".join(cfg_short(k["cfg"].as_dict()) if k["cfg"] else "-" for k in ks)
+        + " |",
+        "| grid (programs) | "
+        + " | ".join(f"{k['grid'][0] * k['grid'][1] * k['grid'][2]}" for k in ks)
+        + " |",
+        "| active warps per scheduler | "
+        + " | ".join(f"{ncu_metric(k, 'Active Warps Per Scheduler'):.2f}" for k in ks)
+        + " |",
+        "| issued warp per scheduler (per cycle) | "
+        + " | ".join(f"{ncu_metric(k, 'Issued Warp Per Scheduler'):.2f}" for k in ks)
+        + " |",
+        "| **warp cycles per issued instruction** | "
+        + " | ".join(f"**{sum(st(k, r) for r in reasons):.2f}**" for k in ks)
+        + " |",
+    ]
+    for r in shown:
+        out.append(f"| {r} | " + " | ".join(f"{st(k, r):.2f}" for k in ks) + " |")
+    ours4 = sorted(
+        (k for k in ks if k["ours"] and k["kind"] == "int4"),
+        key=lambda k: k["shape"][0] * k["shape"][1],
+    )
+    base = {k["shape"]: k for k in ks if not k["ours"] and k["kind"] == "int4"}
+    txt = []
+    busy = ("not_selected", "dispatch_stall", "math_pipe_throttle", "mio_throttle")
+    lat = ("wait", "long_scoreboard", "short_scoreboard", "barrier")
+    for k in reversed(ours4):
+        n, kk = k["shape"]
+        tot = sum(st(k, r) for r in reasons)
+        b = sum(st(k, r) for r in busy)
+        la = sum(st(k, r) for r in lat)
+        txt.append(
+            f"Our INT4 kernel on {n}x{kk} ({k['grid'][0] * k['grid'][1]} programs, "
+            f"{ncu_metric(k, 'Active Warps Per Scheduler'):.2f} active warps per scheduler): "
+            f"{tot:.2f} warp cycles per issued instruction, of which {b:.2f} busy-scheduler or "
+            f"busy-pipe cycles ({', '.join(f'{r} {st(k, r):.2f}' for r in busy)}) and {la:.2f} "
+            f"dependency waits ({', '.join(f'{r} {st(k, r):.2f}' for r in lat)})"
+            + (
+                f"; bf16 cuBLAS on the same shape: {sum(st(base[k['shape']], r) for r in reasons):.2f}, "
+                f"{st(base[k['shape']], 'long_scoreboard'):.2f} of them waiting for memory"
+                if k["shape"] in base
+                else ""
+            )
+            + "."
+        )
+    if len(ours4) > 1:
+        txt.append(
+            "Where several warps share a scheduler (the large shape) the kernel is bound by "
+            "instruction issue and its pipes, so fewer instructions per weight is the lever; "
+            "where one warp has a scheduler to itself (the small shape) each instruction waits "
+            "for the one before, so more warps or more independent work per warp is. Neither "
+            "waits on DRAM, which bf16 cuBLAS does."
+        )
+    out += ["", " ".join(txt), ""]
     return out
 
 
@@ -2318,12 +2417,12 @@ NCU_KERNEL_RE = re.compile(
 NCU_CASE_RE = re.compile(r"^(int4|fp8) (\d+) (\d+) (\d+) KernelConfig\((.*)\)$", re.MULTILINE)
 
 
-def ncu_stats(d13: Path) -> list[dict[str, Any]]:
+def ncu_stats(d13: Path, name: str = "ncu.txt") -> list[dict[str, Any]]:
     """Call 13's Nsight Compute report (call13/ncu.txt, `ncu` text output of call13/ncu_probe.py):
     one dict per profiled kernel, in launch order, with its metrics by (name, unit). The probe
     launches, per case it prints (kind N K M config), our kernel and then the baseline of that
     shape (FP8: cuBLAS per-tensor FP8; INT4: bf16 `torch.matmul`)."""
-    path = d13 / "ncu.txt"
+    path = d13 / name
     if not path.exists():
         return []
     text = path.read_text()
