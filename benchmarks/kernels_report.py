@@ -904,7 +904,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Fourteen device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Fifteen device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -934,7 +934,9 @@ def main() -> None:
         f"items with M <= {m13['int4']} and of the {len(retuned13['fp8'])} FP8 items with "
         f"M <= {m13['fp8']} ([Split-K {new_splits}](#split-k-{'-'.join(map(str, NEW_SPLITS))}"
         "-call-13)); (14) Nsight Compute once more, with the warp stall reasons ([Where the "
-        "warps wait](#where-the-warps-wait-nsight-compute-stall-reasons-call-14)). The tables "
+        "warps wait](#where-the-warps-wait-nsight-compute-stall-reasons-call-14)); (15) an INT4 "
+        "kernel experiment, not shipped ([Zero point and scale after the dot](#zero-point-and-"
+        "scale-after-the-dot-call-15-not-shipped)). The tables "
         "below hold call 13's rows for FP8 at M <= "
         f"{m13['fp8']} ({n_rows[(13, 'fp8')]} items) and INT4 at M <= {m13['int4']} "
         f"({n_rows[(13, 'int4')]}), call 12's for FP8 at M >= {m12_lo} ({n_rows[(12, 'fp8')]}) "
@@ -1487,6 +1489,7 @@ def main() -> None:
         L.extend(int4_section(i11, sides_ok and src_sha["int4"] == side_sha.get("int4")))
     L.extend(split13_section(r13, probe, gate, ncu))
     L.extend(stall_section(stalls))
+    L.extend(postscale_section(d / "call15"))
     w("## Misses")
     w("")
     bullets = []
@@ -2050,6 +2053,44 @@ def stall_section(ks: list[dict[str, Any]]) -> list[str]:
         )
     out += ["", " ".join(txt), ""]
     return out
+
+
+def postscale_section(d15: Path) -> list[str]:
+    """Call 15: the AWQ plane kernel with zero point and scale applied after the dot (patch),
+    timed against the shipped plane kernel on the same configs (not shipped)."""
+    path = d15 / "postscale.json"
+    if not path.exists():
+        return []
+    rows = json.loads(path.read_text())
+    sass = json.loads((d15 / "sass.json").read_text())
+    ratio = [r["old_us"] / r["new_us"] for r in rows]
+    best = [r["old_us"] / r["new_best_us"] for r in rows]
+    errs = [r["new_rel_err"] for r in rows]
+    o, n = sass["shipped"], sass["postscale"]
+    ms = sorted({r["m"] for r in rows})
+    return [
+        "### Zero point and scale after the dot (call 15, not shipped)",
+        "",
+        "`data/call15/int4_postscale.patch`: the MMA takes the biased weights B + q as they come "
+        "out of one `lop3` per weight pair (pairs along K, as in call 11), and the zero point "
+        "and scale are applied per column and K tile to the fp32 dot: s (a . (B + q) - (B + z) "
+        "sum(a)), with no per-weight subtract and multiply. Its sm_90 SASS "
+        f"(`planes_sass.py`, `sass.json`, {sass['config']}) has {n['loop_ins']} instructions per "
+        f"K tile against {o['loop_ins']} (HADD2/HMUL2 {n['HADD2']}/{n['HMUL2']} against "
+        f"{o['HADD2']}/{o['HMUL2']}, PRMT {n['PRMT']} against {o['PRMT']}) and "
+        f"{n['REG']} registers against {o['REG']}. On the H200 (`postscale_probe.py`, "
+        f"`postscale.json`: {len(rows)} (shape, M) at M = {', '.join(map(str, ms))}, the configs "
+        "shipped after call 13, both kernels timed side by side twice, the faster kept) it ran "
+        f"at {gm(ratio):.2f}x the shipped kernel's speed (shipped time / its time; "
+        f"{min(ratio):.2f}-{max(ratio):.2f}x), {gm(best):.2f}x with its best split-K; and its "
+        f"output failed the correctness gate on {sum(1 for r in rows if not r['new_ok'])}/"
+        f"{len(rows)} (relative error {min(errs):.1e}-{max(errs):.1e}; the reference rounds "
+        "each dequantized weight to bf16 before the matmul, this kernel does not, which is the "
+        "likely cause). Why it is slower was not profiled: it holds more registers, and each of "
+        "its eight dots per K tile starts from zero and is followed by an fp32 epilogue instead "
+        "of accumulating in the MMA. Not shipped.",
+        "",
+    ]
 
 
 BANDS = ((1, 64, "1-64"), (96, 512, "96-512"), (1024, 1 << 30, ">= 1024"))
