@@ -589,6 +589,72 @@ def tune(
     return summary
 
 
+def tune_and_polish(
+    items: Sequence[WorkItem],
+    *,
+    cache_path: Path,
+    limits: DeviceLimits,
+    out_dir: Path,
+    retune: bool = False,
+    polish_pass: bool = True,
+    objective_factory: ObjectiveFactory | None = None,
+    params: TuneParams | None = None,
+    executor: str = "local",
+    num_workers: int | None = None,
+    device_name: str | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    deadline_s: float | None = None,
+    log: Log | None = None,
+) -> TuneSummary:
+    """What `autotune kernels tune` runs: the search (`tune`), then the cross-check (`polish`,
+    two timings per config), then the files from every finished item.
+
+    `retune` first appends a retune record for `items` (they are searched again although the
+    cache has them: after a kernel or space change), and the cross-check then also times each
+    item's winners from before (`ResultCache.superseded`), so a re-tune whose search missed an
+    earlier winner keeps the faster of the two. The cross-check gets what is left of
+    `deadline_s`."""
+    t0 = time.monotonic()
+    cache = ResultCache(cache_path)
+    if retune:
+        cache.mark_retune(items)
+    summary = tune(
+        items,
+        cache_path=cache_path,
+        limits=limits,
+        objective_factory=objective_factory,
+        params=params,
+        executor=executor,
+        num_workers=num_workers,
+        out_dir=None,
+        deadline_s=deadline_s,
+        log=log,
+    )
+    if polish_pass:
+        left = None if deadline_s is None else max(0.0, deadline_s - (time.monotonic() - t0))
+        pol = polish(
+            items,
+            cache_path=cache_path,
+            limits=limits,
+            objective_factory=objective_factory,
+            deadline_s=left,
+            log=log,
+            prior=cache.superseded() if retune else None,
+        )
+        if pol.skipped and log is not None:
+            log(f"cross-check: {len(pol.skipped)} items left for lack of time")
+    _, done = cache.load()
+    summary.results = {i.key(): done[i.key()] for i in items if i.key() in done}
+    summary.evaluations = sum(r.evaluations for r in summary.results.values())
+    summary.wall_s = time.monotonic() - t0
+    if summary.results:
+        from kernels_tuning.output import current_device_name
+
+        dev = device_name or current_device_name()
+        summary.files = write_outputs(summary.results.values(), Path(out_dir), dev, provenance)
+    return summary
+
+
 def _recorder(cache: ResultCache, item: WorkItem) -> Callable[[Trial], None]:
     def record(trial: Trial) -> None:
         cache.append(eval_record(item, trial))

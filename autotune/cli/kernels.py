@@ -112,6 +112,17 @@ def tune_cmd(
         True, "--precompile/--no-precompile", help="Compile all binaries in parallel first."
     ),
     deadline_s: float | None = typer.Option(None, "--deadline-s", help="Stop after N seconds."),
+    polish: bool = typer.Option(
+        True,
+        "--polish/--no-polish",
+        help="Cross-check each (shape, M) against its neighbours' winners, timed twice.",
+    ),
+    retune: bool = typer.Option(
+        False,
+        "--retune",
+        help="Search the items again although the cache has them (after a kernel or space "
+        "change); the cross-check also times their earlier winners.",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Tune configs on this machine's GPU and write the engine-named files under --out."""
@@ -160,14 +171,16 @@ def tune_cmd(
     params = runner.TuneParams(
         strategy=strategy, max_evals=max_evals, budget_fraction=budget_fraction
     )
-    summary = runner.tune(
+    summary = runner.tune_and_polish(
         items,
         cache_path=cache or out / "cache.jsonl",
         limits=limits,
+        out_dir=out,
+        retune=retune,
+        polish_pass=polish,
         params=params,
         executor=executor,
         num_workers=workers,
-        out_dir=out,
         deadline_s=deadline_s,
         log=None if json_out else typer.echo,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -205,6 +206,52 @@ def test_polish_rounds_outlast_a_slow_first_timing(tmp_path: Path, rounds: int) 
         objective_factory=HiccupFactory(hit), rounds=rounds,
     )  # fmt: skip
     assert (p.results["fp8:N=5120,K=6144,M=32"].best == hit) == (rounds == 2)
+
+
+def test_tune_and_polish_writes_files_and_retunes_without_losing_an_earlier_winner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = runner.make_items("fp8", SHAPES[:1], [1, 16, 4096])
+    kw = dict(
+        cache_path=tmp_path / "cache.jsonl", limits=H200_LIMITS, out_dir=tmp_path / "out",
+        params=runner.TuneParams(max_evals=10), device_name="NVIDIA_H200", provenance=PROV,
+    )  # fmt: skip
+    first = runner.tune_and_polish(items, objective_factory=Factory(), **kw)  # type: ignore[arg-type]
+    assert set(first.results) == {i.key() for i in items}
+    assert all(r.phases.get("polish") for r in first.results.values())  # cross-checked
+    own = tmp_path / "out/autotune" / O.fp8_splitk_filename(5120, 6144, "NVIDIA_H200")
+    assert set(json.loads(own.read_text())) == {"1", "16", "4096"}
+    # Without --retune a finished item is not searched again.
+    again = Factory()
+    runner.tune_and_polish(items, objective_factory=again, polish_pass=False, **kw)  # type: ignore[arg-type]
+    assert not again.calls
+    # A re-tune whose search can no longer reach an earlier winner (the space changed): the
+    # cross-check still times it, and it stays where it is still the fastest.
+    key = "fp8:N=5120,K=6144,M=4096"
+    old_best = first.results[key].best
+    assert old_best is not None and old_best != SGLANG_DEFAULT_FP8
+    real = runner.build_space
+    monkeypatch.setattr(
+        runner, "build_space", lambda *a, **k: [c for c in real(*a, **k) if c != old_best]
+    )
+
+    class Hidden(Factory):
+        def __call__(self, item: runner.WorkItem):  # type: ignore[no-untyped-def]
+            f = super().__call__(item)
+            return lambda c: Res(f(c).cost * (0.1 if c == old_best else 1.0))
+
+    # Control, on a copy of the cache: the re-tune's search alone does not find it.
+    shutil.copy(tmp_path / "cache.jsonl", tmp_path / "copy.jsonl")
+    control = runner.tune_and_polish(
+        items, objective_factory=Hidden(), retune=True, polish_pass=False,
+        **{**kw, "cache_path": tmp_path / "copy.jsonl", "out_dir": tmp_path / "copy"},
+    )  # type: ignore[arg-type]  # fmt: skip
+    assert control.results[key].best != old_best
+    hidden = Hidden()
+    redo = runner.tune_and_polish(items, objective_factory=hidden, retune=True, **kw)  # type: ignore[arg-type]
+    assert set(hidden.calls) == {i.key() for i in items}  # all searched again
+    assert redo.results[key].best == old_best
+    assert json.loads(own.read_text())["4096"] == old_best.as_dict()
 
 
 @pytest.mark.ray
