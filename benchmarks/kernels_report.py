@@ -2714,7 +2714,12 @@ MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `
   packed words from shared memory in the MMA operand layout). The fixed per-program costs
   (about 570 prologue + 460 epilogue SASS instructions, including a shared-memory round trip
   in the split-K store) are spread over {ktiles} K tiles per program in the shipped winners at
-  M <= 16 (K / (BK x SPLIT_K)). {bn512} Plausible next steps, none measured: a persistent or
+  M <= 16 (K / (BK x SPLIT_K)). {bn512} Two rewrites that cut the K loop's instructions (call
+  11: -13%, call 15: -21%) did not make it faster; call 14's stall reasons say why in part: on
+  the large shape the warps that wait do so on busy pipes and a busy scheduler, which a
+  per-pipe profile (Nsight Compute's instruction statistics) would name, and call 15's version
+  needs more registers (fewer programs per SM). Plausible next steps, none measured: that
+  per-pipe profile first; a persistent or
   stream-K schedule (one wave, K split without the workspace round trip), fewer registers per
   program (more programs per SM), and BM 32 in the plane kernel: `uses_planes` needs BM 16, so
   at M = {i_mid_ms} {i_mid_tiles} ({i_mid_vs16}x the M <= 16 time, {i_mid_x}x bf16). GPTQ
