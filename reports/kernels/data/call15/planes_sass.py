@@ -1,12 +1,13 @@
 """Compile _awq_planes_kernel for sm_90 on the CPU (as test_sm90_compile does) and report per-K-tile
-SASS metrics. Usage: python /tmp/planes_sass.py [module_path] [--dump DIR] [--cfg BN,BK,W,S ...]"""
+SASS metrics. Usage: .venv/bin/python reports/kernels/data/call15/planes_sass.py [module_path] [--dump DIR] [--cfg BN,BK,W,S ...]"""
 import argparse, importlib.util, json, os, re, subprocess, sys, tempfile
 from collections import Counter
 from pathlib import Path
 
 os.environ.pop("TRITON_INTERPRET", None)
-sys.path.insert(0, "/work/main")
-sys.path.insert(0, "/work/main/tests/kernels_tuning")
+ROOT = Path(__file__).resolve().parents[4]  # the repository
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "kernels_tuning"))
 import triton  # noqa
 from kernels_tuning.space import KernelConfig as C
 
@@ -101,7 +102,7 @@ def metrics(k):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("module", nargs="?", default="/work/main/kernels_tuning/kernels/int4_awq_planes.py")
+    ap.add_argument("module", nargs="?", default=str(ROOT / "kernels_tuning" / "kernels" / "int4_awq_planes.py"))
     ap.add_argument("--dump"); ap.add_argument("--act", default="bf16")
     ap.add_argument("--cfg", nargs="*", default=["256,128,4,3", "256,128,8,3", "128,128,4,3"])
     a = ap.parse_args()
