@@ -1,7 +1,9 @@
 """Probe (not shipped): the AWQ plane kernel with the zero point and scale applied after the
 dot (planes_new.py: one lop3 per weight pair, no per-weight sub/mul) against the shipped plane
 kernel, same configs, side by side, with bf16 matmul; every output checked against the
-reference."""
+reference. `.cache/planes_new.py` was kernels_tuning/kernels/int4_awq_planes.py with
+int4_postscale.patch (this folder) applied; the run: `python3 postscale_probe.py` from the
+repository root on the H200 (call 15)."""
 
 import importlib.util
 import json
