@@ -197,12 +197,13 @@ class ResultCache:
                 ) from None
         return evals, done
 
-    def superseded(self) -> dict[str, ItemResult]:
-        """Per item, the last finished result that a retune record set aside (what was shipped
-        before the re-tune): `polish(prior=...)` times it against the new winners, so a re-tune
+    def superseded(self) -> dict[str, list[ItemResult]]:
+        """Per item, the finished results that retune records set aside, oldest first (what was
+        shipped before each re-tune; also what an interrupted re-tune had finished when it was
+        marked again): `polish(prior=...)` times them against the new winners, so a re-tune
         whose search missed a config found earlier keeps the faster one."""
         done: dict[str, ItemResult] = {}
-        out: dict[str, ItemResult] = {}
+        out: dict[str, list[ItemResult]] = {}
         if not self.path.exists():
             return out
         for line in self.path.read_text().splitlines():
@@ -216,7 +217,7 @@ class ResultCache:
             elif r.get("t") == "retune":
                 for key in r["items"]:
                     if str(key) in done:
-                        out[str(key)] = done.pop(str(key))
+                        out.setdefault(str(key), []).append(done.pop(str(key)))
         return out
 
     def mark_retune(self, items: Iterable[WorkItem]) -> int:
@@ -670,7 +671,7 @@ def polish(
     objective_factory: ObjectiveFactory | None = None,
     deadline_s: float | None = None,
     log: Log | None = None,
-    prior: Mapping[str, ItemResult] | None = None,
+    prior: Mapping[str, Sequence[ItemResult]] | None = None,
     rounds: int = 2,
 ) -> TuneSummary:
     """Cross-check each finished item against its neighbours' winners, in one session.
@@ -705,11 +706,10 @@ def polish(
         rs = by_shape[item.shape_key]
         i = next(j for j, r in enumerate(rs) if r.item.m == item.m)
         pool: list[KernelConfig] = []
-        before = (prior or {}).get(item.key())
         cands: list[KernelConfig | None] = []
         for r in [res, *rs[max(0, i - 1) : i], *rs[i + 1 : i + 2]]:
             cands += [r.engine_best, r.best]
-        if before is not None:
+        for before in (prior or {}).get(item.key(), ()):
             olds = [c for c in (before.engine_best, before.best) if c is not None]
             cands += olds
             if item.kind == "fp8":
