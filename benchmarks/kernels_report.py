@@ -1870,12 +1870,7 @@ def ncu_section(ks: list[dict[str, Any]]) -> list[str]:
     row("executed IPC (active), per SM", met("Executed Ipc Active", ".2f"))
     # What the table shows: our INT4 kernel on the smallest and the largest shape, each against
     # bf16 cuBLAS on the same shape; our FP8 kernel against cuBLAS FP8.
-    ours4 = sorted(
-        (k for k in ks if k["ours"] and k["kind"] == "int4"),
-        key=lambda k: k["shape"][0] * k["shape"][1],
-    )
-    # The bf16 cuBLAS baseline of each INT4 shape (the FP8 case has cuBLAS FP8 on its shape).
-    base = {k["shape"]: k for k in ks if not k["ours"] and k["kind"] == "int4"}
+    ours4, base = int4_kernels(ks)
 
     def m(k: dict[str, Any], name: str) -> float:
         return ncu_metric(k, name)
@@ -1963,6 +1958,18 @@ def ncu_section(ks: list[dict[str, Any]]) -> list[str]:
 STALL = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 
+def int4_kernels(
+    ks: list[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[tuple[int, int], dict[str, Any]]]:
+    """Our INT4 kernels of a probe, smallest shape first, and the bf16 cuBLAS baseline of each
+    INT4 shape (the FP8 case has cuBLAS FP8 on its shape)."""
+    ours4 = sorted(
+        (k for k in ks if k["ours"] and k["kind"] == "int4"),
+        key=lambda k: k["shape"][0] * k["shape"][1],
+    )
+    return ours4, {k["shape"]: k for k in ks if not k["ours"] and k["kind"] == "int4"}
+
+
 def stall_section(ks: list[dict[str, Any]]) -> list[str]:
     """Call 14: the same probe under Nsight Compute with the warp stall reasons (per issued
     instruction, in warp cycles), with the configs shipped after call 13."""
@@ -1998,29 +2005,25 @@ def stall_section(ks: list[dict[str, Any]]) -> list[str]:
         "",
         "| | " + " | ".join(k["label"] for k in ks) + " |",
         "| --- |" + " --- |" * len(ks),
-        "| config | "
-        + " | ".join(cfg_short(k["cfg"].as_dict()) if k["cfg"] else "-" for k in ks)
-        + " |",
-        "| grid (programs) | "
-        + " | ".join(f"{k['grid'][0] * k['grid'][1] * k['grid'][2]}" for k in ks)
-        + " |",
-        "| active warps per scheduler | "
-        + " | ".join(f"{ncu_metric(k, 'Active Warps Per Scheduler'):.2f}" for k in ks)
-        + " |",
-        "| issued warp per scheduler (per cycle) | "
-        + " | ".join(f"{ncu_metric(k, 'Issued Warp Per Scheduler'):.2f}" for k in ks)
-        + " |",
-        "| **warp cycles per issued instruction** | "
-        + " | ".join(f"**{sum(st(k, r) for r in reasons):.2f}**" for k in ks)
-        + " |",
     ]
-    for r in shown:
-        out.append(f"| {r} | " + " | ".join(f"{st(k, r):.2f}" for k in ks) + " |")
-    ours4 = sorted(
-        (k for k in ks if k["ours"] and k["kind"] == "int4"),
-        key=lambda k: k["shape"][0] * k["shape"][1],
-    )
-    base = {k["shape"]: k for k in ks if not k["ours"] and k["kind"] == "int4"}
+    rows: list[tuple[str, list[str]]] = [
+        ("config", [cfg_short(k["cfg"].as_dict()) if k["cfg"] else "-" for k in ks]),
+        ("grid (programs)", [f"{k['grid'][0] * k['grid'][1] * k['grid'][2]}" for k in ks]),
+        *(
+            (label, [f"{ncu_metric(k, name):.2f}" for k in ks])
+            for label, name in (
+                ("active warps per scheduler", "Active Warps Per Scheduler"),
+                ("issued warp per scheduler (per cycle)", "Issued Warp Per Scheduler"),
+            )
+        ),
+        (
+            "**warp cycles per issued instruction**",
+            [f"**{sum(st(k, r) for r in reasons):.2f}**" for k in ks],
+        ),
+        *((r, [f"{st(k, r):.2f}" for k in ks]) for r in shown),
+    ]
+    out += [f"| {name} | " + " | ".join(vals) + " |" for name, vals in rows]
+    ours4, base = int4_kernels(ks)
     txt = []
     busy = ("not_selected", "dispatch_stall", "math_pipe_throttle", "mio_throttle")
     lat = ("wait", "long_scoreboard", "short_scoreboard", "barrier")

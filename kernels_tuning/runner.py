@@ -23,7 +23,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -167,15 +167,7 @@ class ResultCache:
         mid-write) is skipped."""
         evals: dict[str, dict[KernelConfig, float]] = {}
         done: dict[str, ItemResult] = {}
-        if not self.path.exists():
-            return evals, done
-        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # torn write; that evaluation is simply redone
+        for lineno, r in self._records():
             try:
                 if r.get("t") == "eval":
                     cfg = KernelConfig.from_dict(r["cfg"])
@@ -197,6 +189,19 @@ class ResultCache:
                 ) from None
         return evals, done
 
+    def _records(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(line number, record) of each line; a torn last line (killed mid-write) is skipped
+        and that evaluation simply redone."""
+        if not self.path.exists():
+            return
+        for lineno, line in enumerate(self.path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
     def superseded(self) -> dict[str, list[ItemResult]]:
         """Per item, the finished results that retune records set aside, oldest first (what was
         shipped before each re-tune; also what an interrupted re-tune had finished when it was
@@ -204,13 +209,7 @@ class ResultCache:
         whose search missed a config found earlier keeps the faster one."""
         done: dict[str, ItemResult] = {}
         out: dict[str, list[ItemResult]] = {}
-        if not self.path.exists():
-            return out
-        for line in self.path.read_text().splitlines():
-            try:
-                r = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        for _, r in self._records():
             if r.get("t") == "item":
                 res = ItemResult.from_record(r)
                 done[res.item.key()] = res

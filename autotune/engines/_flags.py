@@ -1,7 +1,7 @@
-"""What the SGLang and llama.cpp flag builders do first: map config keys to the engine's
-canonical field names, refusing keys the launcher sets itself and two keys (aliases) for one
-option. (vLLM's builder lets aliases agree on one value: the sweep adds tp_size beside
-tensor_parallel_size.)"""
+"""What every engine's flag builder does first: map config keys to the engine's canonical field
+names, refusing keys the launcher sets itself and two keys (aliases) for one option. vLLM's
+builder lets aliases agree on one value (`merge_equal`: the sweep adds tp_size beside
+tensor_parallel_size)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,15 @@ def by_canonical_field(
     config: Mapping[str, Any],
     reserved: Mapping[str, str],
     canonical_field: Callable[[str], str],
+    *,
+    merge_equal: bool = False,
 ) -> dict[str, tuple[str, Any]]:
-    """{canonical field: (key as written, value)}.
+    """{canonical field: (key as written, value)}. With `merge_equal`, two keys for one option
+    may both be given when they agree (or one is None).
 
     Raises:
         ConfigError: a reserved key (model, host, port: launcher arguments) or two keys that
-            name the same option.
+            name the same option (with `merge_equal`: with two different values).
         UnknownNameError: from `canonical_field`.
     """
     out: dict[str, tuple[str, Any]] = {}
@@ -32,8 +35,16 @@ def by_canonical_field(
             )
         canonical = canonical_field(key)
         if canonical in out:
-            raise ConfigError(
-                f"sets the same option as {out[canonical][0]!r}; keep one", field=key
-            )
+            other, before = out[canonical]
+            if not merge_equal:
+                raise ConfigError(f"sets the same option as {other!r}; keep one", field=key)
+            if before == value or value is None:
+                continue
+            if before is not None:
+                raise ConfigError(
+                    f"sets the same option as {other!r} to another value ({value!r} vs "
+                    f"{before!r}); keep one",
+                    field=key,
+                )
         out[canonical] = (key, value)
     return out

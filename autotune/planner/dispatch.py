@@ -204,21 +204,12 @@ def plan_for(
             host_free_gib=host_free_gib,
         )
     card, spec = _card_of(engine, target), _gpu_of(engine, gpu)
+    plan_gpu: Callable[..., Plan]
     if engine == "vllm":
-        from autotune.planner.vllm import plan_vllm
-
-        return plan_vllm(
-            card,
-            spec,
-            cfg,
-            version=version,
-            tp=tp,
-            gpu_free_gib=gpu_free_gib,
-            host_free_gib=host_free_gib,
-        )
-    from autotune.planner.sglang import plan_sglang
-
-    return plan_sglang(
+        from autotune.planner.vllm import plan_vllm as plan_gpu
+    else:
+        from autotune.planner.sglang import plan_sglang as plan_gpu
+    return plan_gpu(
         card,
         spec,
         cfg,

@@ -82,6 +82,22 @@ class SimOptions:
     noise: float
     engine: str = "sglang"  # the engine impersonated (autotune.sim.SIM_ENGINES)
 
+    @classmethod
+    def from_namespace(cls, ns: argparse.Namespace, engine: str = "sglang") -> SimOptions:
+        """The --sim-* flags `add_sim_flags` declared, as parsed."""
+        return cls(
+            gpu=ns.sim_gpu,
+            engine_version=ns.sim_engine_version,
+            time_scale=ns.sim_time_scale,
+            seed=ns.sim_seed,
+            model=ns.sim_model,
+            gpu_free_gib=ns.sim_gpu_free_gib,
+            host_free_gib=ns.sim_host_free_gib,
+            max_startup_s=ns.sim_max_startup_s,
+            noise=ns.sim_noise,
+            engine=engine,
+        )
+
 
 def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
     from autotune.engines.sglang.flags import flag_names, flag_spec
@@ -240,15 +256,4 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any],
     ):
         if config.get(list_key) and max_key not in config:
             config[max_key] = max(config[list_key])
-    sim = SimOptions(
-        gpu=ns.sim_gpu,
-        engine_version=ns.sim_engine_version,
-        time_scale=ns.sim_time_scale,
-        seed=ns.sim_seed,
-        model=ns.sim_model,
-        gpu_free_gib=ns.sim_gpu_free_gib,
-        host_free_gib=ns.sim_host_free_gib,
-        max_startup_s=ns.sim_max_startup_s,
-        noise=ns.sim_noise,
-    )
-    return ns, config, sim
+    return ns, config, SimOptions.from_namespace(ns)

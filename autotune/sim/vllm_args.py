@@ -197,16 +197,4 @@ def parse_vllm_args(
     ns.disable_cuda_graph = bool(config.get("enforce_eager"))
     ns.tokenizer_path = ns.tokenizer
     ns.stream_interval = _value(str(ns.stream_interval))
-    sim = SimOptions(
-        gpu=ns.sim_gpu,
-        engine_version=ns.sim_engine_version,
-        time_scale=ns.sim_time_scale,
-        seed=ns.sim_seed,
-        model=ns.sim_model,
-        gpu_free_gib=ns.sim_gpu_free_gib,
-        host_free_gib=ns.sim_host_free_gib,
-        max_startup_s=ns.sim_max_startup_s,
-        noise=ns.sim_noise,
-        engine="vllm",
-    )
-    return ns, config, sim
+    return ns, config, SimOptions.from_namespace(ns, engine="vllm")

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from autotune.engines._flags import by_canonical_field
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
 
 Kind = Literal["v", "b", "n", "l", "o"]
@@ -533,25 +534,8 @@ def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dic
     """
     version = parse_version(version)
     i = version_index(version)
-    by_canonical: dict[str, tuple[str, Any]] = {}
-    for key, value in config.items():
-        if key in RESERVED:
-            raise ConfigError(
-                f"is set by the launcher's {RESERVED[key]!r} argument, not by the config",
-                field=key,
-            )
-        canonical = canonical_field(key)
-        if canonical in by_canonical:
-            other, before = by_canonical[canonical]
-            if before == value or value is None:
-                continue  # tp_size=2 beside tensor_parallel_size=2 (the sweep adds tp_size)
-            if before is not None:
-                raise ConfigError(
-                    f"sets the same option as {other!r} to another value ({value!r} vs "
-                    f"{before!r}); keep one",
-                    field=key,
-                )
-        by_canonical[canonical] = (key, value)
+    # tp_size=2 beside tensor_parallel_size=2 is fine: the sweep adds tp_size
+    by_canonical = by_canonical_field(config, RESERVED, canonical_field, merge_equal=True)
     present = {c: kv[1] for c, kv in by_canonical.items()}
     _graph_fields(present, i)
     spec_obj = speculative_config(present, version)
