@@ -10,6 +10,7 @@ and that the port (and GPU memory, where NVML is available) is free again.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import subprocess
 import time
@@ -163,7 +164,8 @@ class EngineProcess:
             self._create_time = None  # already exited; wait_ready reports it
         _LIVE.add(self)
         if self.registry is not None and self._create_time is not None:
-            try:
+            # An engine that already exited leaves nothing to record (or to reap later).
+            with contextlib.suppress(ProcessLookupError):
                 self.registry.record(
                     pid,
                     pgid=self._pgid,
@@ -172,8 +174,6 @@ class EngineProcess:
                     label=self.label,
                     token=token,
                 )
-            except ProcessLookupError:
-                pass
         return pid
 
     # -- state -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ has since given to an unrelated process is refused (``is_running()`` is False fo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -95,10 +96,8 @@ def _signal_all(procs: list[psutil.Process], pgid: int | None, sig: signal.Signa
     # killpg only while a living member pins the group id (the kernel frees it, for reuse,
     # once the group is empty).
     if pgid is not None and any(_pgid(p) == pgid for p in procs):
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # gone, or not ours
             os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
     for p in procs:
         try:
             p.send_signal(sig)  # psutil refuses if the PID now belongs to another process

@@ -12,6 +12,7 @@ answers by stopping its engines and marking their trials interrupted.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -259,14 +260,13 @@ class JobManager:
                 raise NotFound(f"no job {name!r} was started by this service")
             if not self._alive(rec):
                 raise Conflict(f"job {name!r} is not running (state {rec.state})")
-            try:
+            # It may exit between the check and the signal: then there is nothing to stop.
+            with contextlib.suppress(ProcessLookupError):
                 # pgid == pid (start_new_session); the identity check above guards PID reuse.
                 if os.getpgid(rec.pid) == rec.pid:
                     os.killpg(rec.pid, sig)
                 else:
                     os.kill(rec.pid, sig)
-            except ProcessLookupError:
-                pass
             rec = rec.model_copy(update={"stop_requested": sig.name})
             jobs[name] = rec
             return rec

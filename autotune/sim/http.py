@@ -9,6 +9,7 @@ loop writes a request's chunks straight to its connection. h11 does the HTTP par
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,10 +73,8 @@ class Connection(asyncio.Protocol):
         self._process()
 
     def eof_received(self) -> bool | None:
-        try:
+        with contextlib.suppress(h11.RemoteProtocolError):  # EOF mid-request: closing anyway
             self.h11.receive_data(b"")
-        except h11.RemoteProtocolError:
-            pass
         if not self.busy:
             self._close()
         return None
