@@ -40,7 +40,12 @@ PACKING_RE = re.compile(r"packing=(awq|gptq)")
 # FP8 and INT4 at M <= 32), call 6 (INT4 at M <= 32 with the PTX plane kernel), call 9 (all FP8
 # items with FOLD_SCALES in our own search) and call 13, twice (SPLIT_K 3, 6 and 12 in the space:
 # first INT4 at M <= 32, then FP8 at M <= 64, one record per kind).
-RETUNE_CALLS = (4, 6, 9, 13, 13)
+RETUNE_CALLS = (4, 6, 9, 13, 13, 21, 22, 23)
+# Calls 21-23 re-tuned all 200 FP8 items with TMA in our own space (call 22 with a larger
+# refinement budget, call 23 with the refinement started from the engine winner's group in the
+# space); call 23's rows and files are shipped. The sections on calls 1-15 describe the rows as
+# they were before call 21 (data/call16/previous_compare.jsonl).
+CALLS16 = (21, 22, 23)
 # The call whose comparison rows are shipped for the items each re-tune covered: call 7 re-gated
 # and re-measured call 6's INT4 configs; call 12 polished call 9's FP8 results (two timings per
 # config, plus the winners from before the re-tune) and re-measured them; call 13 compared its
@@ -69,10 +74,11 @@ def cfg_short(d: dict[str, int] | None, packing: str | None = None) -> str:
     sk = f" sk{c.SPLIT_K}" if c.SPLIT_K > 1 else ""
     swap = " swap" if c.SWAP_AB else ""
     fold = " fold" if c.FOLD_SCALES else ""
+    tma = " tma" if c.TMA else ""
     planes = " planes" if packing is not None and uses_planes(c, packing) else ""
     return (
         f"{c.BLOCK_SIZE_M}/{c.BLOCK_SIZE_N}/{c.BLOCK_SIZE_K} g{c.GROUP_SIZE_M} "
-        f"w{c.num_warps} s{c.num_stages}{sk}{swap}{fold}{planes}"
+        f"w{c.num_warps} s{c.num_stages}{sk}{swap}{fold}{tma}{planes}"
     )
 
 
@@ -104,7 +110,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         elif rec["t"] == "item":
             it = rec["item"]
             latest[item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"])] = rec
-    entries = files = swapped = split = split_new = folded = planes = 0
+    entries = files = swapped = split = split_new = folded = planes = tma = 0
     unchecked: list[str] = []
     stale: list[str] = []
     for path in sorted(config_root.glob("*/*.json")):
@@ -126,6 +132,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
             split += cfg.SPLIT_K > 1
             split_new += cfg.SPLIT_K in NEW_SPLITS
             folded += cfg.FOLD_SCALES
+            tma += cfg.TMA
             planes += kind == "int4" and uses_planes(cfg, packing)
             key = item_key(kind, n, k, int(m_str), packing)
             where = f"{path.parent.name}/{path.name} M={m_str}"
@@ -142,6 +149,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         "split": split,
         "split_new": split_new,
         "folded": folded,
+        "tma": tma,
         "planes": planes,
         "unchecked": unchecked,
         "stale": stale,
@@ -275,9 +283,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "reports/kernels/README.md")
     args = ap.parse_args()
     d: Path = args.data
-    rows = load_jsonl(d / "compare.jsonl")
+    rows_now = load_jsonl(d / "compare.jsonl")
     exh = load_jsonl(d / "exhaustive.jsonl")
-    cache = load_jsonl(d / "cache.jsonl.gz")
+    cache_all = load_jsonl(d / "cache.jsonl.gz")
     env = json.loads((d / "env.json").read_text())
     log1 = (d / "progress-run1.log").read_text()
     log2 = (d / "progress-run2.log").read_text()
@@ -287,25 +295,49 @@ def main() -> None:
     log9 = (d / "progress-run9.log").read_text()
     log12 = (d / "progress-run12.log").read_text()
     log13 = {kd: (d / f"progress-run13-{kd}.log").read_text() for kd in ("int4", "fp8")}
+    logs16 = {c: (d / f"progress-run{c}.log").read_text() for c in (*CALLS16, 24)}
     small = json.loads((d / "small_m.json").read_text())
     pytest_log = (d / "pytest-gpu.log").read_text()
 
     # The items calls 4, 6, 9 and 13 re-tuned: their `retune` markers in the cache. An item's
     # comparison row is from the call ROWS_OF names for the last call that re-tuned it; the
     # other rows are call 3's.
-    marks = [i for i, rec in enumerate(cache) if rec["t"] == "retune"]
-    if len(marks) != len(RETUNE_CALLS):
+    marks_all = [i for i, rec in enumerate(cache_all) if rec["t"] == "retune"]
+    if len(marks_all) != len(RETUNE_CALLS):
         sys.exit(
-            f"{d / 'cache.jsonl.gz'}: {len(marks)} `retune` records, expected "
+            f"{d / 'cache.jsonl.gz'}: {len(marks_all)} `retune` records, expected "
             f"{len(RETUNE_CALLS)} (calls {RETUNE_CALLS}); update RETUNE_CALLS"
         )
+    # Calls 1-15: the cache up to call 21's marker and the rows as they were before it.
+    cache = cache_all[: marks_all[RETUNE_CALLS.index(CALLS16[0])]]
+    marks = marks_all[: RETUNE_CALLS.index(CALLS16[0])]
+    span16 = {
+        c: cache_all[marks_all[i] + 1 : ([*marks_all, len(cache_all)])[i + 1]]
+        for i, c in enumerate(RETUNE_CALLS)
+        if c in CALLS16
+    }
+    retuned16 = {c: set(cache_all[marks_all[RETUNE_CALLS.index(c)]]["items"]) for c in CALLS16}
+    prev16 = {row_key(r): r for r in load_jsonl(d / "call16" / "previous_compare.jsonl")}
+
+    def ikey(r: dict[str, Any]) -> str:
+        it = r["item"]
+        return item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"])
+
+    rows16 = [r for r in rows_now if ikey(r) in retuned16[CALLS16[-1]]]
+    if set(prev16) != {row_key(r) for r in rows16} or len(rows16) != len(retuned16[CALLS16[-1]]):
+        sys.exit(
+            f"{d / 'call16' / 'previous_compare.jsonl'}: {len(prev16)} rows, expected the "
+            f"{len(retuned16[CALLS16[-1]])} items call {CALLS16[-1]} re-tuned, each with a row"
+        )
+    rows = [prev16.get(row_key(r), r) for r in rows_now]
+    RETUNE_CALLS_15 = RETUNE_CALLS[: len(marks)]
     bounds = [*marks, len(cache)]
     # A call's span: the records after its `retune` marker(s) up to the next marker; call 13's two
     # records (one per kind) also per kind in span13.
     span: dict[int, list[dict[str, Any]]] = defaultdict(list)
     span13: dict[str, list[dict[str, Any]]] = {}
     retuned13: dict[str, set[str]] = {}
-    for i, c in enumerate(RETUNE_CALLS):
+    for i, c in enumerate(RETUNE_CALLS_15):
         recs = cache[bounds[i] + 1 : bounds[i + 1]]
         span[c] += recs
         if c == 13:
@@ -344,10 +376,10 @@ def main() -> None:
             f"only, 2 x {n12_cfgs} timings (progress-run12.log); found {n12_evals} evaluations"
         )
     retuned: dict[int, set[str]] = defaultdict(set)
-    for c, i in zip(RETUNE_CALLS, marks, strict=True):
+    for c, i in zip(RETUNE_CALLS_15, marks, strict=True):
         retuned[c] |= set(cache[i]["items"])
     call_of: dict[str, int] = {}
-    for c in RETUNE_CALLS:
+    for c in RETUNE_CALLS_15:
         call_of |= dict.fromkeys(retuned[c], c)
     for r in rows:
         it = r["item"]
@@ -375,11 +407,21 @@ def main() -> None:
         )
     fp8_c12 = [prev13.get(row_key(r), r) for r in fp8]
     int4_c7 = [prev13.get(row_key(r), r) for r in int4]
+    # From here on `fp8` is what is shipped: call 23's rows (the sections on calls 8-15 take
+    # fp8_c12 / fp8_c15 and `rows`, the rows before call 21).
+    fp8_c15 = fp8
+    fp8 = []
+    for r in rows16:
+        it = r["item"]
+        r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
+        r["call"] = r["rows_of"] = CALLS16[-1]
+        fp8.append(r)
 
     # ---- gate check of every shipped config -------------------------------------------------
-    gate = gate_check(cache, args.configs)
-    n_eval = sum(1 for rec in cache if rec["t"] == "eval")
+    gate = gate_check(cache_all, args.configs)
+    n_eval = sum(1 for rec in cache_all if rec["t"] == "eval")
     n_eval_call = {c: sum(1 for rec in recs if rec["t"] == "eval") for c, recs in span.items()}
+    n_eval_call |= {c: sum(1 for rec in recs if rec["t"] == "eval") for c, recs in span16.items()}
     fail_kinds: dict[str, int] = defaultdict(int)
     for rec in cache:
         if rec["t"] == "eval" and not rec.get("ok"):
@@ -434,6 +476,9 @@ def main() -> None:
         key=lambda x: x[1],
     )
     tf_cub = [r["flops"] / t(r, "cublas_fp8_per_tensor") / 1e6 for r in big]
+    # The same at call 12 (before calls 21-23: FOLD_SCALES without TMA).
+    tf12 = [r["flops"] / ours_fp8(r) / 1e6 for r in fp8_c15 if r["item"]["m"] >= 1024]
+    n700_12 = sum(1 for x in tf12 if x >= 700)
     tf_bf16 = [r["flops"] / t(r, "bf16_matmul") / 1e6 for r in big]
     fold = fold_stats(d, fp8_c12)
     # The FP8 results a `retune` record of call 9 set aside (ResultCache.superseded), call 9's
@@ -562,6 +607,21 @@ def main() -> None:
     by_shape_700: dict[str, list[str]] = defaultdict(list)
     for r, x in under700:
         by_shape_700[shape(r)].append(f"M={r['item']['m']} {x:.0f} ({x / 700 - 1:+.1%})")
+    # Calls 16-23 at decode sizes, for the FP8 miss: stream-K's best (call 17) and TMA's re-tune.
+    sk17_small = [
+        r["shipped_us"] / r["best_new_us"]
+        for r in json.loads((d / "call16" / "streamk_probe.json").read_text())
+        if r["m"] <= 16
+    ]
+    prev_small = {row_key(r): r for r in fp8_c15 if r["item"]["m"] <= 16}
+    tma_small = (
+        [own_us(prev_small[row_key(r)]) / own_us(r) for r in fp8 if row_key(r) in prev_small],
+        [
+            t(prev_small[row_key(r)], "cublas_fp8_per_tensor") / t(r, "cublas_fp8_per_tensor")
+            for r in fp8
+            if row_key(r) in prev_small
+        ],
+    )
     under700_text = "; ".join(f"{s_} {', '.join(v)}" for s_, v in by_shape_700.items()) or "none"
 
     def rng(xs: list[float], fmt: str = ".2f") -> str:
@@ -688,6 +748,9 @@ def main() -> None:
         "tf_eng": rng(tf_eng, ".0f"),
         "n700_eng": sum(1 for x in tf_eng if x >= 700),
         "under700": under700_text,
+        "sk_small": f"{gm(sk17_small):.2f}x",
+        "tma_small_own": f"{gm(tma_small[0]):.2f}x",
+        "tma_small_cub": f"{gm(tma_small[1]):.2f}x",
         "i11_ins": (
             f"{i11['ins'][0]} -> {i11['ins'][1]} SASS instructions per K tile"
             if i11 and i11["ins"]
@@ -861,6 +924,7 @@ def main() -> None:
         for x in (log4, log6, log9, log12)
     )
     gpu_tests = re.search(r"(\d+) passed", pytest_log)
+    gpu_tests20 = re.search(r"\d+ passed", (d / "call16" / "pytest-gpu-call20.log").read_text())
     gpu_tests10 = re.search(r"\d+ passed", (d / "call11" / "pytest-gpu-call10.log").read_text())
     prov = env["fp8"]
     # Every progress log's first line names the GPU, torch and CUDA of its call.
@@ -904,7 +968,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Fifteen device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Twenty-four device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -936,14 +1000,19 @@ def main() -> None:
         "-call-13)); (14) Nsight Compute once more, with the warp stall reasons ([Where the "
         "warps wait](#where-the-warps-wait-nsight-compute-stall-reasons-call-14)); (15) an INT4 "
         "kernel experiment, not shipped ([Zero point and scale after the dot](#zero-point-and-"
-        "scale-after-the-dot-call-15-not-shipped)). The tables "
-        "below hold call 13's rows for FP8 at M <= "
-        f"{m13['fp8']} ({n_rows[(13, 'fp8')]} items) and INT4 at M <= {m13['int4']} "
-        f"({n_rows[(13, 'int4')]}), call 12's for FP8 at M >= {m12_lo} ({n_rows[(12, 'fp8')]}) "
-        f"and call 3's for INT4 at M >= {m3_lo} ({n_rows[(3, 'int4')]})"
+        "scale-after-the-dot-call-15-not-shipped)); (16-18) FP8 probes, not shipped: "
+        "stream-K twice and a register cap ([Stream-K, a register cap, prefetched scales]"
+        "(#stream-k-a-register-cap-prefetched-scales-calls-16-18-24-not-shipped)); (19) an FP8 "
+        "probe with TMA loads; (20) the GPU tests with TMA in the FP8 kernel; (21-23) with TMA "
+        "in our own FP8 space, three re-tunes, cross-checks and new comparisons of the "
+        f"{len(fp8)} FP8 items ([TMA](#tma-calls-19-23)); (24) an FP8 kernel experiment, not "
+        "shipped. The tables below hold call 23's rows for FP8 "
+        f"({len(fp8)} items), call 13's for INT4 at M <= {m13['int4']} "
+        f"({n_rows[(13, 'int4')]}) and call 3's for INT4 at M >= {m3_lo} "
+        f"({n_rows[(3, 'int4')]})"
         + ". Generated by `benchmarks/kernels_report.py` from `reports/kernels/data/`; "
         "the tuned files are in `kernels_tuning/configs/` (SGLang and vLLM names for FP8, our "
-        "own names for FP8 with split-K / SWAP_AB / FOLD_SCALES and for INT4; see "
+        "own names for FP8 with split-K / SWAP_AB / FOLD_SCALES / TMA and for INT4; see "
         "`kernels_tuning/configs/README.md`)."
     )
     w("")
@@ -959,15 +1028,15 @@ def main() -> None:
     w("")
     w(
         "Each comparison row times the tuned config, the default and the baselines side by side "
-        f"in one call (FP8 M <= {m13['fp8']} and INT4 M <= {m13['int4']}: call 13; FP8 above: "
-        "call 12; INT4 above: call 3); a figure over several M may combine rows of two calls."
+        f"in one call (FP8: call {CALLS16[-1]}; INT4 M <= {m13['int4']}: call 13; INT4 above: "
+        "call 3); a figure over several M may combine rows of two calls."
     )
     w("")
     w("| goal | target | measured | met |")
     w("| --- | --- | --- | --- |")
     w(
         f"| FP8 tuned vs SGLang default (BM64 BN128 BK128 G32 w4 s3), M <= 128, geomean | >= 1.5x | "
-        f"engine files (no split-K, SWAP_AB or FOLD_SCALES): **{g1_eng:.2f}x** (min {g1_min:.2f}x); our own "
+        f"engine files (no split-K, SWAP_AB, FOLD_SCALES or TMA): **{g1_eng:.2f}x** (min {g1_min:.2f}x); our own "
         f"files: **{g1_own:.2f}x** | engine files: "
         + ("yes" if g1_eng >= 1.5 else f"no ({(1.5 / g1_eng - 1) * 100:.0f}% short)")
         + f"; own files: {'yes' if g1_own >= 1.5 else 'no'} |"
@@ -985,9 +1054,10 @@ def main() -> None:
     n700 = sum(1 for x in tf if x >= 700)
     n700_eng = sum(1 for x in tf_eng if x >= 700)
     w(
-        f"| FP8 M >= 1024 | >= 700 TFLOP/s | our own files (FOLD_SCALES): median "
+        f"| FP8 M >= 1024 | >= 700 TFLOP/s | our own files (FOLD_SCALES, TMA): median "
         f"**{statistics.median(tf):.0f}**, min {min(tf):.0f}, max {max(tf):.0f} TFLOP/s; "
-        f"**{n700}/{len(tf)}** (shape, M) at >= 700 (before calls 9-12: median "
+        f"**{n700}/{len(tf)}** (shape, M) at >= 700 (before calls 21-23: median "
+        f"{statistics.median(tf12):.0f}, {n700_12}/{len(tf12)}; before calls 9-12: median "
         f"{fold['tf_prev_med']:.0f}, {fold['n700_prev']}/{fold['n_big']}); engine files: median "
         f"{statistics.median(tf_eng):.0f}, min {min(tf_eng):.0f}, max {max(tf_eng):.0f}, "
         f"{n700_eng}/{len(tf_eng)} | "
@@ -1041,6 +1111,15 @@ def main() -> None:
         if f"{kd} TP1" in tune13[kd] and kd in pre13[kd]
     }
     tp1_walls += [x[2] + x[3] for x in t13.values()]
+    m23 = re.search(r"tuned fp8 TP1: (\d+)/\d+ items, \d+ evaluations, ([\d.]+)s", logs16[23])
+    p23 = re.search(r"precompile fp8: (\d+) ok, \d+ failed, wall ([\d.]+)s", logs16[23])
+    t23 = (
+        (int(m23.group(1)), float(p23.group(2)), float(m23.group(2)), int(p23.group(1)))
+        if m23 and p23
+        else None
+    )
+    if t23:
+        tp1_walls.append(t23[1] + t23[2])
     w(
         f"| All TP1 shapes x 20 batch sizes, one H200 | <= 20 min | call 1: FP8 "
         f"{pre_fp8 + tune['fp8 TP1']:.0f} s (precompile {pre_fp8:.0f} s + search "
@@ -1074,6 +1153,13 @@ def main() -> None:
             if t13
             else ""
         )
+        + (
+            f"; call 23, the {t23[0]} FP8 TP1 items with TMA: {t23[1] + t23[2]:.0f} s "
+            f"(precompile of {t23[3]} binaries for both TPs {t23[1]:.0f} s + search "
+            f"{t23[2]:.0f} s)"
+            if t23
+            else ""
+        )
         + f" | {'yes' if max(tp1_walls) <= 1200 else 'no'} |"
     )
     n_bad = len(gate["unchecked"])
@@ -1081,7 +1167,7 @@ def main() -> None:
         f"| Every shipped config passed the correctness gate | all | {gate['entries'] - n_bad}/"
         f"{gate['entries']} (every (file, M) entry of the {gate['files']} files in "
         f"`kernels_tuning/configs/`, {gate['swapped']} of them SWAP_AB, {gate['split']} "
-        f"split-K ({gate['split_new']} with SPLIT_K {new_splits}), {gate['folded']} FOLD_SCALES and {gate['planes']} INT4 on the plane kernel, "
+        f"split-K ({gate['split_new']} with SPLIT_K {new_splits}), {gate['folded']} FOLD_SCALES, {gate['tma']} TMA and {gate['planes']} INT4 on the plane kernel, "
         "has a passing gated evaluation of that item on record, after the item's last "
         f"re-tune) | {'yes' if n_bad == 0 else 'no: ' + ', '.join(gate['unchecked'][:3])} |"
     )
@@ -1166,12 +1252,12 @@ def main() -> None:
     w("## FP8 W8A8 block-wise, per shape and M (microseconds, bf16 output)")
     w("")
     w(
-        "`tuned`: the engine-file config (no split-K, SWAP_AB or FOLD_SCALES); `own`: our own "
-        "file's config (split-K, SWAP_AB and FOLD_SCALES allowed) where it differs; `default`: SGLang's fallback; `cuBLAS`: "
+        "`tuned`: the engine-file config (no split-K, SWAP_AB, FOLD_SCALES or TMA); `own`: our "
+        "own file's config (split-K, SWAP_AB, FOLD_SCALES and TMA allowed) where it differs; `default`: SGLang's fallback; `cuBLAS`: "
         "`torch._scaled_mm` per-tensor FP8; `bf16`: `torch.matmul` on bf16 weights. Rate: TB/s "
         "(all bytes moved once) for M <= 64, TFLOP/s above, of the faster of tuned/own. Config: "
         "BM/BN/BK, GROUP_SIZE_M, warps, stages, `skN` SPLIT_K, `swap` SWAP_AB, `fold` "
-        "FOLD_SCALES."
+        "FOLD_SCALES, `tma` TMA."
     )
     for tp in (1, 2):
         for n, k in sorted(
@@ -1454,6 +1540,7 @@ def main() -> None:
             ),
             gpu_tests=gpu_tests.group(1) if gpu_tests else "?",
             gpu_tests10=gpu_tests10.group(0) if gpu_tests10 else "not logged",
+            gpu_tests20=gpu_tests20.group(0) if gpu_tests20 else "not logged",
             n_retuned9=len(retuned[9]),
             n_eval9=n_eval_call[9],
             t9_tp1=tune9.get("fp8 TP1", (0, 0, math.nan))[2],
@@ -1483,13 +1570,15 @@ def main() -> None:
             },
         )
     )
-    L.extend(fold_section(fold, tf, n700))
+    L.extend(fold_section(fold, tf12, n700_12))
     L.extend(polish_section(pol))
     if i11:
         L.extend(int4_section(i11, sides_ok and src_sha["int4"] == side_sha.get("int4")))
     L.extend(split13_section(r13, probe, gate, ncu))
     L.extend(stall_section(stalls))
     L.extend(postscale_section(d / "call15"))
+    L.extend(tma_section(d / "call16", fp8, fp8_c15, span16, logs16, gate))
+    L.extend(not_shipped16_section(d / "call16"))
     w("## Misses")
     w("")
     bullets = []
@@ -2181,8 +2270,8 @@ def polish_lines(log: str, after: str | None = None) -> dict[str, tuple[float, K
 
 
 def parse_key(key: str) -> KernelConfig:
-    """KernelConfig.key() back to the config ('m64n128k128g32w4s3k1[t][f]')."""
-    m = re.fullmatch(r"m(\d+)n(\d+)k(\d+)g(\d+)w(\d+)s(\d+)k(\d+)(t?)(f?)", key)
+    """KernelConfig.key() back to the config ('m64n128k128g32w4s3k1[t][f][x]')."""
+    m = re.fullmatch(r"m(\d+)n(\d+)k(\d+)g(\d+)w(\d+)s(\d+)k(\d+)(t?)(f?)(x?)", key)
     if m is None:
         sys.exit(f"unreadable config key {key!r} in a progress log")
     bm, bn, bk, g, w, st, sk = (int(x) for x in m.groups()[:7])
@@ -2196,6 +2285,7 @@ def parse_key(key: str) -> KernelConfig:
         SPLIT_K=sk,
         SWAP_AB=int(bool(m.group(8))),
         FOLD_SCALES=int(bool(m.group(9))),
+        TMA=int(bool(m.group(10))),
     )
 
 
@@ -2646,8 +2736,9 @@ METHOD = """## Method
   packings incl. split-K, SWAP_AB and the plane kernel, back-to-back split-K launches in one
   graph, timing stability, the gate rejecting a wrong kernel, FOLD_SCALES): {gpu_tests} passed
   on the H200 in the twelfth call (`pytest -m gpu tests/kernels_tuning`, `data/pytest-gpu.log`;
-  call 10: {gpu_tests10}, `data/call11/pytest-gpu-call10.log`); the kernel sources have not
-  changed since (call 13 only widened the runtime SPLIT_K values).
+  call 10: {gpu_tests10}, `data/call11/pytest-gpu-call10.log`). With TMA in the FP8 kernel
+  (four TMA configs added, plain and SWAP_AB, with split-K): {gpu_tests20} in call 20
+  (`data/call16/pytest-gpu-call20.log`), the FP8 kernel source as shipped.
 """
 
 MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tensor FP8 with our own files
@@ -2671,8 +2762,10 @@ MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tens
   {n_sw_now}/{n_fp8_small} of our FP8 files' entries at M <= {m4_max}. That wgmma on the weight rows
   gains this little suggests the MMA form was not what held these shapes back. A plain
   SPLIT_K=1 config runs slower at M=1 than at M=2 (call 4, time at M=1 / time at M=2:
-  {m12_plain}); swapped configs do not ({m12_swap}); cause not established. Not tried:
-  stream-K.
+  {m12_plain}); swapped configs do not ({m12_swap}); cause not established. Stream-K (call
+  17) made these sizes slower (shipped / its best: {sk_small}); TMA (calls 21-23) left them
+  where they were (own-file time before / call 23 at M <= 16: {tma_small_own}, cuBLAS's
+  {tma_small_cub}; see [TMA](#tma-calls-19-23)).
 """
 
 MISS_FP8_DEFAULT = """- **FP8 tuned vs default at M <= 128 is {g1_eng:.2f}x for the engine files**, {short:.0f}%
@@ -2721,9 +2814,9 @@ MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `
   11: -13%, call 15: -21%) did not make it faster; call 14's stall reasons say why in part: on
   the large shape the warps that wait do so on busy pipes and a busy scheduler, which a
   per-pipe profile (Nsight Compute's instruction statistics) would name, and call 15's version
-  needs more registers (fewer programs per SM). Plausible next steps, none measured: that
-  per-pipe profile first; a persistent or
-  stream-K schedule (one wave, K split without the workspace round trip), fewer registers per
+  needs more registers (fewer programs per SM). Plausible next steps, none measured on INT4:
+  that per-pipe profile first; a persistent or stream-K schedule (one wave, K split without
+  the workspace round trip; on FP8 it did not help, calls 16-17), fewer registers per
   program (more programs per SM), and BM 32 in the plane kernel: `uses_planes` needs BM 16, so
   at M = {i_mid_ms} {i_mid_tiles} ({i_mid_vs16}x the M <= 16 time, {i_mid_x}x bf16). GPTQ
   packing still runs the main kernel (the plane kernel is AWQ only). At M >= 1024 (call 3, main
@@ -2743,6 +2836,230 @@ MISS_BUDGET = """- **Budgeted vs exhaustive** is within {r_rng} on the 8 pairs w
 MISS_NOT_RUN = """- **Not run on the GPU**: GPTQ packing is checked for correctness on the GPU (tests) but not
   tuned; the Ray executor (no ray on the device machine; tested with CPU actors); TP4/TP8.
 """
+
+
+def _band_ratios(
+    before: list[dict[str, Any]], after: list[dict[str, Any]], bands: tuple[Any, ...]
+) -> list[dict[str, Any]]:
+    """Per M band: own-file, engine-file and cuBLAS time before / after (geomean, range)."""
+    prev = {row_key(r): r for r in before}
+    out = []
+    for lo, hi, label in bands:
+        pairs = [(prev[row_key(r)], r) for r in after if lo <= r["item"]["m"] <= hi]
+        if not pairs:
+            continue
+        out.append(
+            {
+                "label": label,
+                "n": len(pairs),
+                "own": [own_us(a) / own_us(b) for a, b in pairs],
+                "eng": [a["times_us"]["tuned"] / b["times_us"]["tuned"] for a, b in pairs],
+                "cub": [
+                    a["times_us"]["cublas_fp8_per_tensor"] / b["times_us"]["cublas_fp8_per_tensor"]
+                    for a, b in pairs
+                ],
+                "tma": sum(1 for _, b in pairs if (b["best"] or {}).get("TMA")),
+            }
+        )
+    return out
+
+
+def _tf_big(rows: list[dict[str, Any]]) -> list[float]:
+    return [r["flops"] / own_us(r) / 1e6 for r in rows if r["item"]["m"] >= 1024]
+
+
+def tma_section(
+    d16: Path,
+    fp8: list[dict[str, Any]],
+    fp8_c15: list[dict[str, Any]],
+    span16: dict[int, list[dict[str, Any]]],
+    logs16: dict[int, str],
+    gate: dict[str, Any],
+) -> list[str]:
+    """TMA: the probe (call 19), the re-tunes (calls 21-23) and what is shipped."""
+    probe = json.loads((d16 / "tma_probe.json").read_text())
+    tiles = ("m64n128k128w4s3", "m64n128k128w4s4", "m128n128k128w8s4")
+    out = [
+        "## TMA (calls 19-23)",
+        "",
+        "Until call 19 our FP8 kernel loaded its tiles the way SGLang's does: pointer loads, "
+        "which Triton turns into `cp.async` copies with the addresses computed per thread. On "
+        "Hopper the tensor memory accelerator (TMA) copies a whole tile into shared memory from "
+        "one descriptor (rows past M or N read as zeros). Call 19 timed a stand-alone kernel "
+        "that loads A and B through host tensor descriptors (`data/call16/fp8_tma_probe.py`, "
+        "`tma_probe.json`; same math as our FOLD_SCALES path), with and without Triton's warp "
+        "specialization (`tl.range(..., warp_specialize=True)`), next to the config shipped "
+        "then for the same (shape, M) run by our kernel. Times in us, one call, each config "
+        "gated then timed once (the shipped config: the faster of two timings):",
+        "",
+        "| N x K | M | shipped then | us | TMA 64/128/128 w4 s3 | s4 | TMA 128/128/128 w8 s4 | "
+        "best with warp specialization | shipped / fastest TMA |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    ratios = []
+    ws_4 = []
+    for r in probe:
+        allv = {k.removeprefix("tma "): v for k, v in r["all"].items() if isinstance(v, float)}
+        plain = {k: v for k, v in allv.items() if not k.endswith(" ws")}
+        ws = {k: v for k, v in allv.items() if k.endswith(" ws")}
+        best = min(plain.values())
+        ratios.append(r["shipped_us"] / best)
+        ws_4 += [
+            allv[k] / allv[k.removesuffix(" ws")]
+            for k in ws
+            if "w4" in k and k.removesuffix(" ws") in allv
+        ]
+        cells = [f1(plain.get(t)) for t in tiles]
+        out.append(
+            f"| {r['n']}x{r['k']} | {r['m']} | {cfg_short(parse_key(r['shipped']).as_dict())} "
+            f"| {r['shipped_us']:.1f} | " + " | ".join(cells) + f" | {f1(min(ws.values()))} | "
+            f"{r['shipped_us'] / best:.2f}x |"
+        )
+    by_call = {}
+    for c in (21, 22, 23):
+        rows_c = load_jsonl(d16 / f"compare-call{c}.jsonl")
+        tf = _tf_big(rows_c)
+        tune = re.findall(
+            r"tuned fp8 TP(\d): (\d+)/\d+ items, (\d+) evaluations, ([\d.]+)s", logs16[c]
+        )
+        pre = re.search(r"precompile fp8: (\d+) ok, (\d+) failed, wall ([\d.]+)s", logs16[c])
+        by_call[c] = {
+            "med": statistics.median(tf),
+            "min": min(tf),
+            "n700": sum(1 for x in tf if x >= 700),
+            "n_big": len(tf),
+            "tma": sum(1 for r in rows_c if (r["best"] or {}).get("TMA")),
+            "n": len(rows_c),
+            "tune": {tp: (int(ev), float(sec)) for tp, _, ev, sec in tune},
+            "pre": (int(pre.group(1)), float(pre.group(3))) if pre else (0, math.nan),
+        }
+    out += [
+        "",
+        f"The fastest TMA tile ran {gm(ratios):.2f}x the shipped config's speed (geomean of "
+        f"{len(ratios)} rows, {min(ratios):.2f}-{max(ratios):.2f}x); warp specialization made the "
+        f"4-warp tile slower ({gm(ws_4):.2f}x its time, geomean) and changed little with 8 warps. "
+        "So TMA became an option of our own FP8 files, `TMA` (`kernels_tuning/space.py`; "
+        "`kernels/fp8_block.py` loads both operands through descriptors in the plain and the "
+        "SWAP_AB path, split-K included). The engine files cannot hold it (SGLang's and vLLM's "
+        "kernels load with pointers). The search tries it on the folded engine winner first "
+        "(`strategies/budgeted.refine_split_k`), and the cross-check times the TMA forms of each "
+        "item's winners from before its re-tune. Calls 21-23 re-tuned all 200 FP8 items with it "
+        "(each resuming the cache of the one before, so every earlier set of winners was timed "
+        "again by its polish): call 22 raised the own-file refinement budget from 10 to 20 "
+        "evaluations (a full round of the climb around the TMA form); call 23 started the "
+        "refinement from the engine winner's GROUP_SIZE_M as the space holds it (SGLang's "
+        "default, G32, orders programs like G16 at 16-32 M tiles; `waste` keeps only G16, so "
+        "until call 23 no own-file form of an item the default won was in the refinement's "
+        "space; `space.canonical_group`).",
+        "",
+        "| call | own files at M >= 1024: median TFLOP/s (min) | at >= 700 | own-file winners "
+        "with TMA | precompile | search TP1 / TP2 |",
+        "| --- | --- | --- | --- | --- | --- |",
+        f"| before (call 12) | {statistics.median(_tf_big(fp8_c15)):.0f} "
+        f"({min(_tf_big(fp8_c15)):.0f}) | {sum(1 for x in _tf_big(fp8_c15) if x >= 700)}/"
+        f"{len(_tf_big(fp8_c15))} | - | - | - |",
+    ]
+    for c, b in by_call.items():
+        t1, t2 = b["tune"].get("1", (0, math.nan)), b["tune"].get("2", (0, math.nan))
+        out.append(
+            f"| {c} | {b['med']:.0f} ({b['min']:.0f}) | {b['n700']}/{b['n_big']} | "
+            f"{b['tma']}/{b['n']} | {b['pre'][0]} binaries, {b['pre'][1]:.0f} s | "
+            f"{t1[1]:.0f} s ({t1[0]} evaluations) / {t2[1]:.0f} s ({t2[0]}) |"
+        )
+    out += [
+        "",
+        "Call 23's rows are the ones shipped and in the tables above. Time before (call 12's "
+        "rows at M >= 96, call 13's at M <= 64: `data/call16/previous_compare.jsonl`) / call "
+        "23's, geomean (min-max); cuBLAS per-tensor FP8, the same code in both, is the "
+        "run-to-run control:",
+        "",
+        "| M | own file | engine file | cuBLAS (control) | own-file winners with TMA |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    big23 = [r for r in fp8 if r["item"]["m"] >= 1024]
+    n_s4 = sum(1 for r in big23 if (r["best"] or {}).get("num_stages") == 4)
+    ex = max(probe, key=lambda r: r["shipped_us"] / r["all"]["tma m64n128k128w4s3"])
+    ex_probe = ex["all"]["tma m64n128k128w4s3"]
+    ex23 = next(
+        r
+        for r in fp8
+        if (r["item"]["n"], r["item"]["k"], r["item"]["m"]) == (ex["n"], ex["k"], ex["m"])
+    )
+    bands = ((1, 16, "1-16"), (24, 64, "24-64"), (96, 512, "96-512"), (1024, 1 << 30, ">= 1024"))
+    for b in _band_ratios(fp8_c15, fp8, bands):
+        out.append(
+            f"| {b['label']} | {spread(b['own'])} | {spread(b['eng'])} | {spread(b['cub'])} | "
+            f"{b['tma']}/{b['n']} |"
+        )
+    out += [
+        "",
+        f"In the shipped files {gate['tma']} of the {gate['entries']} entries use TMA. The gain "
+        f"is smaller than the probe's: {n_s4}/{len(big23)} of call 23's winners at M >= 1024 run "
+        "4 stages, and the stand-alone probe kernel runs the same tile faster than our kernel "
+        f"with TMA ({ex['n']}x{ex['k']} at M = {ex['m']}: {ex_probe:.1f} us for the probe's "
+        f"64/128/128 w4 s3 in call 19, {own_us(ex23):.1f} us for call 23's winner "
+        f"{cfg_short(ex23['best'])}; different calls). The "
+        "one difference found in their sm_90 TTGIR, the scale loads left outside the software "
+        "pipeline in ours, was not it (call 24, next section); the probe kernel also specializes "
+        "M, N and K and has no split-K epilogue. Not established.",
+        "",
+    ]
+    return out
+
+
+def not_shipped16_section(d16: Path) -> list[str]:
+    """Calls 16-18 and 24: stream-K, a register cap, prefetched scales."""
+
+    def probe_bands(name: str) -> dict[str, list[float]]:
+        bands: dict[str, list[float]] = defaultdict(list)
+        for r in json.loads((d16 / name).read_text()):
+            label = "M <= 16" if r["m"] <= 16 else f"M = {r['m']}"
+            bands[label].append(r["shipped_us"] / r["best_new_us"])
+        return bands
+
+    def cells(b: dict[str, list[float]]) -> str:
+        return "; ".join(f"{k}: {spread(v)}" for k, v in b.items())
+
+    sk1 = probe_bands("streamk_contiguous_probe.json")
+    sk2 = probe_bands("streamk_probe.json")
+    mr = probe_bands("maxnreg_probe.json")
+    c23 = {row_key(r): r for r in load_jsonl(d16 / "compare-call23.jsonl")}
+    c24 = load_jsonl(d16 / "compare-call24.jsonl")
+    bands24: dict[str, list[float]] = defaultdict(list)
+    ctl24: list[float] = []
+    for r in c24:
+        a = c23[row_key(r)]
+        bands24["M <= 64" if r["item"]["m"] <= 64 else "M >= 96"].append(own_us(a) / own_us(r))
+        ctl24.append(
+            a["times_us"]["cublas_fp8_per_tensor"] / r["times_us"]["cublas_fp8_per_tensor"]
+        )
+    return [
+        "## Stream-K, a register cap, prefetched scales (calls 16-18, 24; not shipped)",
+        "",
+        "Each probe timed the config shipped then and its variants for the 10 FP8 shapes "
+        "(`data/call16/streamk_probe.py`; every config gated), then the shipped config and the "
+        "fastest variant side by side twice (the faster kept). Shipped / fastest variant, "
+        "geomean (min-max):",
+        "",
+        f"- **Stream-K** (`STREAM_K` programs per SM, 1-4; a persistent grid that shares the "
+        f"(tile, K tile) iterations out evenly, partial tiles summed by the last program to "
+        f"finish; `data/call16/streamk_maxnreg.patch`). Call 16, each program a contiguous range "
+        f"of iterations: {cells(sk1)}. The programs in flight then work on tiles far apart, "
+        f"with no L2 reuse. Call 17, whole waves of tiles round robin and only the last, partial "
+        f"wave by iteration: {cells(sk2)}. The gain on the N = 5120 shapes at M = 1024 (1.6 "
+        "waves of 64 x 128 tiles) was a few percent at most; decode sizes lost. 2 programs per "
+        "SM was the best setting: the 64 x 128 tile takes 204 registers (236 with stream-K), "
+        "two programs per SM.",
+        f"- **A register cap** (Triton's `maxnreg` 168, three 4-warp programs per SM; call 18, "
+        f"the shipped config with it, unfolded, and with stream-K 2, 3): {cells(mr)}.",
+        f"- **Prefetched scales** (call 24; `data/call16/loop_stages.patch`): our K loop with "
+        "TMA leaves the two scale loads synchronous in the sm_90 TTGIR (the probe kernel's "
+        "are prefetched); giving the loop its own `num_stages` pipelines them. Call 24 re-timed "
+        "call 23's candidates with it (cross-check and comparison only, nothing searched): "
+        f"call 23's time / call 24's: {cells(bands24)}; cuBLAS control {spread(ctl24)}. Slower; "
+        "reverted (the shipped files hold call 23's configs and its kernel).",
+        "",
+    ]
 
 
 if __name__ == "__main__":

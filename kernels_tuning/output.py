@@ -12,9 +12,10 @@ SGLang builds its name with Python's list repr (`[128, 128]`, with a space); vLL
 `[{block_n},{block_k}]` (no space): a file under the other name is silently never read.
 DEV is `torch.cuda.get_device_name().replace(" ", "_")`, e.g. NVIDIA_H200. Keys are M as strings,
 values the Triton config dicts. The engine files hold only the keys the engines' kernels read
-(no SPLIT_K, SWAP_AB or FOLD_SCALES); the `autotune/` files are ours: FP8 with those allowed
+(no SPLIT_K, SWAP_AB, FOLD_SCALES or TMA); the `autotune/` files are ours: FP8 with those allowed
 (read by `kernels_tuning.shim`), and INT4 W4A16, which no engine loads from JSON. Our files carry
-SPLIT_K always, SWAP_AB and FOLD_SCALES only where 1 (older files without them stay valid).
+SPLIT_K always, SWAP_AB, FOLD_SCALES and TMA only where 1 (older files without them stay
+valid).
 
 Every write goes to a temporary file in the same folder and is renamed over the target
 (os.replace), so a reader never sees half a file and a killed run leaves the old file intact.

@@ -36,6 +36,7 @@ from kernels_tuning.space import (
     KernelConfig,
     KernelKind,
     build_space,
+    canonical_group,
     legality,
 )
 from kernels_tuning.strategies import Memo, Objective, Trial, budgeted, exhaustive
@@ -240,10 +241,11 @@ class TuneParams:
     min_evals: int = 8
     max_evals: int = 48
     split_k_fp8: bool = True  # also search split-K (and SWAP_AB) for our own FP8 files
-    split_k_budget: int = 10
+    split_k_budget: int = 20  # a full round of the climb around the TMA form (call 16)
     swap_ab: bool = True  # SWAP_AB in the INT4 space and in FP8's own-file refinement
     swap_budget: int = 10  # extra FP8 own-file evaluations where swapped configs exist
     fold_scales: bool = True  # FOLD_SCALES in FP8's own-file refinement (kernels_tuning/space.py)
+    tma: bool = True  # TMA in FP8's own-file refinement (kernels_tuning/space.py)
     seed: int = 0
 
 
@@ -324,13 +326,16 @@ def tune_item(
             split_k=True,
             swap_ab=params.swap_ab,
             fold=params.fold_scales,
+            tma=params.tma,
         )
         swap_starts = budgeted.swap_starts(sk_space, engine_best)
-        if any(c.SPLIT_K > 1 or c.FOLD_SCALES for c in sk_space) or swap_starts:
+        if any(c.SPLIT_K > 1 or c.FOLD_SCALES or c.TMA for c in sk_space) or swap_starts:
+            # From the engine winner's form in this space: the default's G32 is a duplicate
+            # order `waste` dropped, and none of its own-file forms would be in the space.
             r2 = budgeted.refine_split_k(
                 sk_space,
                 memo,
-                engine_best,
+                canonical_group(engine_best, item.m),
                 budget=params.split_k_budget + (params.swap_budget if swap_starts else 0),
                 swap_starts=swap_starts,
             )
@@ -680,7 +685,8 @@ def polish(
     item's winners and those of the next smaller and larger M of the same shape (legal ones),
     `rounds` times (each config's fastest time counts), and keeps the fastest: 2 to 6 configs
     per item. `prior` (ResultCache.superseded) adds
-    each item's winners from before its last re-tune, and for FP8 their FOLD_SCALES=1 forms.
+    each item's winners from before its last re-tune, and for FP8 their FOLD_SCALES=1 and TMA=1
+    forms.
     The updated result is appended to the cache (the latest record of an item wins when it is
     loaded).
     """
@@ -713,6 +719,7 @@ def polish(
             cands += olds
             if item.kind == "fp8":
                 cands += [c.with_(FOLD_SCALES=1) for c in olds]
+                cands += [c.with_(FOLD_SCALES=f, TMA=1) for c in olds for f in (0, 1)]
         for c in cands:
             if (
                 c is not None

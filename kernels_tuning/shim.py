@@ -102,12 +102,12 @@ def get_config(
         return SGLANG_DEFAULT_FP8 if kind == "fp8" else DEFAULT_INT4
     table = _load(str(path), check_provenance)
     cfg = KernelConfig.from_dict(output.nearest(table, m), source=str(path))
-    if cfg.FOLD_SCALES and kind != "fp8":
-        raise ConfigError(
-            "FOLD_SCALES=1 is an FP8 option (the INT4 kernel has no per-K-tile rescale)",
-            source=str(path),
-            field="FOLD_SCALES",
-        )
+    for flag, why in (
+        ("FOLD_SCALES", "the INT4 kernel has no per-K-tile rescale"),
+        ("TMA", "the INT4 kernels load their tiles with plain loads"),
+    ):
+        if getattr(cfg, flag) and kind != "fp8":
+            raise ConfigError(f"{flag}=1 is an FP8 option ({why})", source=str(path), field=flag)
     return cfg
 
 

@@ -74,9 +74,10 @@ SWAP_MAX_M = 32  # above this, swapped tiles re-read the weights for every 32 to
 # Every swapped AWQ BM32 x BN256 sm_90 compile (Triton 3.6, cuobjdump -res-usage) spilled
 # (255 registers + 470-840 B of stack, warps 4 or 8); BM*BN <= 4096 used 120-255 registers.
 SWAP_INT4_MAX_TILE = 4096
-DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB", "FOLD_SCALES")
-OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES")  # in our own files only
-_FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES")  # 0/1 keys, written only where 1
+TMA_VALUES: tuple[int, ...] = (0, 1)
+DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA")
+OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA")  # in our own files only
+_FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA")  # 0/1 keys, written only where 1
 
 # Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
 ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
@@ -101,11 +102,12 @@ class KernelConfig:
     SPLIT_K: int = 1
     SWAP_AB: int = 0
     FOLD_SCALES: int = 0
+    TMA: int = 0
 
     def as_dict(self, *, engine: bool = False) -> dict[str, int]:
         """The config dict; `engine=True` drops SPLIT_K (the engines' kernels do not read our
-        keys). SWAP_AB=0 and FOLD_SCALES=0 are left out of our own dicts too, so files and cache
-        records written before they existed read back unchanged."""
+        keys). SWAP_AB=0, FOLD_SCALES=0 and TMA=0 are left out of our own dicts too, so files and
+        cache records written before they existed read back unchanged."""
         d = asdict(self)
         if engine:
             if self.SPLIT_K != 1:
@@ -125,6 +127,12 @@ class KernelConfig:
                     f"FOLD_SCALES={self.FOLD_SCALES} cannot go into an engine file: SGLang's and "
                     "vLLM's w8a8 block kernels rescale with both scales per element",
                     field="FOLD_SCALES",
+                )
+            if self.TMA:
+                raise ConfigError(
+                    f"TMA={self.TMA} cannot go into an engine file: SGLang's and vLLM's w8a8 "
+                    "block kernels load their tiles with plain loads",
+                    field="TMA",
                 )
             d.pop("SPLIT_K")
         for flag in _FLAGS:
@@ -158,17 +166,17 @@ class KernelConfig:
 
     def key(self) -> str:
         """Compact stable text key, e.g. 'm64n128k128g32w4s3k1' ('...k1t' when SWAP_AB, '...f'
-        when FOLD_SCALES)."""
+        when FOLD_SCALES, '...x' when TMA)."""
         return (
             f"m{self.BLOCK_SIZE_M}n{self.BLOCK_SIZE_N}k{self.BLOCK_SIZE_K}g{self.GROUP_SIZE_M}"
             f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}{'t' if self.SWAP_AB else ''}"
-            f"{'f' if self.FOLD_SCALES else ''}"
+            f"{'f' if self.FOLD_SCALES else ''}{'x' if self.TMA else ''}"
         )
 
     def compile_key(self) -> tuple[int, ...]:
         """What a compiled binary depends on: GROUP_SIZE_M and SPLIT_K are runtime arguments of
-        our kernels, so configs differing only there share one binary; SWAP_AB and FOLD_SCALES
-        are constexprs."""
+        our kernels, so configs differing only there share one binary; SWAP_AB, FOLD_SCALES and
+        TMA are constexprs."""
         return (
             self.BLOCK_SIZE_M,
             self.BLOCK_SIZE_N,
@@ -177,12 +185,13 @@ class KernelConfig:
             self.num_stages,
             self.SWAP_AB,
             self.FOLD_SCALES,
+            self.TMA,
         )
 
     @property
     def engine_ok(self) -> bool:
         """Whether an engine file can hold this config (none of our own keys set)."""
-        return self.SPLIT_K == 1 and not self.SWAP_AB and not self.FOLD_SCALES
+        return self.SPLIT_K == 1 and not self.SWAP_AB and not self.FOLD_SCALES and not self.TMA
 
     def with_(self, **changes: int) -> KernelConfig:
         return replace(self, **changes)
@@ -237,6 +246,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def sm_version(arch: str) -> int:
+    """'sm_90' / 'sm_90a' -> 90; 0 when unknown."""
+    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
+    return int(digits) if digits else 0
+
+
 def uses_wgmma(cfg: KernelConfig, arch: str) -> bool:
     """Triton emits Hopper wgmma for tiles of at least one warpgroup's 64 rows on the MMA's M
     side: BLOCK_SIZE_M, or the weight rows BLOCK_SIZE_N when SWAP_AB, where the tokens
@@ -259,7 +274,7 @@ def smem_bytes(cfg: KernelConfig, kind: KernelKind, arch: str = "") -> int:
     b_tile = cfg.BLOCK_SIZE_K * cfg.BLOCK_SIZE_N * b_bytes
     s = cfg.num_stages
     if kind == "fp8":
-        nbuf = s if uses_wgmma(cfg, arch) else s - 1
+        nbuf = s if uses_wgmma(cfg, arch) else s - 1  # TMA or not (sm_90 compiles)
         return int(nbuf * (a_tile + b_tile)) + SMEM_MARGIN
     if cfg.SWAP_AB:
         # Swapped INT4: the dequantized planes feed the MMA from registers (no staged tile);
@@ -316,6 +331,11 @@ def legality(
                 f"FOLD_SCALES needs BLOCK_SIZE_N to divide the weight block's {GROUP_N} rows "
                 f"(one weight scale per tile), got {cfg.BLOCK_SIZE_N}"
             )
+    if cfg.TMA:
+        if kind != "fp8":
+            return "TMA is an FP8 option (the INT4 kernels load their tiles with plain loads)"
+        if limits.arch and sm_version(limits.arch) < 90:
+            return f"TMA needs Hopper or newer (sm_90+), this GPU is {limits.arch}"
     if cfg.SWAP_AB:
         if cfg.BLOCK_SIZE_M not in SWAP_BLOCK_M:
             return (
@@ -363,12 +383,29 @@ def waste(cfg: KernelConfig, m: int, n: int, limits: DeviceLimits) -> str | None
     return None
 
 
+def canonical_group(cfg: KernelConfig, m: int) -> KernelConfig:
+    """`cfg` with the smallest GROUP_SIZE_M giving the same program order at this M (the one
+    `waste` keeps): the engine default's G32 at 16 M tiles is G16 in the space."""
+    m_tiles = cdiv(m, cfg.BLOCK_SIZE_M)
+    eff = min(cfg.GROUP_SIZE_M, m_tiles)
+    for g in GRID["GROUP_SIZE_M"]:
+        if min(g, m_tiles) == eff:
+            return cfg.with_(GROUP_SIZE_M=g)
+    return cfg
+
+
 def candidate_grid(
-    kind: KernelKind, *, split_k: bool, swap_ab: bool = False, fold: bool = False
+    kind: KernelKind,
+    *,
+    split_k: bool,
+    swap_ab: bool = False,
+    fold: bool = False,
+    tma: bool = False,
 ) -> list[KernelConfig]:
     """The unfiltered Cartesian product (with SPLIT_K values when `split_k`), plus, with
-    `swap_ab`, the swapped configs (BLOCK_SIZE_M from SWAP_BLOCK_M), and with `fold` a
-    FOLD_SCALES=1 copy of each (legality then drops the ones it does not apply to)."""
+    `swap_ab`, the swapped configs (BLOCK_SIZE_M from SWAP_BLOCK_M), with `fold` a
+    FOLD_SCALES=1 copy of each and with `tma` a TMA=1 copy of each (legality then drops the
+    ones they do not apply to)."""
     sks = SPLIT_K_VALUES if split_k else (1,)
     out = []
     for bm, bn, bk, g, w, s, sk in itertools.product(*GRID.values(), sks):
@@ -379,6 +416,8 @@ def candidate_grid(
             out.append(KernelConfig(bm, bn, bk, g, w, s, sk, SWAP_AB=1))
     if fold:
         out += [c.with_(FOLD_SCALES=1) for c in out]
+    if tma:
+        out += [c.with_(TMA=1) for c in out]
     return out
 
 
@@ -392,11 +431,12 @@ def legal_configs(
     split_k: bool = False,
     swap_ab: bool = False,
     fold: bool = False,
+    tma: bool = False,
 ) -> tuple[KernelConfig, ...]:
     """Every config that can run for (N, K) on this GPU, any M (cached: M only adds `waste`)."""
     return tuple(
         c
-        for c in candidate_grid(kind, split_k=split_k, swap_ab=swap_ab, fold=fold)
+        for c in candidate_grid(kind, split_k=split_k, swap_ab=swap_ab, fold=fold, tma=tma)
         if legality(c, kind, group_k, limits, n, k) is None
     )
 
@@ -412,17 +452,18 @@ def build_space(
     split_k: bool | None = None,
     swap_ab: bool | None = None,
     fold: bool = False,
+    tma: bool = False,
 ) -> list[KernelConfig]:
     """Every config worth timing for one (M, N, K). `split_k=None` / `swap_ab=None` enable
     split-K / SWAP_AB for INT4 (our own kernel and files) and disable them for FP8 (the engine
-    files cannot hold them); `fold` adds FOLD_SCALES (FP8 own files)."""
+    files cannot hold them); `fold` adds FOLD_SCALES and `tma` TMA (FP8 own files)."""
     if m < 1 or n < 1 or k < 1:
         raise ConfigError(f"M, N, K must be positive, got M={m} N={n} K={k}")
     use_sk = (kind == "int4") if split_k is None else split_k
     use_swap = (kind == "int4") if swap_ab is None else swap_ab
     return [
         c
-        for c in legal_configs(kind, n, k, limits, group_k, use_sk, use_swap, fold)
+        for c in legal_configs(kind, n, k, limits, group_k, use_sk, use_swap, fold, tma)
         if waste(c, m, n, limits) is None
     ]
 
@@ -434,12 +475,16 @@ def compile_set(
     *,
     swap_ab: bool = True,
     fold: bool = True,
+    tma: bool = True,
 ) -> list[KernelConfig]:
     """One config per distinct compiled binary over all M (what a precompile pass builds),
-    the SWAP_AB binaries included unless `swap_ab=False`, the FOLD_SCALES ones (FP8) unless
-    `fold=False`."""
+    the SWAP_AB binaries included unless `swap_ab=False`, the FOLD_SCALES and TMA ones (FP8)
+    unless `fold=False` / `tma=False`."""
     seen: dict[tuple[int, ...], KernelConfig] = {}
-    for c in candidate_grid(kind, split_k=False, swap_ab=swap_ab, fold=fold and kind == "fp8"):
+    fp8 = kind == "fp8"
+    for c in candidate_grid(
+        kind, split_k=False, swap_ab=swap_ab, fold=fold and fp8, tma=tma and fp8
+    ):
         if c.GROUP_SIZE_M == 1 and legality(c, kind, group_k, limits) is None:
             seen.setdefault(c.compile_key(), c)
     return list(seen.values())

@@ -48,6 +48,8 @@ def _fp8_block_kernel(
     Bs,
     WS,
     LOCKS,
+    A_DESC,
+    B_DESC,
     M,
     N,
     K,
@@ -70,6 +72,7 @@ def _fp8_block_kernel(
     BLOCK_SIZE_K: tl.constexpr,
     SWAP_AB: tl.constexpr,
     FOLD_SCALES: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     pid = tl.program_id(axis=0)
     pid_k = tl.program_id(axis=1)
@@ -92,8 +95,13 @@ def _fp8_block_kernel(
         a_ptrs = A + (k0 + offs_k)[:, None] * stride_ak + offs_am[None, :] * stride_am
         acc_t = tl.zeros((BLOCK_SIZE_N, BLOCK_SIZE_M), dtype=tl.float32)
         for kt in range(k_first, k_last):
-            b = tl.load(b_ptrs)
-            a = tl.load(a_ptrs)
+            if TMA:
+                # The tensor-memory accelerator copies the tiles (rows past M or N read as 0).
+                b = B_DESC.load([pid_n * BLOCK_SIZE_N, kt * BLOCK_SIZE_K])
+                a = A_DESC.load([pid_m * BLOCK_SIZE_M, kt * BLOCK_SIZE_K]).T
+            else:
+                b = tl.load(b_ptrs)
+                a = tl.load(a_ptrs)
             g = (kt * BLOCK_SIZE_K) // group_k
             a_s = tl.load(as_ptrs + g * stride_As_k)
             if FOLD_SCALES:
@@ -125,8 +133,12 @@ def _fp8_block_kernel(
         b_ptrs = B + (k0 + offs_k)[:, None] * stride_bk + offs_bn[None, :] * stride_bn
         acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
         for kt in range(k_first, k_last):
-            a = tl.load(a_ptrs)
-            b = tl.load(b_ptrs)
+            if TMA:
+                a = A_DESC.load([pid_m * BLOCK_SIZE_M, kt * BLOCK_SIZE_K])
+                b = B_DESC.load([pid_n * BLOCK_SIZE_N, kt * BLOCK_SIZE_K]).T
+            else:
+                a = tl.load(a_ptrs)
+                b = tl.load(b_ptrs)
             g = (kt * BLOCK_SIZE_K) // group_k  # the one quant group this K tile lies in
             a_s = tl.load(as_ptrs + g * stride_As_k)
             if FOLD_SCALES:
@@ -217,6 +229,7 @@ def w8a8_block_fp8_matmul(
         return c.reshape(*A.shape[:-1], N)
     tiles = cdiv(M, cfg.BLOCK_SIZE_M) * cdiv(N, cfg.BLOCK_SIZE_N)
     ws, locks = split_k_buffers(A.device, cfg.SPLIT_K, M, N, tiles, workspace)
+    a_desc, b_desc = _descriptors(cfg, a2, B) if cfg.TMA else (None, None)
     grid = (tiles, cfg.SPLIT_K)
     _fp8_block_kernel[grid](
         a2,
@@ -226,6 +239,8 @@ def w8a8_block_fp8_matmul(
         Bs,
         ws,
         locks,
+        a_desc,
+        b_desc,
         M,
         N,
         K,
@@ -248,10 +263,29 @@ def w8a8_block_fp8_matmul(
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
         SWAP_AB=bool(cfg.SWAP_AB),
         FOLD_SCALES=bool(cfg.FOLD_SCALES),
+        TMA=bool(cfg.TMA),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
     return c.reshape(*A.shape[:-1], N)
+
+
+def _descriptors(cfg: KernelConfig, a2: Any, b: Any) -> tuple[Any, Any]:
+    """Host TMA descriptors of the A [M, K] and B [N, K] tiles (TMA=1). The copy engine needs
+    16-byte aligned bases and row strides."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    for name, t in (("A", a2), ("B", b)):
+        if t.data_ptr() % 16 or t.stride(0) % 16:
+            raise ConfigError(
+                f"TMA=1 needs {name} 16-byte aligned with a row stride that is a multiple of 16 "
+                f"bytes (got stride {t.stride(0)}); use TMA=0",
+                field="TMA",
+            )
+    return (
+        TensorDescriptor.from_tensor(a2, [cfg.BLOCK_SIZE_M, cfg.BLOCK_SIZE_K]),
+        TensorDescriptor.from_tensor(b, [cfg.BLOCK_SIZE_N, cfg.BLOCK_SIZE_K]),
+    )
 
 
 def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -> None:
@@ -260,6 +294,16 @@ def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -
     import torch
 
     fp8 = torch.float8_e4m3fn
+    descs: tuple[Any, Any] = (None, None)
+    if cfg.TMA:
+        from triton.runtime.jit import MockTensor
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        bk = cfg.BLOCK_SIZE_K
+        descs = (
+            TensorDescriptor(MockTensor(fp8, [16, k]), [16, k], [k, 1], [cfg.BLOCK_SIZE_M, bk]),
+            TensorDescriptor(MockTensor(fp8, [n, k]), [n, k], [k, 1], [cfg.BLOCK_SIZE_N, bk]),
+        )
     _fp8_block_kernel.warmup(
         fp8,
         fp8,
@@ -268,6 +312,7 @@ def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -
         torch.float32,
         torch.float32,
         torch.int32,
+        *descs,
         16,
         n,
         k,
@@ -290,6 +335,7 @@ def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
         SWAP_AB=bool(cfg.SWAP_AB),
         FOLD_SCALES=bool(cfg.FOLD_SCALES),
+        TMA=bool(cfg.TMA),
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
         grid=(1,),

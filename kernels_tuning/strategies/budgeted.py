@@ -164,7 +164,9 @@ def swap_starts(
     """The `count` SWAP_AB=1, SPLIT_K=1 configs of `space` nearest to the (unswapped) `start`:
     same BK, group, warps and stages where possible, then the closest BN and BM (in powers of
     two). Empty when the space has no swapped configs."""
-    swapped = [c for c in space if c.SWAP_AB and c.SPLIT_K == 1 and not c.FOLD_SCALES]
+    swapped = [
+        c for c in space if c.SWAP_AB and c.SPLIT_K == 1 and not c.FOLD_SCALES and not c.TMA
+    ]
 
     def dist(c: KernelConfig) -> tuple[int, float]:
         same = sum(
@@ -188,10 +190,11 @@ def refine_split_k(
     swap_starts: Sequence[KernelConfig] = (),
 ) -> SearchResult:
     """From an SPLIT_K=1 winner: try each split of it (and of each of `swap_starts`, SWAP_AB
-    configs near it), then hill-climb in the split-K (and SWAP_AB, FOLD_SCALES) space. Where the
-    space has FOLD_SCALES, the splits are tried of the folded configs (folding only removes
-    work; the climb can still step back to 0). Used for FP8, whose engine files cannot hold
-    SPLIT_K, SWAP_AB or FOLD_SCALES but our own files can."""
+    configs near it), then hill-climb in the split-K (and SWAP_AB, FOLD_SCALES, TMA) space.
+    Where the space has FOLD_SCALES and TMA, the splits are tried of the folded configs with
+    TMA (folding only removes work; TMA loads were 1.14-1.35x faster at M >= 1024 on an H200,
+    reports/kernels/README.md; the climb can still step back to 0). Used for FP8, whose engine
+    files cannot hold SPLIT_K, SWAP_AB, FOLD_SCALES or TMA but our own files can."""
     cands = list(space)
     pool = set(cands)
     axes = dimension_values(cands)
@@ -209,13 +212,15 @@ def refine_split_k(
     if start in memo.costs:
         used.add(start)
 
-    def folded(c: KernelConfig) -> KernelConfig:
+    def lean(c: KernelConfig) -> KernelConfig:
         f = c.with_(FOLD_SCALES=1)
-        return f if f in pool else c
+        c = f if f in pool else c
+        t = c.with_(TMA=1)
+        return t if t in pool else c
 
     for first, phase in [(start, "split"), *((s, "swap") for s in swap_starts)]:
         for sk in axes["SPLIT_K"]:
-            cfg = folded(first).with_(SPLIT_K=sk)
+            cfg = lean(first).with_(SPLIT_K=sk)
             if cfg in pool and len(used) < budget:
                 evaluate(cfg, phase)
     best, cost = memo.best(used)

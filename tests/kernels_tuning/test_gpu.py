@@ -32,6 +32,11 @@ FP8_CONFIGS = [
     # FOLD_SCALES (one weight scale per tile folded into the token scales)
     C(64, 128, 128, 32, 4, 3, FOLD_SCALES=1),
     C(16, 64, 128, 1, 4, 4, SPLIT_K=4, SWAP_AB=1, FOLD_SCALES=1),
+    # TMA (the copy engine loads the tiles; rows past M or N read as zeros)
+    C(64, 128, 128, 32, 4, 3, FOLD_SCALES=1, TMA=1),
+    C(128, 128, 64, 16, 8, 4, TMA=1),
+    C(8, 64, 128, 1, 4, 4, SPLIT_K=3, SWAP_AB=1, FOLD_SCALES=1, TMA=1),
+    C(16, 128, 128, 1, 4, 5, SWAP_AB=1, TMA=1),
 ]
 
 

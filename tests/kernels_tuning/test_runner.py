@@ -81,8 +81,9 @@ def test_tune_writes_engine_files(tmp_path: Path) -> None:
 
 
 def test_killed_run_resumes_without_repeating_work(tmp_path: Path) -> None:
-    # The first item takes 27 evaluations (10 + 17 for split-K and SWAP_AB): die in the second.
-    dying = Factory(die_after=30)
+    # The first item takes 37 evaluations (10 + 27 for split-K, SWAP_AB, FOLD_SCALES and
+    # TMA): die in the second.
+    dying = Factory(die_after=45)
     with pytest.raises(Killed):
         _tune(tmp_path, dying, [1, 16, 64], out=False)
     done_before = sum(
@@ -164,6 +165,7 @@ def test_polish_times_the_winners_from_before_a_retune(tmp_path: Path) -> None:
         assert old.best is not None and old.best in timed, key
         if old.best.BLOCK_SIZE_N <= 128:  # and its folded form where FOLD_SCALES applies
             assert old.best.with_(FOLD_SCALES=1) in timed, key
+        assert old.best.with_(TMA=1) in timed, key  # and its TMA form
     assert cache.superseded() == prior  # polish records do not change what was set aside
     cache.mark_retune(items)  # marked again (a re-tune run again): both sets stay candidates
     twice = cache.superseded()
@@ -346,3 +348,29 @@ def test_retune_marker_searches_selected_items_again(tmp_path: Path) -> None:
     assert len(s.results) == 6
     assert s.results[small[0].key()].best is not None
     assert s.results[small[0].key()].best.SWAP_AB == 1  # type: ignore[union-attr]
+
+
+class DefaultWinsFactory(Factory):
+    """The engine default (G32) fastest of the engine configs, TMA and folding 20% faster on
+    top: the H200's large-M picture (reports/kernels/README.md, call 16)."""
+
+    def __call__(self, item: runner.WorkItem):  # type: ignore[no-untyped-def]
+        f = super().__call__(item)
+
+        def g(c: KernelConfig) -> Res:
+            base = SGLANG_DEFAULT_FP8.with_(FOLD_SCALES=c.FOLD_SCALES, TMA=c.TMA)
+            cost = f(c).cost * (1.0 if c.with_(GROUP_SIZE_M=32) == base else 100.0)
+            return Res(cost * (0.9 if c.TMA else 1.0) * (0.9 if c.FOLD_SCALES else 1.0))
+
+        return g
+
+
+def test_own_file_refinement_starts_from_the_default_s_group_in_the_space() -> None:
+    # M=1024: 16 M tiles of 64, so the default's G32 orders programs like G16 and `waste`
+    # keeps only G16; the refinement must still reach the default's folded TMA form.
+    item = runner.make_items("fp8", [GemmShape(5120, 17408, ("down_proj",))], [1024])[0]
+    f = DefaultWinsFactory()(item)
+    params = runner.TuneParams(max_evals=10)
+    res = runner.tune_item(item, f, H200_LIMITS, params=params, seeds=[SGLANG_DEFAULT_FP8])
+    assert res.engine_best == SGLANG_DEFAULT_FP8
+    assert res.best == SGLANG_DEFAULT_FP8.with_(GROUP_SIZE_M=16, FOLD_SCALES=1, TMA=1)

@@ -105,6 +105,22 @@ def test_fold_scales_loads_for_fp8_and_is_refused_in_an_int4_file(tmp_path: Path
     assert e.value.field == "FOLD_SCALES" and rel in str(e.value)
 
 
+def test_tma_loads_for_fp8_and_is_refused_in_an_int4_file(tmp_path: Path) -> None:
+    from autotune.errors import ConfigError
+
+    t = KernelConfig(64, 128, 128, 32, 4, 3, FOLD_SCALES=1, TMA=1)
+    kw = {"device_name": "TEST_GPU", "config_dir": tmp_path, "check_provenance": False}
+    _write(
+        tmp_path, "autotune/" + O.fp8_splitk_filename(512, 512, "TEST_GPU"), {4096: t.as_dict()}
+    )
+    assert shim.get_config("fp8", 512, 512, 3000, **kw) == t  # type: ignore[arg-type]
+    rel = "autotune/" + O.int4_filename(512, 512, "TEST_GPU", 128, "awq")
+    _write(tmp_path, rel, {16: t.with_(BLOCK_SIZE_M=16, FOLD_SCALES=0).as_dict()})
+    with pytest.raises(ConfigError, match="FP8 option") as e:
+        shim.get_config("int4", 512, 512, 16, **kw)  # type: ignore[arg-type]
+    assert e.value.field == "TMA" and rel in str(e.value)
+
+
 def test_shipped_sidecars_match_the_kernel_source() -> None:
     """A kernel change without re-tuning would leave the shipped files describing another
     kernel: re-run `autotune kernels tune` on the GPU (or revert the kernel)."""

@@ -58,17 +58,25 @@ def _compile(fn: Any, vals: dict[str, Any], consts: dict[str, Any], cfg: C) -> A
 def _fp8(cfg: C) -> Any:
     from kernels_tuning.kernels.fp8_block import _fp8_block_kernel
 
+    bm, bn, bk = cfg.BLOCK_SIZE_M, cfg.BLOCK_SIZE_N, cfg.BLOCK_SIZE_K
+    descs = (
+        dict(A_DESC=f"tensordesc<fp8e4nv[{bm}, {bk}]>", B_DESC=f"tensordesc<fp8e4nv[{bn}, {bk}]>")
+        if cfg.TMA
+        else {}
+    )
     vals = dict(
         A="*fp8e4nv", B="*fp8e4nv", C="*bf16", As="*fp32", Bs="*fp32", WS="*fp32", LOCKS="*i32",
-        M=16, N=N, K=K, group_n=128, group_k=128, stride_am=K, stride_ak=1, stride_bk=1,
+        **descs, M=16, N=N, K=K, group_n=128, group_k=128, stride_am=K, stride_ak=1, stride_bk=1,
         stride_bn=K, stride_cm=N, stride_cn=1, stride_As_m=K // 128, stride_As_k=1,
         stride_Bs_k=1, stride_Bs_n=K // 128, GROUP_SIZE_M=1, SPLIT_K=1,
     )  # fmt: skip
     consts = dict(
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M, BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K, SWAP_AB=bool(cfg.SWAP_AB),
-        FOLD_SCALES=bool(cfg.FOLD_SCALES),
+        FOLD_SCALES=bool(cfg.FOLD_SCALES), TMA=bool(cfg.TMA),
     )  # fmt: skip
+    if not cfg.TMA:
+        consts.update(A_DESC=None, B_DESC=None)
     return _compile(_fp8_block_kernel, vals, consts, cfg)
 
 
@@ -92,6 +100,9 @@ FP8_CASES = [
     (C(16, 64, 128, 1, 4, 4, SWAP_AB=1), True),  # 64 weight rows x 16 tokens: wgmma
     (C(8, 128, 128, 1, 4, 4, SWAP_AB=1), False),  # 8 tokens: mma.sync
     (C(16, 64, 128, 1, 4, 4), False),  # the unswapped decode tile: mma.sync
+    (C(64, 128, 128, 1, 4, 3, FOLD_SCALES=1, TMA=1), True),  # large M, tiles copied by TMA
+    (C(16, 64, 128, 1, 4, 4, SWAP_AB=1, TMA=1), True),
+    (C(8, 64, 128, 1, 4, 4, SWAP_AB=1, TMA=1), False),
 ]
 INT4_CFG = C(16, 128, 128, 1, 4, 3, SWAP_AB=1)
 
@@ -102,7 +113,9 @@ def _facts(k: Any) -> dict[str, Any]:
     i32_loads = [ln for ln in loop.splitlines() if "ttg.local_load" in ln and "xi32" in ln]
     return {
         "wgmma": "ttng.warp_group_dot " in ttgir,
-        "async": "async_copy_global_to_local" in ttgir,
+        "async": "async_copy_global_to_local" in ttgir
+        or "async_tma_copy_global_to_local" in ttgir,
+        "tma": "async_tma_copy_global_to_local" in ttgir,
         "shared": int(k.metadata.shared),
         "packed_to_operand": any("dot_op<{opIdx = 0" in ln for ln in i32_loads),
         "relayout_in_loop": any(op in loop for op in ("tt.interleave", "tt.join", "tt.reshape")),
@@ -182,6 +195,7 @@ def test_fp8_swap_ab_gets_wgmma(facts: dict[str, Any], i: int) -> None:
     f = facts["fp8"][i]
     assert f["wgmma"] == wgmma
     assert f["async"]  # operands pipelined
+    assert f["tma"] == bool(cfg.TMA)  # TMA=1: the copy engine loads the tiles
     assert f["shared"] <= smem_bytes(cfg, "fp8", "sm_90") <= f["shared"] + 1024
 
 

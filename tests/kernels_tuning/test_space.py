@@ -87,7 +87,7 @@ def test_int4_space_has_split_k_and_large_m_space_is_large() -> None:
 
 
 def test_compile_set_is_one_config_per_binary() -> None:
-    cs = compile_set("fp8", H200_LIMITS, swap_ab=False, fold=False)
+    cs = compile_set("fp8", H200_LIMITS, swap_ab=False, fold=False, tma=False)
     assert len({c.compile_key() for c in cs}) == len(cs)
     assert 250 < len(cs) < 320
     with_swap = compile_set("fp8", H200_LIMITS)  # precompile covers the SWAP_AB binaries
@@ -193,3 +193,37 @@ def test_fold_scales_is_fp8_own_file_only_and_needs_one_weight_scale_per_tile() 
     assert {c.with_(FOLD_SCALES=0) for c in folded} <= set(own)
     assert {c.FOLD_SCALES for c in compile_set("fp8", H200_LIMITS)} == {0, 1}
     assert not any(c.FOLD_SCALES for c in compile_set("int4", H200_LIMITS))
+
+
+def test_tma_is_fp8_own_file_only_on_hopper() -> None:
+    t = C(64, 128, 128, 32, 4, 3, FOLD_SCALES=1, TMA=1)
+    assert legality(t, "fp8", 128, H200_LIMITS) is None
+    assert "FP8 option" in (legality(t.with_(FOLD_SCALES=0), "int4", 128, H200_LIMITS) or "")
+    assert "sm_90" in (legality(t, "fp8", 128, RTX4090) or "")
+    sm100 = DeviceLimits(227 * 1024, 148, "NVIDIA B200", "sm_100")
+    assert legality(t, "fp8", 128, sm100) is None  # not a string comparison of "sm_100"
+    with pytest.raises(ConfigError, match="TMA") as e:
+        t.with_(FOLD_SCALES=0).as_dict(engine=True)
+    assert e.value.field == "TMA" and not t.engine_ok
+    assert t.as_dict()["TMA"] == 1 and "TMA" not in t.with_(TMA=0).as_dict()
+    assert C.from_dict(t.as_dict()) == t and t.key().endswith("fx")
+    assert t.compile_key() != t.with_(TMA=0).compile_key()
+    with pytest.raises(ConfigError, match="expected 0 or 1"):
+        C.from_dict({**t.as_dict(), "TMA": 2})
+    # only where asked (our own FP8 files): each legal config with a TMA twin
+    assert not any(c.TMA for c in build_space("fp8", 4096, 5120, 6144, H200_LIMITS))
+    own = build_space("fp8", 4096, 5120, 6144, H200_LIMITS, split_k=True, fold=True, tma=True)
+    with_tma = {c for c in own if c.TMA}
+    assert with_tma and {c.with_(TMA=0) for c in with_tma} == set(own) - with_tma
+    assert {c.TMA for c in compile_set("fp8", H200_LIMITS)} == {0, 1}
+    assert not any(c.TMA for c in compile_set("int4", H200_LIMITS))
+
+
+def test_canonical_group_is_the_smallest_group_with_the_same_order() -> None:
+    from kernels_tuning.space import canonical_group
+
+    d = SGLANG_DEFAULT_FP8  # BM 64, G32
+    assert canonical_group(d, 1024).GROUP_SIZE_M == 16  # 16 M tiles: G32 == G16
+    assert canonical_group(d, 4096).GROUP_SIZE_M == 32  # 64 M tiles: G32 is its own order
+    assert canonical_group(d, 64).GROUP_SIZE_M == 1  # one M tile: every order is equal
+    assert waste(canonical_group(d, 1024), 1024, 5120, H200_LIMITS) is None

@@ -150,3 +150,23 @@ def test_refinement_folds_scales_at_large_m_where_nothing_else_is_left() -> None
     res = budgeted.refine_split_k(space, memo, start, budget=10)
     assert res.best is not None and res.best.FOLD_SCALES == 1 and res.best_cost <= 0.8 * base
     assert start.with_(FOLD_SCALES=1) in memo.costs and res.evaluations <= 10
+
+
+def test_refinement_tries_tma_on_the_folded_winner_and_can_step_back() -> None:
+    space = build_space(
+        "fp8", 4096, 5120, 6144, H200_LIMITS, split_k=True, swap_ab=True, fold=True, tma=True
+    )
+    f = synthetic(4096, 5120, 6144)
+    start = KernelConfig(64, 128, 128, 32, 4, 3)
+    for factor, want in ((0.8, 1), (1.25, 0)):
+
+        def cost(c: KernelConfig, factor: float = factor) -> Res:
+            return Res(f(c).cost * (factor if c.TMA else 1.0) * (0.9 if c.FOLD_SCALES else 1.0))
+
+        memo = Memo(cost)
+        memo(start, "engine")
+        res = budgeted.refine_split_k(space, memo, start, budget=10)
+        # the folded TMA form is tried first; where TMA is slower the climb steps back to 0
+        assert start.with_(FOLD_SCALES=1, TMA=1) in memo.costs
+        assert res.best is not None and res.best.TMA == want
+        assert res.best_cost <= memo.costs[start.with_(FOLD_SCALES=1, TMA=1)]
