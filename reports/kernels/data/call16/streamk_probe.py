@@ -4,7 +4,8 @@ variants (PROBE=streamk: STREAM_K 1-4, SPLIT_K dropped, and at M >= 256 128/128/
 folded with STREAM_K 1, 2; PROBE=maxnreg: maxnreg 168 on the shipped config, on its unfolded
 form, and with STREAM_K 2, 3); every config gated, then timed (CUDA graph, L2 rotation); then
 the shipped config and the fastest variant re-timed side by side twice (the faster kept), with
-cuBLAS per-tensor FP8 as a control."""
+cuBLAS per-tensor FP8 as a control. STREAM_K and maxnreg were reverted: apply
+streamk_maxnreg.patch (next to this file) to run it again."""
 
 import json
 import os
