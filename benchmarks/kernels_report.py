@@ -2678,9 +2678,11 @@ METHOD = """## Method
   M, then a +-1-step hill climb; budget 10% of the space, clamped to 8..48 evaluations
   (`TuneParams`). FP8 first searches the engine space (no split-K, no SWAP_AB: what goes into the
   SGLang/vLLM files), then, for our own file, tries that winner's FOLD_SCALES form (since call
-  9) and its splits, the splits of nearby SWAP_AB configs (folded where legal), and hill-climbs
-  with SPLIT_K, SWAP_AB and FOLD_SCALES as axes (`budgeted.refine_split_k`; 10 more
-  evaluations, 10 more where swapped configs exist). INT4 searches SWAP_AB as part of its space.
+  9; with TMA since call 21) and its splits, the splits of nearby SWAP_AB configs (folded where
+  legal), and hill-climbs with SPLIT_K, SWAP_AB, FOLD_SCALES and TMA as axes
+  (`budgeted.refine_split_k`; 10 more evaluations until call 21, 20 since call 22, 10 more where
+  swapped configs exist; since call 23 from the winner's GROUP_SIZE_M as the space holds it,
+  `space.canonical_group`). INT4 searches SWAP_AB as part of its space.
 - **The calls.** In the first run, the first evaluations after each new shape's weights were
   generated ran up to 2x slow: the H200 drops its clocks when idle, and a timing of a 10-20 us
   kernel started from that state. Within a shape the search numbers were consistent (the same
