@@ -267,6 +267,24 @@ def split_after_evals(
     return recs, []
 
 
+def tuned_steps(log: str) -> dict[str, tuple[int, int, float]]:
+    """`tuned KIND TPn` lines of a progress log: (items, evaluations, wall s)."""
+    return {
+        f"{m.group(1)} TP{m.group(2)}": (int(m.group(3)), int(m.group(4)), float(m.group(5)))
+        for m in re.finditer(
+            r"tuned (\w+) TP(\d+): (\d+)/\d+ items, (\d+) evaluations, ([\d.]+)s", log
+        )
+    }
+
+
+def precompiles(log: str) -> dict[str, tuple[int, float]]:
+    """`precompile KIND` lines of a progress log: (binaries built, wall s)."""
+    return {
+        m.group(1): (int(m.group(2)), float(m.group(3)))
+        for m in re.finditer(r"precompile (\w+): (\d+) ok, \d+ failed, wall ([\d.]+)s", log)
+    }
+
+
 def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Least-squares y = a + b x: (a, b)."""
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -311,33 +329,35 @@ def main() -> None:
     # Calls 1-15: the cache up to call 21's marker and the rows as they were before it.
     cache = cache_all[: marks_all[RETUNE_CALLS.index(CALLS16[0])]]
     marks = marks_all[: RETUNE_CALLS.index(CALLS16[0])]
+    bounds_all = [*marks_all, len(cache_all)]
     span16 = {
-        c: cache_all[marks_all[i] + 1 : ([*marks_all, len(cache_all)])[i + 1]]
+        c: cache_all[bounds_all[i] + 1 : bounds_all[i + 1]]
         for i, c in enumerate(RETUNE_CALLS)
         if c in CALLS16
     }
-    retuned16 = {c: set(cache_all[marks_all[RETUNE_CALLS.index(c)]]["items"]) for c in CALLS16}
+    # The items the last of calls 21-23 re-tuned: their rows are the shipped FP8 rows.
+    retuned16 = set(cache_all[marks_all[-1]]["items"])
     prev16 = {row_key(r): r for r in load_jsonl(d / "call16" / "previous_compare.jsonl")}
 
     def ikey(r: dict[str, Any]) -> str:
         it = r["item"]
         return item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"])
 
-    rows16 = [r for r in rows_now if ikey(r) in retuned16[CALLS16[-1]]]
-    if set(prev16) != {row_key(r) for r in rows16} or len(rows16) != len(retuned16[CALLS16[-1]]):
+    rows16 = [r for r in rows_now if ikey(r) in retuned16]
+    if set(prev16) != {row_key(r) for r in rows16} or len(rows16) != len(retuned16):
         sys.exit(
             f"{d / 'call16' / 'previous_compare.jsonl'}: {len(prev16)} rows, expected the "
-            f"{len(retuned16[CALLS16[-1]])} items call {CALLS16[-1]} re-tuned, each with a row"
+            f"{len(retuned16)} items call {CALLS16[-1]} re-tuned, each with a row"
         )
     rows = [prev16.get(row_key(r), r) for r in rows_now]
-    RETUNE_CALLS_15 = RETUNE_CALLS[: len(marks)]
+    calls_15 = RETUNE_CALLS[: len(marks)]
     bounds = [*marks, len(cache)]
     # A call's span: the records after its `retune` marker(s) up to the next marker; call 13's two
     # records (one per kind) also per kind in span13.
     span: dict[int, list[dict[str, Any]]] = defaultdict(list)
     span13: dict[str, list[dict[str, Any]]] = {}
     retuned13: dict[str, set[str]] = {}
-    for i, c in enumerate(RETUNE_CALLS_15):
+    for i, c in enumerate(calls_15):
         recs = cache[bounds[i] + 1 : bounds[i + 1]]
         span[c] += recs
         if c == 13:
@@ -376,10 +396,10 @@ def main() -> None:
             f"only, 2 x {n12_cfgs} timings (progress-run12.log); found {n12_evals} evaluations"
         )
     retuned: dict[int, set[str]] = defaultdict(set)
-    for c, i in zip(RETUNE_CALLS_15, marks, strict=True):
+    for c, i in zip(calls_15, marks, strict=True):
         retuned[c] |= set(cache[i]["items"])
     call_of: dict[str, int] = {}
-    for c in RETUNE_CALLS_15:
+    for c in calls_15:
         call_of |= dict.fromkeys(retuned[c], c)
     for r in rows:
         it = r["item"]
@@ -895,21 +915,6 @@ def main() -> None:
     retune = {key: seconds(rf"tuned {key}: .*evaluations, ([\d.]+)s", log2) for key in tune}
     polish_line = re.search(r"polish: .*", log3)
 
-    def tuned_steps(log: str) -> dict[str, tuple[int, int, float]]:
-        """`tuned KIND TPn` lines: (items, evaluations, wall s)."""
-        return {
-            f"{m.group(1)} TP{m.group(2)}": (int(m.group(3)), int(m.group(4)), float(m.group(5)))
-            for m in re.finditer(
-                r"tuned (\w+) TP(\d+): (\d+)/\d+ items, (\d+) evaluations, ([\d.]+)s", log
-            )
-        }
-
-    def precompiles(log: str) -> dict[str, tuple[int, float]]:
-        return {
-            m.group(1): (int(m.group(2)), float(m.group(3)))
-            for m in re.finditer(r"precompile (\w+): (\d+) ok, \d+ failed, wall ([\d.]+)s", log)
-        }
-
     tune4, tune6, tune9 = tuned_steps(log4), tuned_steps(log6), tuned_steps(log9)
     pre4, pre6, pre9, pre12 = (precompiles(x) for x in (log4, log6, log9, log12))
     polish4, polish6, polish9, polish12 = (
@@ -1111,13 +1116,8 @@ def main() -> None:
         if f"{kd} TP1" in tune13[kd] and kd in pre13[kd]
     }
     tp1_walls += [x[2] + x[3] for x in t13.values()]
-    m23 = re.search(r"tuned fp8 TP1: (\d+)/\d+ items, \d+ evaluations, ([\d.]+)s", logs16[23])
-    p23 = re.search(r"precompile fp8: (\d+) ok, \d+ failed, wall ([\d.]+)s", logs16[23])
-    t23 = (
-        (int(m23.group(1)), float(p23.group(2)), float(m23.group(2)), int(p23.group(1)))
-        if m23 and p23
-        else None
-    )
+    tune23, pre23 = tuned_steps(logs16[23]).get("fp8 TP1"), precompiles(logs16[23]).get("fp8")
+    t23 = (tune23[0], pre23[1], tune23[2], pre23[0]) if tune23 and pre23 else None
     if t23:
         tp1_walls.append(t23[1] + t23[2])
     w(
@@ -1577,7 +1577,7 @@ def main() -> None:
     L.extend(split13_section(r13, probe, gate, ncu))
     L.extend(stall_section(stalls))
     L.extend(postscale_section(d / "call15"))
-    L.extend(tma_section(d / "call16", fp8, fp8_c15, span16, logs16, gate))
+    L.extend(tma_section(d / "call16", fp8, fp8_c15, logs16, gate))
     L.extend(not_shipped16_section(d / "call16"))
     w("## Misses")
     w("")
@@ -2874,7 +2874,6 @@ def tma_section(
     d16: Path,
     fp8: list[dict[str, Any]],
     fp8_c15: list[dict[str, Any]],
-    span16: dict[int, list[dict[str, Any]]],
     logs16: dict[int, str],
     gate: dict[str, Any],
 ) -> list[str]:
@@ -2921,10 +2920,7 @@ def tma_section(
     for c in (21, 22, 23):
         rows_c = load_jsonl(d16 / f"compare-call{c}.jsonl")
         tf = _tf_big(rows_c)
-        tune = re.findall(
-            r"tuned fp8 TP(\d): (\d+)/\d+ items, (\d+) evaluations, ([\d.]+)s", logs16[c]
-        )
-        pre = re.search(r"precompile fp8: (\d+) ok, (\d+) failed, wall ([\d.]+)s", logs16[c])
+        tune = tuned_steps(logs16[c])
         by_call[c] = {
             "med": statistics.median(tf),
             "min": min(tf),
@@ -2932,8 +2928,8 @@ def tma_section(
             "n_big": len(tf),
             "tma": sum(1 for r in rows_c if (r["best"] or {}).get("TMA")),
             "n": len(rows_c),
-            "tune": {tp: (int(ev), float(sec)) for tp, _, ev, sec in tune},
-            "pre": (int(pre.group(1)), float(pre.group(3))) if pre else (0, math.nan),
+            "tune": {tp: tune.get(f"fp8 TP{tp}", (0, 0, math.nan))[1:] for tp in ("1", "2")},
+            "pre": precompiles(logs16[c]).get("fp8", (0, math.nan)),
         }
     out += [
         "",
