@@ -241,7 +241,7 @@ class TuneParams:
     min_evals: int = 8
     max_evals: int = 48
     split_k_fp8: bool = True  # also search split-K (and SWAP_AB) for our own FP8 files
-    split_k_budget: int = 20  # a full round of the climb around the TMA form (call 16)
+    split_k_budget: int = 20  # a full round of the climb around the TMA form (call 22)
     swap_ab: bool = True  # SWAP_AB in the INT4 space and in FP8's own-file refinement
     swap_budget: int = 10  # extra FP8 own-file evaluations where swapped configs exist
     fold_scales: bool = True  # FOLD_SCALES in FP8's own-file refinement (kernels_tuning/space.py)

@@ -36,6 +36,12 @@ element). Where BLOCK_SIZE_N divides the weight block (group_n), the tile's weig
 number and folds into the token scales: `acc += dot * (a_s * b_s)[:, None]`, one multiply-add
 (1.20x at M >= 1024 on an H200, reports/kernels/README.md, call 8). The engine files are read by
 kernels that rescale the SGLang way, so they are tuned with FOLD_SCALES=0 and cannot hold it.
+
+TMA (0/1, FP8, ours only; sm_90 and newer): the A and B tiles are copied by Hopper's tensor
+memory accelerator from host tensor descriptors instead of per-thread pointer loads (own-file
+time at M >= 1024 before / after the re-tune with it: 1.08x, cuBLAS's 1.02x in the same runs;
+reports/kernels/README.md, calls 19-23). The engines' kernels load with pointers, so the engine
+files cannot hold it.
 """
 
 from __future__ import annotations
@@ -64,8 +70,6 @@ GRID: dict[str, tuple[int, ...]] = {
 # of an H200's 132 SMs where 4 fills 80 and 8 needs a second wave (INT4 M = 1, 5120x3072:
 # 10.1 us at split 6 against 12.7 at 4, reports/kernels/data/call13).
 SPLIT_K_VALUES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
-SWAP_AB_VALUES: tuple[int, ...] = (0, 1)
-FOLD_SCALES_VALUES: tuple[int, ...] = (0, 1)
 GROUP_N = 128  # the weight block's rows (block_shape [128, 128] in every FP8 model we tune)
 # BLOCK_SIZE_M (tokens, the MMA's N side) of swapped configs. Triton 3.6 runs BM 8 on mma.sync
 # (wgmma from 16 tokens), still half the padded rows of an unswapped BM 16 tile at M <= 8.
@@ -74,7 +78,6 @@ SWAP_MAX_M = 32  # above this, swapped tiles re-read the weights for every 32 to
 # Every swapped AWQ BM32 x BN256 sm_90 compile (Triton 3.6, cuobjdump -res-usage) spilled
 # (255 registers + 470-840 B of stack, warps 4 or 8); BM*BN <= 4096 used 120-255 registers.
 SWAP_INT4_MAX_TILE = 4096
-TMA_VALUES: tuple[int, ...] = (0, 1)
 DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA")
 OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA")  # in our own files only
 _FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA")  # 0/1 keys, written only where 1

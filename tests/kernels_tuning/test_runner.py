@@ -352,7 +352,7 @@ def test_retune_marker_searches_selected_items_again(tmp_path: Path) -> None:
 
 class DefaultWinsFactory(Factory):
     """The engine default (G32) fastest of the engine configs, TMA and folding 20% faster on
-    top: the H200's large-M picture (reports/kernels/README.md, call 16)."""
+    top: the H200's large-M picture (reports/kernels/README.md, calls 19-23)."""
 
     def __call__(self, item: runner.WorkItem):  # type: ignore[no-untyped-def]
         f = super().__call__(item)
