@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import typer
@@ -19,10 +20,8 @@ def coerce_value(raw: str) -> Any:
     if low in ("none", "null", ""):
         return None
     for cast in (int, float):
-        try:
+        with contextlib.suppress(ValueError):  # not this type: try the next, else keep text
             return cast(raw)
-        except ValueError:
-            pass
     return raw
 
 

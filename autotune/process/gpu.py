@@ -11,6 +11,7 @@ also compares used memory with a baseline taken before the engine started, when 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,10 +38,8 @@ def _nvml() -> Iterator[Any | None]:
     try:
         yield pynvml
     finally:
-        try:
+        with contextlib.suppress(Exception):  # a failed shutdown leaves nothing to clean up
             pynvml.nvmlShutdown()
-        except Exception:  # shutdown failures leave nothing for us to clean up
-            pass
 
 
 def _indices(nvml: Any, gpu_indices: Sequence[int] | None) -> list[int]:

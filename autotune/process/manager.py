@@ -398,7 +398,6 @@ _LIVE: set[EngineProcess] = set()
 @atexit.register
 def _stop_all_at_exit() -> None:
     for eng in list(_LIVE):
-        try:
+        # The interpreter is exiting: nothing better to do than try the next.
+        with contextlib.suppress(Exception):
             eng.stop(grace_s=2.0, port_wait_s=0.5, gpu_wait_s=0.0)
-        except Exception:  # interpreter is exiting; nothing better to do than try the next
-            pass

@@ -130,7 +130,8 @@ class Connection(asyncio.Protocol):
         from autotune.sim.api import error_body
 
         if self.h11.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-            try:
+            # The peer may already have broken the protocol past answering: close regardless.
+            with contextlib.suppress(h11.LocalProtocolError):
                 self._send(
                     h11.Response(
                         status_code=status,
@@ -143,8 +144,6 @@ class Connection(asyncio.Protocol):
                 )
                 self._send(h11.Data(data=error_body(message, status)))
                 self._send(h11.EndOfMessage())
-            except h11.LocalProtocolError:
-                pass
         self._close()
 
     # -- responses -----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ comes back as a FAILED result with FailureClass.WORKER_LOST; the sweep goes on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -321,10 +322,8 @@ class RayExecutor:
             if dead in self.actors:
                 self.actors.remove(dead)
             info_ref = self._info.pop(id(dead), None)
-        try:
+        with contextlib.suppress(Exception):  # already gone
             self._ray.kill(dead, no_restart=True)
-        except Exception:  # already gone
-            pass
         dead_pid = None
         if info_ref is not None:
             try:
@@ -348,10 +347,8 @@ class RayExecutor:
     def cancel_all(self) -> None:
         self._cancelled = True
         for actor in self.busy_actors():
-            try:
+            with contextlib.suppress(Exception):  # a dead actor is reported via its pending ref
                 actor.cancel.remote()
-            except Exception:  # a dead actor is reported through its pending ref
-                pass
 
     def shutdown(self) -> None:
         self.cancel_all()
@@ -363,9 +360,7 @@ class RayExecutor:
         with self._lock:
             actors = list(self.actors)
         for actor in actors:
-            try:
+            with contextlib.suppress(Exception):  # already gone: shutting down regardless
                 self._ray.kill(actor, no_restart=True)
-            except Exception:
-                pass
         if self._owns_cluster:
             self._ray.shutdown()

@@ -12,6 +12,7 @@ Outcomes map to Optuna states so the sampler learns from every one of them:
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -94,10 +95,8 @@ def open_study(spec: SweepSpec, *, url: str, study_name: str, workers: int) -> o
     storage = optuna_storage(url)
     directions = [r.direction or "maximize" for r in spec.objective_refs()]
     existing = 0
-    try:
+    with contextlib.suppress(KeyError):  # no such study yet: a fresh one
         existing = len(optuna.load_study(study_name=study_name, storage=storage).trials)
-    except KeyError:
-        pass
     return optuna.create_study(
         study_name=study_name,
         storage=storage,

@@ -10,6 +10,7 @@ use, a cancelled trial.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import threading
 import time
@@ -483,10 +484,9 @@ async def _watched(
     finally:
         if not task.done():
             task.cancel()
-            try:
+            # Its outcome no longer matters.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-            except (asyncio.CancelledError, Exception):  # its outcome no longer matters
-                pass
 
 
 def rescale(name: str, value: float | None, scale: float) -> float | None:
