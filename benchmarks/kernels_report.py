@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/kernels_report.py [--data reports/kernels/data]
 
 No GPU needed: it reads compare.jsonl (side-by-side timings, each row from the last call that
-measured its item: FP8 at M <= 64 and INT4 at M <= 32 call 13, the other FP8 call 12, the other
-INT4 call 3), exhaustive.jsonl (budgeted vs exhaustive), cache.jsonl.gz (every evaluation of
+measured its item: FP8 call 23, INT4 call 32; the rows they replaced are in call16/ and call25/
+as previous_compare.jsonl), exhaustive.jsonl (budgeted vs exhaustive), cache.jsonl.gz (every evaluation of
 calls 1-4, 6, 9, 12 and 13; calls 7, 10 and 11 added nothing to it), small_m.json (call 5's
 SWAP_AB A/B), env.json (the kernel fingerprints of the call that last wrote the files), the
 progress logs and pytest-gpu.log, the experiments' folders (call8/, call9/, call11/, call12/,
-call13/: its Nsight Compute and INT4 probes and the rows it replaced), checks that every config
+call13/: its Nsight Compute and INT4 probes and the rows it replaced; call16/: calls 16-24;
+call25/: calls 25-32, the INT4 probes and re-tunes), checks that every config
 in the shipped files (kernels_tuning/configs/) passed the correctness gate, and computes the
 issue's goal figures.
 """
@@ -40,12 +41,17 @@ PACKING_RE = re.compile(r"packing=(awq|gptq)")
 # FP8 and INT4 at M <= 32), call 6 (INT4 at M <= 32 with the PTX plane kernel), call 9 (all FP8
 # items with FOLD_SCALES in our own search) and call 13, twice (SPLIT_K 3, 6 and 12 in the space:
 # first INT4 at M <= 32, then FP8 at M <= 64, one record per kind).
-RETUNE_CALLS = (4, 6, 9, 13, 13, 21, 22, 23)
+RETUNE_CALLS = (4, 6, 9, 13, 13, 21, 22, 23, 26, 32)
 # Calls 21-23 re-tuned all 200 FP8 items with TMA in our own space (call 22 with a larger
 # refinement budget, call 23 with the refinement started from the engine winner's group in the
 # space); call 23's rows and files are shipped. The sections on calls 1-15 describe the rows as
 # they were before call 21 (data/call16/previous_compare.jsonl).
 CALLS16 = (21, 22, 23)
+# Calls 26 and 32 re-tuned all 200 INT4 items: call 26 with the kernel as it was (its M >= 48
+# rows were call 3's, from before the SWAP_AB change to the kernel), call 32 with ATOMIC_REDUCE in
+# the space; call 32's rows and files are shipped. The sections on calls 1-24 describe the INT4
+# rows before call 26 (data/call25/previous_compare.jsonl).
+CALLS25 = (26, 32)
 # The call whose comparison rows are shipped for the items each re-tune covered: call 7 re-gated
 # and re-measured call 6's INT4 configs; call 12 polished call 9's FP8 results (two timings per
 # config, plus the winners from before the re-tune) and re-measured them; call 13 compared its
@@ -66,12 +72,13 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def cfg_short(d: dict[str, int] | None, packing: str | None = None) -> str:
-    """BM/BN/BK g w s [skN] [swap] [fold]; for INT4 (`packing` given) ` planes` where
-    `int4_w4a16.w4a16_matmul` dispatches the config to the PTX plane kernel."""
+    """BM/BN/BK g w s [skN] [atomic] [swap] [fold] [tma]; for INT4 (`packing` given) ` planes`
+    where `int4_w4a16.w4a16_matmul` dispatches the config to the PTX plane kernel."""
     if not d:
         return "-"
     c = KernelConfig.from_dict(d)
     sk = f" sk{c.SPLIT_K}" if c.SPLIT_K > 1 else ""
+    sk += " atomic" if c.ATOMIC_REDUCE else ""
     swap = " swap" if c.SWAP_AB else ""
     fold = " fold" if c.FOLD_SCALES else ""
     tma = " tma" if c.TMA else ""
@@ -110,7 +117,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         elif rec["t"] == "item":
             it = rec["item"]
             latest[item_key(it["kind"], it["n"], it["k"], it["m"], it["packing"])] = rec
-    entries = files = swapped = split = split_new = folded = planes = tma = 0
+    entries = files = swapped = split = split_new = folded = planes = tma = atomic = 0
     unchecked: list[str] = []
     stale: list[str] = []
     for path in sorted(config_root.glob("*/*.json")):
@@ -133,6 +140,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
             split_new += cfg.SPLIT_K in NEW_SPLITS
             folded += cfg.FOLD_SCALES
             tma += cfg.TMA
+            atomic += cfg.ATOMIC_REDUCE
             planes += kind == "int4" and uses_planes(cfg, packing)
             key = item_key(kind, n, k, int(m_str), packing)
             where = f"{path.parent.name}/{path.name} M={m_str}"
@@ -150,6 +158,7 @@ def gate_check(cache: list[dict[str, Any]], config_root: Path) -> dict[str, Any]
         "split_new": split_new,
         "folded": folded,
         "tma": tma,
+        "atomic": atomic,
         "planes": planes,
         "unchecked": unchecked,
         "stale": stale,
@@ -335,8 +344,13 @@ def main() -> None:
         for i, c in enumerate(RETUNE_CALLS)
         if c in CALLS16
     }
+    span25 = {
+        c: cache_all[bounds_all[i] + 1 : bounds_all[i + 1]]
+        for i, c in enumerate(RETUNE_CALLS)
+        if c in CALLS25
+    }
     # The items the last of calls 21-23 re-tuned: their rows are the shipped FP8 rows.
-    retuned16 = set(cache_all[marks_all[-1]]["items"])
+    retuned16 = set(cache_all[marks_all[RETUNE_CALLS.index(CALLS16[-1])]]["items"])
     prev16 = {row_key(r): r for r in load_jsonl(d / "call16" / "previous_compare.jsonl")}
 
     def ikey(r: dict[str, Any]) -> str:
@@ -349,7 +363,16 @@ def main() -> None:
             f"{d / 'call16' / 'previous_compare.jsonl'}: {len(prev16)} rows, expected the "
             f"{len(retuned16)} items call {CALLS16[-1]} re-tuned, each with a row"
         )
-    rows = [prev16.get(row_key(r), r) for r in rows_now]
+    # INT4 likewise: the items call 32 re-tuned and the rows from before call 26.
+    retuned25 = set(cache_all[marks_all[RETUNE_CALLS.index(CALLS25[-1])]]["items"])
+    prev25 = {row_key(r): r for r in load_jsonl(d / "call25" / "previous_compare.jsonl")}
+    rows25 = [r for r in rows_now if ikey(r) in retuned25]
+    if set(prev25) != {row_key(r) for r in rows25} or len(rows25) != len(retuned25):
+        sys.exit(
+            f"{d / 'call25' / 'previous_compare.jsonl'}: {len(prev25)} rows, expected the "
+            f"{len(retuned25)} items call {CALLS25[-1]} re-tuned, each with a row"
+        )
+    rows = [prev16.get(row_key(r)) or prev25.get(row_key(r)) or r for r in rows_now]
     calls_15 = RETUNE_CALLS[: len(marks)]
     bounds = [*marks, len(cache)]
     # A call's span: the records after its `retune` marker(s) up to the next marker; call 13's two
@@ -436,12 +459,21 @@ def main() -> None:
         r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
         r["call"] = r["rows_of"] = CALLS16[-1]
         fp8.append(r)
+    # And `int4` call 32's rows (the sections on calls 1-24 take int4_c24).
+    int4_c24 = int4
+    int4 = []
+    for r in rows25:
+        it = r["item"]
+        r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
+        r["call"] = r["rows_of"] = CALLS25[-1]
+        int4.append(r)
 
     # ---- gate check of every shipped config -------------------------------------------------
     gate = gate_check(cache_all, args.configs)
     n_eval = sum(1 for rec in cache_all if rec["t"] == "eval")
     n_eval_call = {c: sum(1 for rec in recs if rec["t"] == "eval") for c, recs in span.items()}
     n_eval_call |= {c: sum(1 for rec in recs if rec["t"] == "eval") for c, recs in span16.items()}
+    n_eval_call |= {c: sum(1 for rec in recs if rec["t"] == "eval") for c, recs in span25.items()}
     fail_kinds: dict[str, int] = defaultdict(int)
     for rec in cache:
         if rec["t"] == "eval" and not rec.get("ok"):
@@ -562,7 +594,7 @@ def main() -> None:
         for k in i6_best
         if k in i4_best and i6_best[k]["item"]["m"] <= 16
     ]
-    i_mid = [r for r in int4 if 16 < r["item"]["m"] and r["call"] == 13]
+    i_mid = [r for r in int4 if 16 < r["item"]["m"] <= 32]
     i_mid_vs16 = [
         t(r, "tuned") / statistics.median(t(q, "tuned") for q in i_shapes[s])
         for r in i_mid
@@ -588,13 +620,13 @@ def main() -> None:
     # Call 6's INT4 winners (its search results in the cache) and call 13's (its rows): SWAP_AB,
     # and which run the plane kernel.
     i6 = list(i6_best.values())
-    i13 = [r for r in int4 if r["call"] == 13]
+    i13 = [r for r in int4_c24 if r["call"] == 13]
     n_sw6 = sum(1 for r in i6 if (r["best"] or {}).get("SWAP_AB"))
     n_sw13 = sum(1 for r in i13 if (r["best"] or {}).get("SWAP_AB"))
     # INT4 rows not re-tuned since the plane kernel whose config it now takes (timed before it).
     old_planes = [
         f"{r['item']['n']}x{r['item']['k']} M={r['item']['m']}"
-        for r in int4
+        for r in int4_c24
         if r["rows_of"] == 3
         and r["best"]
         and uses_planes(KernelConfig.from_dict(r["best"]), "awq")
@@ -716,7 +748,24 @@ def main() -> None:
         else ""
     )
     mid_cfgs = [KernelConfig.from_dict(r["best"]) for r in i_mid if r["best"]]
+    # Calls 25-32 for the INT4 miss: the shipped rows against those before call 26, and where the
+    # decode kernel's fixed cost goes (call 31: one K tile per program, N = 5120).
+    prev_tiny = _band_rows(int4_c24, int4)[0]
+    fc31 = {
+        (r["m"], r["split_k"]): r
+        for r in json.loads((d / "call25" / "fixed_cost_probe-call31.json").read_text())
+        if r["k_tiles_per_program"] == 1
+    }
     stats = {
+        "iprev_t": short_spread(prev_tiny[1]),
+        "iprev_c": short_spread(prev_tiny[2]),
+        "n_at_tiny": sum(1 for r in i_tiny if (r["best"] or {}).get("ATOMIC_REDUCE")),
+        "n_pl_tiny": n_planes(i_tiny),
+        "n_itiny": len(i_tiny),
+        "fc_sk1": fc31[(1, 1)]["base"],
+        "fc_at1": fc31[(1, 6)]["red"],
+        "fc_at16": fc31[(16, 6)]["red"],
+        "fc_empty": statistics.median(r["empty"] for r in fc31.values()),
         "new_splits": new_splits,
         "split_anchor": f"split-k-{'-'.join(map(str, NEW_SPLITS))}-call-13",
         "n_pl13": n_pl13,
@@ -930,6 +979,7 @@ def main() -> None:
     )
     gpu_tests = re.search(r"(\d+) passed", pytest_log)
     gpu_tests20 = re.search(r"\d+ passed", (d / "call16" / "pytest-gpu-call20.log").read_text())
+    gpu_tests32 = re.search(r"\d+ passed", (d / "call25" / "pytest-gpu-call32.log").read_text())
     gpu_tests10 = re.search(r"\d+ passed", (d / "call11" / "pytest-gpu-call10.log").read_text())
     prov = env["fp8"]
     # Every progress log's first line names the GPU, torch and CUDA of its call.
@@ -944,7 +994,7 @@ def main() -> None:
         if want not in h or f"torch {prov['torch']} cuda {prov['cuda']}" not in h
     ]
     same_env = (
-        f"All {len(headers)} progress logs (calls 1-4 and 6-13) name the same GPU, torch "
+        f"All {len(headers)} progress logs (calls 1-4, 6-13, 21-24, 26 and 32) name the same GPU, torch "
         f"{prov['torch']} and CUDA {prov['cuda']}; driver and Triton as above (`data/env.json`, "
         "`data/nvidia-smi.txt`, call 13)."
         if not odd
@@ -959,13 +1009,8 @@ def main() -> None:
     }
     sides_ok = all(v == src_sha.get(k) for k, v in side_sha.items())
 
-    n_rows = {
-        (c, kd): sum(1 for r in rows if r["rows_of"] == c and r["item"]["kind"] == kd)
-        for c in (3, 12, 13)
-        for kd in ("fp8", "int4")
-    }
     m12_lo = min((r["item"]["m"] for r in fp8 if r["rows_of"] == 12), default=0)
-    m3_lo = min((r["item"]["m"] for r in int4 if r["rows_of"] == 3), default=0)
+    m3_lo = min((r["item"]["m"] for r in int4_c24 if r["rows_of"] == 3), default=0)
     L: list[str] = []
     w = L.append
     w("# Triton GEMM kernel tuning on one NVIDIA H200: Qwen3.8-27B, FP8 W8A8 block and INT4 W4A16")
@@ -973,7 +1018,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Twenty-four device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Thirty-two device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -1011,10 +1056,16 @@ def main() -> None:
         "probe with TMA loads; (20) the GPU tests with TMA in the FP8 kernel; (21-23) with TMA "
         "in our own FP8 space, three re-tunes, cross-checks and new comparisons of the "
         f"{len(fp8)} FP8 items ([TMA](#tma-calls-19-23)); (24) an FP8 kernel experiment, not "
-        "shipped. The tables below hold call 23's rows for FP8 "
-        f"({len(fp8)} items), call 13's for INT4 at M <= {m13['int4']} "
-        f"({n_rows[(13, 'int4')]}) and call 3's for INT4 at M >= {m3_lo} "
-        f"({n_rows[(3, 'int4')]})"
+        "shipped; (25) two INT4 probes, not shipped (a register cap; the plane kernel with 32 "
+        f"and 64 tokens); (26) a re-tune, cross-check and new comparison of the {len(int4)} INT4 "
+        f"items with the kernel as it was (until then the INT4 rows at M >= {m3_lo} were call "
+        "3's, from before the kernel's SWAP_AB change); (27-31) probes of the split-K "
+        "epilogue (27: the variant failed to compile, 28: its error); (32) with the atomic "
+        "split-K sum in the INT4 space (ATOMIC_REDUCE), the GPU tests, then a re-tune, "
+        f"cross-check and new comparison of the {len(int4)} INT4 items ([Split-K by atomic adds]"
+        "(#split-k-by-atomic-adds-and-two-int4-probes-calls-25-32)). The tables below hold "
+        f"call {CALLS16[-1]}'s rows for FP8 ({len(fp8)} items) and call {CALLS25[-1]}'s for INT4 "
+        f"({len(int4)})"
         + ". Generated by `benchmarks/kernels_report.py` from `reports/kernels/data/`; "
         "the tuned files are in `kernels_tuning/configs/` (SGLang and vLLM names for FP8, our "
         "own names for FP8 with split-K / SWAP_AB / FOLD_SCALES / TMA and for INT4; see "
@@ -1033,8 +1084,7 @@ def main() -> None:
     w("")
     w(
         "Each comparison row times the tuned config, the default and the baselines side by side "
-        f"in one call (FP8: call {CALLS16[-1]}; INT4 M <= {m13['int4']}: call 13; INT4 above: "
-        "call 3); a figure over several M may combine rows of two calls."
+        f"in one call (FP8: call {CALLS16[-1]}; INT4: call {CALLS25[-1]})."
     )
     w("")
     w("| goal | target | measured | met |")
@@ -1120,6 +1170,11 @@ def main() -> None:
     t23 = (tune23[0], pre23[1], tune23[2], pre23[0]) if tune23 and pre23 else None
     if t23:
         tp1_walls.append(t23[1] + t23[2])
+    log32 = (d / f"progress-run{CALLS25[-1]}.log").read_text()
+    tune32, pre32 = tuned_steps(log32).get("int4 TP1"), precompiles(log32).get("int4")
+    t32 = (tune32[0], pre32[1], tune32[2], pre32[0]) if tune32 and pre32 else None
+    if t32:
+        tp1_walls.append(t32[1] + t32[2])
     w(
         f"| All TP1 shapes x 20 batch sizes, one H200 | <= 20 min | call 1: FP8 "
         f"{pre_fp8 + tune['fp8 TP1']:.0f} s (precompile {pre_fp8:.0f} s + search "
@@ -1160,6 +1215,13 @@ def main() -> None:
             if t23
             else ""
         )
+        + (
+            f"; call {CALLS25[-1]}, the {t32[0]} INT4 TP1 items with ATOMIC_REDUCE: "
+            f"{t32[1] + t32[2]:.0f} s (precompile of {t32[3]} binaries for both TPs "
+            f"{t32[1]:.0f} s + search {t32[2]:.0f} s)"
+            if t32
+            else ""
+        )
         + f" | {'yes' if max(tp1_walls) <= 1200 else 'no'} |"
     )
     n_bad = len(gate["unchecked"])
@@ -1167,7 +1229,7 @@ def main() -> None:
         f"| Every shipped config passed the correctness gate | all | {gate['entries'] - n_bad}/"
         f"{gate['entries']} (every (file, M) entry of the {gate['files']} files in "
         f"`kernels_tuning/configs/`, {gate['swapped']} of them SWAP_AB, {gate['split']} "
-        f"split-K ({gate['split_new']} with SPLIT_K {new_splits}), {gate['folded']} FOLD_SCALES, {gate['tma']} TMA and {gate['planes']} INT4 on the plane kernel, "
+        f"split-K ({gate['split_new']} with SPLIT_K {new_splits}), {gate['folded']} FOLD_SCALES, {gate['tma']} TMA, {gate['atomic']} ATOMIC_REDUCE and {gate['planes']} INT4 on the plane kernel, "
         "has a passing gated evaluation of that item on record, after the item's last "
         f"re-tune) | {'yes' if n_bad == 0 else 'no: ' + ', '.join(gate['unchecked'][:3])} |"
     )
@@ -1291,10 +1353,8 @@ def main() -> None:
     w("## INT4 W4A16 (AWQ packing, group 128), per shape and M (microseconds)")
     w("")
     w(
-        f"`tuned`: our kernel, tuned (split-K and SWAP_AB allowed; M <= {m13['int4']}: tuned and "
-        f"timed in call 13, with the plane kernel and SPLIT_K {new_splits} available; above: "
-        + ("call 3, configs the plane kernel does not take" if not old_planes else "call 3")
-        + "); `default`: our kernel's "
+        "`tuned`: our kernel, tuned (split-K, SWAP_AB and ATOMIC_REDUCE allowed; tuned and "
+        f"timed in call {CALLS25[-1]}); `default`: our kernel's "
         "fallback (16/64/128 w4 s4); `ours@vLLM`: our kernel with vLLM's values (32/32/32 "
         "split-K 8, bf16); `vLLM`: vLLM's AWQ-Triton algorithm with its defaults (fp16, zeroed "
         "[8,M,N] buffer + sum; `kernels_tuning/kernels/vllm_awq_like.py`); `bf16`: "
@@ -1302,7 +1362,8 @@ def main() -> None:
         "scales, zeros, activations, output) for M <= 64, TFLOP/s above. Config: as for FP8; "
         "`planes`: `int4_w4a16.w4a16_matmul` runs it on the PTX plane kernel "
         "(`int4_awq_planes.uses_planes`: AWQ, BM 16, BN >= 128, no SWAP_AB); the other "
-        "configs, the default and ours@vLLM run the main kernel."
+        "configs, the default and ours@vLLM run the main kernel; `atomic`: ATOMIC_REDUCE, the "
+        "splits' partials summed by atomic adds (`kernels_tuning/kernels/_atomic.py`)."
     )
     for tp in (1, 2):
         for n, k in sorted(
@@ -1509,7 +1570,7 @@ def main() -> None:
             compare6=compare6,
             mid_note=(
                 f"None of the INT4 configs at M > {m6_max} (call 3's) is one the plane kernel "
-                "takes, so those rows and files still describe what runs"
+                "takes, so those rows and files described what ran (until calls 26 and 32 re-tuned them)"
                 if not old_planes
                 else f"{len(old_planes)} INT4 configs at M > {m6_max} (call 3's) now run the "
                 "plane kernel, so their rows were timed on the main kernel: "
@@ -1541,6 +1602,7 @@ def main() -> None:
             gpu_tests=gpu_tests.group(1) if gpu_tests else "?",
             gpu_tests10=gpu_tests10.group(0) if gpu_tests10 else "not logged",
             gpu_tests20=gpu_tests20.group(0) if gpu_tests20 else "not logged",
+            gpu_tests32=gpu_tests32.group(0) if gpu_tests32 else "not logged",
             n_retuned9=len(retuned[9]),
             n_eval9=n_eval_call[9],
             t9_tp1=tune9.get("fp8 TP1", (0, 0, math.nan))[2],
@@ -1579,6 +1641,7 @@ def main() -> None:
     L.extend(postscale_section(d / "call15"))
     L.extend(tma_section(d / "call16", fp8, fp8_c15, logs16, gate))
     L.extend(not_shipped16_section(d / "call16"))
+    L.extend(atomic_section(d / "call25", int4, int4_c24))
     w("## Misses")
     w("")
     bullets = []
@@ -2732,7 +2795,7 @@ METHOD = """## Method
   reformatting does not change it) and per-M times; `kernels_tuning.output.load_config_file`
   warns when they differ from the current machine, and a CPU test fails when the shipped
   sidecars no longer match the kernel source (`tests/kernels_tuning/test_shim.py`). The
-  fingerprints recorded by call 13 (`data/env.json`; FP8 {fp8_sha}..., INT4 {int4_sha}...):
+  fingerprints recorded by the calls that last wrote the files (`data/env.json`: call 23 for FP8, call 32 for INT4; FP8 {fp8_sha}..., INT4 {int4_sha}...):
   {sha_match}. {same_env}
 - **GPU tests**: `tests/kernels_tuning/test_gpu.py` (bf16 correctness of both kernels and both
   packings incl. split-K, SWAP_AB and the plane kernel, back-to-back split-K launches in one
@@ -2740,7 +2803,11 @@ METHOD = """## Method
   on the H200 in the twelfth call (`pytest -m gpu tests/kernels_tuning`, `data/pytest-gpu.log`;
   call 10: {gpu_tests10}, `data/call11/pytest-gpu-call10.log`). With TMA in the FP8 kernel
   (four TMA configs added, plain and SWAP_AB, with split-K): {gpu_tests20} in call 20
-  (`data/call16/pytest-gpu-call20.log`), the FP8 kernel source as shipped.
+  (`data/call16/pytest-gpu-call20.log`), the FP8 kernel source as shipped. With
+  ATOMIC_REDUCE in the INT4 kernels (three atomic configs added to the INT4 list, and 200
+  back-to-back launches of three atomic configs in one graph, after which the sums must be zero
+  again): {gpu_tests32} in call 32 (`data/call25/pytest-gpu-call32.log`), the INT4 kernel source
+  as shipped.
 """
 
 MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tensor FP8 with our own files
@@ -2784,11 +2851,13 @@ MISS_FP8_BIG = """- **FP8 at M >= 1024 runs {tf} TFLOP/s with our own files** (F
 """
 
 MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `torch.matmul` (geomean
-  {i_gm:.2f}x), not 2x** ({itb} TB/s of all bytes). These rows are call 13's, with the PTX
-  plane kernel ({n_pl13}/{n13i} winners at M <= {m13i} run it, {n_sw13} use SWAP_AB) and
-  SPLIT_K {new_splits} in the space; against call 7's rows of the same items the tuned time is
-  {i13_gain} (call 7 / call 13, geomean (min-max)), bf16's {i13_base} (the run-to-run control;
-  [Split-K {new_splits}](#{split_anchor})). Earlier, the plane kernel (call 6) made the search
+  {i_gm:.2f}x), not 2x** ({itb} TB/s of all bytes). These rows are call 32's: {n_pl_tiny}/{n_itiny}
+  winners run the PTX plane kernel and {n_at_tiny}/{n_itiny} sum their splits with atomic adds;
+  against the rows before call 26 (call 13's) the tuned time is {iprev_t} (before / now,
+  geomean (min-max)), bf16's {iprev_c} (the run-to-run control; [Split-K by atomic
+  adds](#split-k-by-atomic-adds-and-two-int4-probes-calls-25-32)). Call 13's rows in turn were
+  {i13_gain} faster than call 7's (bf16 {i13_base}; [Split-K {new_splits}](#{split_anchor}),
+  with the plane kernel on {n_pl13}/{n13i} winners at M <= {m13i}). Earlier, the plane kernel (call 6) made the search
   winners of the same {n_gain} items at M <= 16 {i_gain}x faster than call 4's (geomean
   {i_gain_gm:.2f}x). Per shape (M <= 16):
   - worst M at >= 1.5x: {i_hi};
@@ -2816,14 +2885,19 @@ MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `
   11: -13%, call 15: -21%) did not make it faster; call 14's stall reasons say why in part: on
   the large shape the warps that wait do so on busy pipes and a busy scheduler, which a
   per-pipe profile (Nsight Compute's instruction statistics) would name, and call 15's version
-  needs more registers (fewer programs per SM). Plausible next steps, none measured on INT4:
-  that per-pipe profile first; a persistent or stream-K schedule (one wave, K split without
-  the workspace round trip; on FP8 it did not help, calls 16-17), fewer registers per
-  program (more programs per SM), and BM 32 in the plane kernel: `uses_planes` needs BM 16, so
-  at M = {i_mid_ms} {i_mid_tiles} ({i_mid_vs16}x the M <= 16 time, {i_mid_x}x bf16). GPTQ
-  packing still runs the main kernel (the plane kernel is AWQ only). At M >= 1024 (call 3, main
-  kernel) it runs {itf} TFLOP/s against bf16 cuBLAS's {ibf} (vLLM switches to dequantize +
-  cuBLAS at >= 256 tokens).
+  needs more registers (fewer programs per SM). Two more levers were measured in call 25 and
+  were slower: a register cap (four programs per SM instead of three) and the plane kernel with
+  32 or 64 tokens, so at M = {i_mid_ms} {i_mid_tiles} ({i_mid_vs16}x the M <= 16 time,
+  {i_mid_x}x bf16). What is left is the fixed cost (call 31, N = 5120, one K tile per
+  program): {fc_sk1:.1f} us without a split, {fc_at1:.1f} us (M = 1) and {fc_at16:.1f} us (M = 16)
+  with six splits even with the atomic sum, against {fc_empty:.1f} us for an empty launch on the
+  same grid and {b_a:.1f} us for bf16 cuBLAS's whole fixed cost. Plausible next steps, not
+  measured: the splits' partials summed within a thread-block cluster through distributed
+  shared memory (Hopper) instead of through L2 and a counter; a per-pipe profile of the K loop;
+  a persistent schedule (on FP8 it did not help, calls 16-17). GPTQ packing still runs the main
+  kernel (the plane kernel is AWQ only). At M >= 1024 (call 32, main kernel) it runs {itf}
+  TFLOP/s against bf16 cuBLAS's {ibf} (vLLM switches to dequantize + cuBLAS at >= 256
+  tokens).
 """
 
 MISS_INT4_VLLM = """- **INT4 vs vLLM's AWQ-Triton defaults**: at M <= 16 geomean {v_gm:.2f}x, min
@@ -3058,6 +3132,225 @@ def not_shipped16_section(d16: Path) -> list[str]:
         "reverted (the shipped files hold call 23's configs and its kernel).",
         "",
     ]
+
+
+def _band_rows(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], tuned: str = "tuned"
+) -> list[tuple[str, list[float], list[float], list[dict[str, Any]]]]:
+    """Per M band: old tuned / new tuned, the bf16 control's ratio, and the new rows."""
+    by_old = {row_key(r): r for r in old}
+    out = []
+    for lo, hi in ((1, 16), (24, 32), (48, 64), (96, 512), (1024, 8192)):
+        rs = [r for r in new if lo <= r["item"]["m"] <= hi and row_key(r) in by_old]
+        t_ = [by_old[row_key(r)]["times_us"][tuned] / r["times_us"][tuned] for r in rs]
+        c_ = [
+            by_old[row_key(r)]["times_us"]["bf16_matmul"] / r["times_us"]["bf16_matmul"]
+            for r in rs
+        ]
+        out.append((f"{lo}-{hi}", t_, c_, rs))
+    return out
+
+
+def atomic_section(
+    d25: Path, int4: list[dict[str, Any]], int4_c24: list[dict[str, Any]]
+) -> list[str]:
+    """Calls 25-32: two INT4 probes, a re-tune, the split-K epilogue probes, ATOMIC_REDUCE."""
+    L = ["## Split-K by atomic adds, and two INT4 probes (calls 25-32)", ""]
+    probe = json.loads((d25 / "int4_probe-call25.json").read_text())
+    a_rows = [r for r in probe if r["m"] <= 16]
+    cap = [
+        min(v for k, v in r["all"].items() if v and "mr" not in k)
+        / min(v for k, v in r["all"].items() if v and "mr128" in k)
+        for r in a_rows
+    ]
+
+    def tile(key: str) -> tuple[int, int]:
+        c = parse_key(key.split(" ")[0])
+        return c.BLOCK_SIZE_M, c.BLOCK_SIZE_N
+
+    b_rows = [r for r in probe if r["m"] > 16]
+    b_ok = [
+        r for r in b_rows if not (tile(r["shipped"])[0] >= 32 and tile(r["shipped"])[1] >= 128)
+    ]
+    bm = [
+        r["all"][r["shipped"]] / min(v for k, v in r["all"].items() if v and k != r["shipped"])
+        for r in b_ok
+    ]
+    L.append(
+        "Two probes first (call 25, `data/call25/int4_probe.py`; every config gated, then timed). "
+        f"**A register cap** (Triton's `maxnreg` 128, {len(a_rows)} items at M = 1 and 16): the "
+        "shipped 16/256/128 w4 tile takes 161 registers (three 4-warp programs per SM) and "
+        "16/256/64 w4 s3 fits 128 without spills (sm_90 compile on the CPU), yet the fastest "
+        "capped config over BK 64/128, stages 2-6 and every split took "
+        f"{1 / gm(cap):.2f}x the time of the fastest uncapped one (geomean, "
+        f"{rel_range([1 / x for x in cap])}x). **The plane kernel with 32 or 64 tokens** "
+        f"(`uses_planes` patched to take BM 32 and 64; M = 24, 32, 48, 64, {len(b_rows)} items; "
+        f"{len(b_rows) - len(b_ok)} left out, whose shipped config the patch also moved onto the "
+        "plane kernel): the config shipped then (two 16-token plane tiles at M <= 32, the main "
+        "kernel above) ran at "
+        f"{gm(bm):.2f}x the speed of the fastest plane config with BM 32/64 (geomean, "
+        f"{rel_range(bm)}x; sm_90 compiles on the CPU: 249-255 registers at BM 32 with BN 256, "
+        "with spills at 4 warps). Neither is shipped."
+    )
+    L.append("")
+    c26 = load_jsonl(d25 / "compare-call26.jsonl")
+    L.append(
+        "**Call 26** re-tuned the 200 INT4 items with the kernel as it was: the rows at M >= 48 "
+        "were still call 3's, timed before the kernel's SWAP_AB change. Rows before / call 26's, "
+        "geomean (min-max); bf16 `torch.matmul`, the same code in both, is the control:"
+    )
+    L.append("")
+    L.append("| M | tuned | bf16 (control) |")
+    L.append("| --- | --- | --- |")
+    for band, t_, c_, _ in _band_rows(int4_c24, c26):
+        L.append(f"| {band} | {gm(t_):.2f}x ({rel_range(t_)}) | {gm(c_):.2f}x ({rel_range(c_)}) |")
+    L.append("")
+    fc = json.loads((d25 / "fixed_cost_probe-call31.json").read_text())
+    L.append(
+        "**Where the decode kernel's fixed cost goes** (call 31, `data/call25/fixed_cost_probe.py`):"
+        " the plane kernel at N = 5120 with the shipped tile 16/256/128 w4 s3, K = 128 x "
+        "SPLIT_K x tiles, so each program runs `tiles` K tiles; median of 5 rounds, the "
+        "variants interleaved. `ordered`: the split-K epilogue shipped until then (each split "
+        "stores its partial, the last to arrive loads all of them); `atomic`: the splits add "
+        "theirs into one zeroed tile with fp32 atomic adds and the last loads that one tile; "
+        "`4 at once`: the ordered sum with four partials loaded per step (same order, same "
+        "result); `empty`: an empty kernel on the same grid. Microseconds:"
+    )
+    L.append("")
+    L.append(
+        "| M | SPLIT_K | K tiles per program | programs | ordered | atomic | 4 at once | empty |"
+    )
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in fc:
+        L.append(
+            f"| {r['m']} | {r['split_k']} | {r['k_tiles_per_program']} | {20 * r['split_k']} | "
+            f"{r['base']:.2f} | {r['red']:.2f} | {r['u4']:.2f} | {r['empty']:.2f} |"
+        )
+    L.append("")
+    one = {(r["m"], r["split_k"]): r for r in fc if r["k_tiles_per_program"] == 1}
+    L.append(
+        "With one K tile per program and no split the kernel takes "
+        f"{one[(1, 1)]['base']:.1f} us (an empty launch: {one[(1, 1)]['empty']:.1f}); split 6 "
+        f"adds {one[(1, 6)]['base'] - one[(1, 1)]['base']:.1f} us at M = 1 and "
+        f"{one[(16, 6)]['base'] - one[(16, 1)]['base']:.1f} at M = 16 (split 12: "
+        f"{one[(1, 12)]['base'] - one[(1, 1)]['base']:.1f} and "
+        f"{one[(16, 12)]['base'] - one[(16, 1)]['base']:.1f}), the atomic sum "
+        f"{one[(1, 6)]['red'] - one[(1, 1)]['red']:.1f} and "
+        f"{one[(16, 6)]['red'] - one[(16, 1)]['red']:.1f} (split 12: "
+        f"{one[(1, 12)]['red'] - one[(1, 1)]['red']:.1f} and "
+        f"{one[(16, 12)]['red'] - one[(16, 1)]['red']:.1f}). Loading four partials at once helps "
+        "at M = 1 and not at M = 16. That fits the last program's loads being the cost (not "
+        "profiled): at M = 1 a chain of dependent round trips to L2, at M = 16 SPLIT_K x 16 KB "
+        "read through one SM; the atomic adds are done in L2, by all splits at once."
+    )
+    L.append("")
+
+    def red_ratios(name: str, v: str) -> dict[str, list[float]]:
+        rows_ = [r for r in json.loads((d25 / name).read_text()) if r.get("best_us")]
+        out: dict[str, list[float]] = defaultdict(list)
+        for r in rows_:
+            us = r["best_us"]
+            if "base" in us and v in us:
+                out[r["kind"]].append(us["base"] / us[v])
+        return out
+
+    reps = {c: red_ratios(f"splitk_red_probe-call{c}.json", "red") for c in (29, 30, 31)}
+    u4 = red_ratios("splitk_red_probe-call31.json", "u4")
+    L.append(
+        "The same variants on the shipped configs and their split-K neighbours "
+        "(`data/call25/splitk_red_probe.py`: SPLIT_K 1-12 of the shipped config, every config "
+        "gated in each variant, then each variant's fastest re-timed side by side twice, the "
+        "faster kept; INT4 and FP8, six shapes, M = 1 and 16). The variant is a second "
+        "`triton.jit` of the same kernel source with the epilogue swapped in its globals. "
+        "Ordered time / variant time, geomean (min-max):"
+    )
+    L.append("")
+    L.append("| call | kind | items | atomic | 4 at once |")
+    L.append("| --- | --- | --- | --- | --- |")
+    for c, rr in reps.items():
+        for kd in ("int4", "fp8"):
+            if kd in rr:
+                xs = rr[kd]
+                u = u4.get(kd, []) if c == 31 else []
+                u_txt = f"{gm(u):.3f}x ({rel_range(u)})" if u else "-"
+                L.append(
+                    f"| {c} | {kd.upper()} | {len(xs)} | {gm(xs):.3f}x ({rel_range(xs)}) | {u_txt} |"
+                )
+    L.append("")
+    L.append(
+        "(Call 27 ran the first version of this probe: the second `triton.jit` lost the "
+        "`tl.constexpr` annotations, every variant config failed to compile; call 28 printed "
+        "that error.) FP8 gained little, so the atomic sum became an INT4 option only: "
+        "`ATOMIC_REDUCE` "
+        "(`kernels_tuning/kernels/_atomic.py`; a runtime argument of both INT4 kernels, no extra "
+        "binaries; the workspace is one zeroed fp32 [M, N] tile that the last arriver zeroes "
+        "again, cached per device like the counters). The order of the additions then depends "
+        "on arrival, so outputs can differ from run to run in the last bits: "
+        "`autotune kernels tune --deterministic` leaves it out of the space, and "
+        "`shim.get_config(..., deterministic=True)` reads an entry with it as the same config "
+        "with the ordered sum."
+    )
+    L.append("")
+    n_atomic = sum(1 for r in int4 if (r["best"] or {}).get("ATOMIC_REDUCE"))
+    n_split = sum(1 for r in int4 if (r["best"] or {}).get("SPLIT_K", 1) > 1)
+    L.append(
+        f"**Call 32** re-tuned the 200 INT4 items with it in the space (its cross-check also "
+        "timed call 26's winners and their atomic forms); its rows and files are shipped. "
+        f"{n_atomic} of the {len(int4)} winners use it ({n_split} use split-K). Call 26's time / "
+        "call 32's, geomean (min-max):"
+    )
+    L.append("")
+    L.append("| M | tuned | bf16 (control) | winners with ATOMIC_REDUCE |")
+    L.append("| --- | --- | --- | --- |")
+    for band, t_, c_, rs in _band_rows(c26, int4):
+        na = sum(1 for r in rs if (r["best"] or {}).get("ATOMIC_REDUCE"))
+        L.append(
+            f"| {band} | {gm(t_):.2f}x ({rel_range(t_)}) | {gm(c_):.2f}x ({rel_range(c_)}) | "
+            f"{na}/{len(rs)} |"
+        )
+    L.append("")
+    probe_int4 = [x for rr in reps.values() for x in rr.get("int4", [])]
+    tiny_t = _band_rows(c26, int4)[0][1]
+    # One item both the probe (call 31) and the re-tune timed: their atomic configs.
+    p31 = {
+        (r["n"], r["k"], r["m"]): r
+        for r in json.loads((d25 / "splitk_red_probe-call31.json").read_text())
+        if r.get("kind") == "int4"
+    }
+
+    def probe_red(key: tuple[int, int, int]) -> str | None:
+        red = p31[key]["best"].get("red")
+        if red is None:
+            return None
+        return cfg_short(parse_key(red.split(" ")[1]).with_(ATOMIC_REDUCE=1).as_dict())
+
+    ex = next(
+        (
+            (key, r)
+            for r in int4
+            if (key := (r["item"]["n"], r["item"]["k"], r["item"]["m"])) in p31
+            and r["best"]
+            and probe_red(key) not in (None, cfg_short(r["best"]))
+        ),
+        None,
+    )
+    L.append(
+        "The re-tune gains less than the probes: at M <= 16 the probes' atomic sum was "
+        f"{gm(probe_int4):.2f}x faster (geomean of calls 29-31, {rel_range(probe_int4)}x, six "
+        f"shapes), the re-tune's rows {gm(tiny_t):.2f}x against a control of "
+        f"{gm(_band_rows(c26, int4)[0][2]):.2f}x. The budgeted search (at most 48 evaluations per "
+        "item, in a space the atomic twins make larger) does not always land on the probe's "
+        "config"
+        + (
+            f" ({ex[0][0]}x{ex[0][1]} at M = {ex[0][2]}: call 32 shipped "
+            f"{cfg_short(ex[1]['best'])}, the probe's fastest atomic config was "
+            f"{probe_red(ex[0])})."
+            if ex
+            else "."
+        )
+    )
+    L.append("")
+    return L
 
 
 if __name__ == "__main__":

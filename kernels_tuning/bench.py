@@ -209,7 +209,7 @@ class Problem:
 
     def launch(self, cfg: KernelConfig, i: int) -> None:
         s = self.sets[i]
-        ws = self._workspace(cfg.SPLIT_K)
+        ws = self._workspace(cfg.SPLIT_K, bool(cfg.ATOMIC_REDUCE))
         if self.kind == "fp8":
             from kernels_tuning.kernels.fp8_block import w8a8_block_fp8_matmul
 
@@ -230,18 +230,22 @@ class Problem:
                 workspace=ws,
             )
 
-    def _workspace(self, split_k: int) -> Any:
-        """Split-K partials, allocated on first (eager) use so graph capture allocates nothing."""
+    def _workspace(self, split_k: int, atomic: bool = False) -> Any:
+        """Split-K partials, allocated on first (eager) use so graph capture allocates nothing;
+        for ATOMIC_REDUCE a zeroed [M, N] of its own (the ordered sum leaves partials behind)."""
         if split_k == 1:
             return None
-        ws = self.extras.get(f"ws{split_k}")
+        key = "ws_atomic" if atomic else f"ws{split_k}"
+        ws = self.extras.get(key)
         if ws is None:
             import torch
 
-            ws = torch.empty(
-                (split_k, self.m, self.n), dtype=torch.float32, device=self.sets[0]["C"].device
-            )
-            self.extras[f"ws{split_k}"] = ws
+            dev = self.sets[0]["C"].device
+            if atomic:
+                ws = torch.zeros((self.m, self.n), dtype=torch.float32, device=dev)
+            else:
+                ws = torch.empty((split_k, self.m, self.n), dtype=torch.float32, device=dev)
+            self.extras[key] = ws
         return ws
 
     def output(self, i: int = 0) -> Any:

@@ -14,8 +14,8 @@ DEV is `torch.cuda.get_device_name().replace(" ", "_")`, e.g. NVIDIA_H200. Keys 
 values the Triton config dicts. The engine files hold only the keys the engines' kernels read
 (no SPLIT_K, SWAP_AB, FOLD_SCALES or TMA); the `autotune/` files are ours: FP8 with those allowed
 (read by `kernels_tuning.shim`), and INT4 W4A16, which no engine loads from JSON. Our files carry
-SPLIT_K always, SWAP_AB, FOLD_SCALES and TMA only where 1 (older files without them stay
-valid).
+SPLIT_K always, SWAP_AB, FOLD_SCALES, TMA and ATOMIC_REDUCE only where 1 (older files without
+them stay valid).
 
 Every write goes to a temporary file in the same folder and is renamed over the target
 (os.replace), so a reader never sees half a file and a killed run leaves the old file intact.
@@ -113,7 +113,7 @@ def kernel_source_sha256(kind: str) -> str:
     here = Path(__file__).parent / "kernels"
     files = {
         "fp8": ["fp8_block.py", "_common.py"],
-        "int4": ["int4_w4a16.py", "int4_awq_planes.py", "_common.py"],
+        "int4": ["int4_w4a16.py", "int4_awq_planes.py", "_atomic.py", "_common.py"],
     }
     if kind not in files:
         raise ConfigError(f"unknown kernel kind {kind!r}; valid: {sorted(files)}", field="kind")

@@ -24,7 +24,7 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -246,6 +246,7 @@ class TuneParams:
     swap_budget: int = 10  # extra FP8 own-file evaluations where swapped configs exist
     fold_scales: bool = True  # FOLD_SCALES in FP8's own-file refinement (kernels_tuning/space.py)
     tma: bool = True  # TMA in FP8's own-file refinement (kernels_tuning/space.py)
+    deterministic: bool = False  # leave out ATOMIC_REDUCE (INT4: run-to-run identical output)
     seed: int = 0
 
 
@@ -288,7 +289,14 @@ def tune_item(
     t0 = time.perf_counter()
     split = item.kind == "int4"
     space = build_space(
-        item.kind, item.m, item.n, item.k, limits, split_k=split, swap_ab=split and params.swap_ab
+        item.kind,
+        item.m,
+        item.n,
+        item.k,
+        limits,
+        split_k=split,
+        swap_ab=split and params.swap_ab,
+        atomic=split and not params.deterministic,
     )
     d = default_config(item.kind)
     if d not in space and legality(d, item.kind, 128, limits, item.n, item.k) is None:
@@ -645,10 +653,15 @@ def tune_and_polish(
             deadline_s=left,
             log=log,
             prior=cache.superseded() if retune else None,
+            deterministic=params is not None and params.deterministic,
         )
         if pol.skipped and log is not None:
             log(f"cross-check: {len(pol.skipped)} items left for lack of time")
     _, done = cache.load()
+    if params is not None and params.deterministic:
+        # Winners of an earlier run (a resumed cache) may sum their splits atomically; a
+        # deterministic run ships the same configs with the ordered sum.
+        done = {key: _ordered(r) for key, r in done.items()}
     summary.results = {i.key(): done[i.key()] for i in items if i.key() in done}
     summary.evaluations = sum(r.evaluations for r in summary.results.values())
     summary.wall_s = time.monotonic() - t0
@@ -658,6 +671,15 @@ def tune_and_polish(
         dev = device_name or current_device_name()
         summary.files = write_outputs(summary.results.values(), Path(out_dir), dev, provenance)
     return summary
+
+
+def _ordered(r: ItemResult) -> ItemResult:
+    """`r` with ATOMIC_REDUCE=0 in its configs (kernels_tuning/space.py)."""
+
+    def strip(c: KernelConfig | None) -> KernelConfig | None:
+        return c.with_(ATOMIC_REDUCE=0) if c is not None and c.ATOMIC_REDUCE else c
+
+    return replace(r, best=strip(r.best), engine_best=strip(r.engine_best))
 
 
 def _recorder(cache: ResultCache, item: WorkItem) -> Callable[[Trial], None]:
@@ -677,6 +699,7 @@ def polish(
     log: Log | None = None,
     prior: Mapping[str, Sequence[ItemResult]] | None = None,
     rounds: int = 2,
+    deterministic: bool = False,
 ) -> TuneSummary:
     """Cross-check each finished item against its neighbours' winners, in one session.
 
@@ -686,7 +709,8 @@ def polish(
     `rounds` times (each config's fastest time counts), and keeps the fastest: 2 to 6 configs
     per item. `prior` (ResultCache.superseded) adds
     each item's winners from before its last re-tune, and for FP8 their FOLD_SCALES=1 and TMA=1
-    forms.
+    forms, for INT4 their ATOMIC_REDUCE=1 forms (not with `deterministic`, which also leaves out
+    every ATOMIC_REDUCE candidate).
     The updated result is appended to the cache (the latest record of an item wins when it is
     loaded).
     """
@@ -720,10 +744,13 @@ def polish(
             if item.kind == "fp8":
                 cands += [c.with_(FOLD_SCALES=1) for c in olds]
                 cands += [c.with_(FOLD_SCALES=f, TMA=1) for c in olds for f in (0, 1)]
+            elif not deterministic:
+                cands += [c.with_(ATOMIC_REDUCE=1) for c in olds if c.SPLIT_K > 1]
         for c in cands:
             if (
                 c is not None
                 and c not in pool
+                and not (deterministic and c.ATOMIC_REDUCE)
                 and legality(c, item.kind, 128, limits, item.n, item.k) is None
             ):
                 pool.append(c)

@@ -92,8 +92,12 @@ def get_config(
     packing: str = "awq",
     config_dir: Path | str | None = None,
     check_provenance: bool = True,
+    deterministic: bool = False,
 ) -> KernelConfig:
-    """The tuned config for (N, K) at batch size M, or the default when no file exists."""
+    """The tuned config for (N, K) at batch size M, or the default when no file exists.
+
+    `deterministic=True` gives an ATOMIC_REDUCE entry with the ordered split-K sum instead
+    (bit-identical output from run to run; kernels_tuning/space.py)."""
     dev = device_name or _device_name()
     path = find_config_file(
         kind, n, k, dev, group_size=group_size, packing=packing, config_dir=config_dir
@@ -108,6 +112,14 @@ def get_config(
     ):
         if getattr(cfg, flag) and kind != "fp8":
             raise ConfigError(f"{flag}=1 is an FP8 option ({why})", source=str(path), field=flag)
+    if cfg.ATOMIC_REDUCE and kind != "int4":
+        raise ConfigError(
+            "ATOMIC_REDUCE=1 is an INT4 option (the FP8 kernel reduces split-K in a fixed order)",
+            source=str(path),
+            field="ATOMIC_REDUCE",
+        )
+    if deterministic and cfg.ATOMIC_REDUCE:
+        cfg = cfg.with_(ATOMIC_REDUCE=0)
     return cfg
 
 
@@ -125,15 +137,24 @@ def int4_matmul(
     group_size: int = 128,
     packing: str = "awq",
     config_dir: Path | str | None = None,
+    deterministic: bool = False,
 ) -> Any:
-    """W4A16 GEMM with the tuned config for this shape and batch size."""
+    """W4A16 GEMM with the tuned config for this shape and batch size (`deterministic`: the
+    ordered split-K sum where the entry has ATOMIC_REDUCE; see `get_config`)."""
     from kernels_tuning.kernels.int4_w4a16 import Packing, w4a16_matmul
 
     k = x.shape[-1]
     n = qweight.shape[1] * 8 if packing == "awq" else qweight.shape[1]
     m = x.numel() // k
     cfg = get_config(
-        "int4", n, k, m, group_size=group_size, packing=packing, config_dir=config_dir
+        "int4",
+        n,
+        k,
+        m,
+        group_size=group_size,
+        packing=packing,
+        config_dir=config_dir,
+        deterministic=deterministic,
     )
     if packing not in ("awq", "gptq"):
         raise ConfigError(f"unknown packing {packing!r}; valid: awq, gptq", field="packing")

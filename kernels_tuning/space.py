@@ -42,6 +42,13 @@ memory accelerator from host tensor descriptors instead of per-thread pointer lo
 time at M >= 1024 before / after the re-tune with it: 1.08x, cuBLAS's 1.02x in the same runs;
 reports/kernels/README.md, calls 19-23). The engines' kernels load with pointers, so the engine
 files cannot hold it.
+
+ATOMIC_REDUCE (0/1, INT4, ours only; SPLIT_K > 1): the splits add their fp32 partials into one
+zeroed tile with atomic adds and the last to arrive writes C, instead of the last loading every
+split's partial (kernels/_atomic.py; 1.03-1.25x at N = 5120, M <= 16 on an H200, call 25). The
+sum's order then depends on arrival, so outputs can differ from run to run in the last bits:
+`build_space(atomic=False)` (`autotune kernels tune --deterministic`) leaves it out. A runtime
+argument, like SPLIT_K: no extra binaries.
 """
 
 from __future__ import annotations
@@ -78,9 +85,18 @@ SWAP_MAX_M = 32  # above this, swapped tiles re-read the weights for every 32 to
 # Every swapped AWQ BM32 x BN256 sm_90 compile (Triton 3.6, cuobjdump -res-usage) spilled
 # (255 registers + 470-840 B of stack, warps 4 or 8); BM*BN <= 4096 used 120-255 registers.
 SWAP_INT4_MAX_TILE = 4096
-DIMENSIONS: tuple[str, ...] = (*GRID, "SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA")
-OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA")  # in our own files only
-_FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA")  # 0/1 keys, written only where 1
+DIMENSIONS: tuple[str, ...] = (
+    *GRID,
+    "SPLIT_K",
+    "SWAP_AB",
+    "FOLD_SCALES",
+    "TMA",
+    "ATOMIC_REDUCE",
+)
+# In our own files only.
+OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
+# 0/1 keys, written only where 1.
+_FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
 
 # Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
 ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
@@ -106,11 +122,12 @@ class KernelConfig:
     SWAP_AB: int = 0
     FOLD_SCALES: int = 0
     TMA: int = 0
+    ATOMIC_REDUCE: int = 0
 
     def as_dict(self, *, engine: bool = False) -> dict[str, int]:
         """The config dict; `engine=True` drops SPLIT_K (the engines' kernels do not read our
-        keys). SWAP_AB=0, FOLD_SCALES=0 and TMA=0 are left out of our own dicts too, so files and
-        cache records written before they existed read back unchanged."""
+        keys). SWAP_AB=0, FOLD_SCALES=0, TMA=0 and ATOMIC_REDUCE=0 are left out of our own dicts
+        too, so files and cache records written before they existed read back unchanged."""
         d = asdict(self)
         if engine:
             if self.SPLIT_K != 1:
@@ -136,6 +153,12 @@ class KernelConfig:
                     f"TMA={self.TMA} cannot go into an engine file: SGLang's and vLLM's w8a8 "
                     "block kernels load their tiles with plain loads",
                     field="TMA",
+                )
+            if self.ATOMIC_REDUCE:
+                raise ConfigError(
+                    f"ATOMIC_REDUCE={self.ATOMIC_REDUCE} cannot go into an engine file: SGLang's "
+                    "and vLLM's kernels have no split-K to reduce",
+                    field="ATOMIC_REDUCE",
                 )
             d.pop("SPLIT_K")
         for flag in _FLAGS:
@@ -169,17 +192,18 @@ class KernelConfig:
 
     def key(self) -> str:
         """Compact stable text key, e.g. 'm64n128k128g32w4s3k1' ('...k1t' when SWAP_AB, '...f'
-        when FOLD_SCALES, '...x' when TMA)."""
+        when FOLD_SCALES, '...x' when TMA, '...a' when ATOMIC_REDUCE)."""
         return (
             f"m{self.BLOCK_SIZE_M}n{self.BLOCK_SIZE_N}k{self.BLOCK_SIZE_K}g{self.GROUP_SIZE_M}"
             f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}{'t' if self.SWAP_AB else ''}"
             f"{'f' if self.FOLD_SCALES else ''}{'x' if self.TMA else ''}"
+            f"{'a' if self.ATOMIC_REDUCE else ''}"
         )
 
     def compile_key(self) -> tuple[int, ...]:
-        """What a compiled binary depends on: GROUP_SIZE_M and SPLIT_K are runtime arguments of
-        our kernels, so configs differing only there share one binary; SWAP_AB, FOLD_SCALES and
-        TMA are constexprs."""
+        """What a compiled binary depends on: GROUP_SIZE_M, SPLIT_K and ATOMIC_REDUCE are runtime
+        arguments of our kernels, so configs differing only there share one binary; SWAP_AB,
+        FOLD_SCALES and TMA are constexprs."""
         return (
             self.BLOCK_SIZE_M,
             self.BLOCK_SIZE_N,
@@ -194,7 +218,13 @@ class KernelConfig:
     @property
     def engine_ok(self) -> bool:
         """Whether an engine file can hold this config (none of our own keys set)."""
-        return self.SPLIT_K == 1 and not self.SWAP_AB and not self.FOLD_SCALES and not self.TMA
+        return (
+            self.SPLIT_K == 1
+            and not self.SWAP_AB
+            and not self.FOLD_SCALES
+            and not self.TMA
+            and not self.ATOMIC_REDUCE
+        )
 
     def with_(self, **changes: int) -> KernelConfig:
         return replace(self, **changes)
@@ -339,6 +369,11 @@ def legality(
             return "TMA is an FP8 option (the INT4 kernels load their tiles with plain loads)"
         if limits.arch and sm_version(limits.arch) < 90:
             return f"TMA needs Hopper or newer (sm_90+), this GPU is {limits.arch}"
+    if cfg.ATOMIC_REDUCE:
+        if kind != "int4":
+            return "ATOMIC_REDUCE is an INT4 option (the FP8 kernel reduces in a fixed order)"
+        if cfg.SPLIT_K == 1:
+            return "ATOMIC_REDUCE needs SPLIT_K > 1 (it is how the splits are summed)"
     if cfg.SWAP_AB:
         if cfg.BLOCK_SIZE_M not in SWAP_BLOCK_M:
             return (
@@ -404,11 +439,13 @@ def candidate_grid(
     swap_ab: bool = False,
     fold: bool = False,
     tma: bool = False,
+    atomic: bool = False,
 ) -> list[KernelConfig]:
     """The unfiltered Cartesian product (with SPLIT_K values when `split_k`), plus, with
     `swap_ab`, the swapped configs (BLOCK_SIZE_M from SWAP_BLOCK_M), with `fold` a
-    FOLD_SCALES=1 copy of each and with `tma` a TMA=1 copy of each (legality then drops the
-    ones they do not apply to)."""
+    FOLD_SCALES=1 copy of each, with `tma` a TMA=1 copy of each and with `atomic` an
+    ATOMIC_REDUCE=1 copy of each split one (legality then drops the ones they do not apply
+    to)."""
     sks = SPLIT_K_VALUES if split_k else (1,)
     out = []
     for bm, bn, bk, g, w, s, sk in itertools.product(*GRID.values(), sks):
@@ -421,6 +458,8 @@ def candidate_grid(
         out += [c.with_(FOLD_SCALES=1) for c in out]
     if tma:
         out += [c.with_(TMA=1) for c in out]
+    if atomic:
+        out += [c.with_(ATOMIC_REDUCE=1) for c in out if c.SPLIT_K > 1]
     return out
 
 
@@ -435,13 +474,13 @@ def legal_configs(
     swap_ab: bool = False,
     fold: bool = False,
     tma: bool = False,
+    atomic: bool = False,
 ) -> tuple[KernelConfig, ...]:
     """Every config that can run for (N, K) on this GPU, any M (cached: M only adds `waste`)."""
-    return tuple(
-        c
-        for c in candidate_grid(kind, split_k=split_k, swap_ab=swap_ab, fold=fold, tma=tma)
-        if legality(c, kind, group_k, limits, n, k) is None
+    grid = candidate_grid(
+        kind, split_k=split_k, swap_ab=swap_ab, fold=fold, tma=tma, atomic=atomic
     )
+    return tuple(c for c in grid if legality(c, kind, group_k, limits, n, k) is None)
 
 
 def build_space(
@@ -456,17 +495,22 @@ def build_space(
     swap_ab: bool | None = None,
     fold: bool = False,
     tma: bool = False,
+    atomic: bool | None = None,
 ) -> list[KernelConfig]:
     """Every config worth timing for one (M, N, K). `split_k=None` / `swap_ab=None` enable
     split-K / SWAP_AB for INT4 (our own kernel and files) and disable them for FP8 (the engine
-    files cannot hold them); `fold` adds FOLD_SCALES and `tma` TMA (FP8 own files)."""
+    files cannot hold them); `fold` adds FOLD_SCALES and `tma` TMA (FP8 own files);
+    `atomic=None` adds ATOMIC_REDUCE to INT4's split configs (False: deterministic output)."""
     if m < 1 or n < 1 or k < 1:
         raise ConfigError(f"M, N, K must be positive, got M={m} N={n} K={k}")
     use_sk = (kind == "int4") if split_k is None else split_k
     use_swap = (kind == "int4") if swap_ab is None else swap_ab
+    use_atomic = (kind == "int4" and use_sk) if atomic is None else atomic
     return [
         c
-        for c in legal_configs(kind, n, k, limits, group_k, use_sk, use_swap, fold, tma)
+        for c in legal_configs(
+            kind, n, k, limits, group_k, use_sk, use_swap, fold, tma, use_atomic
+        )
         if waste(c, m, n, limits) is None
     ]
 

@@ -123,6 +123,12 @@ def tune_cmd(
         help="Search the items again although the cache has them (after a kernel or space "
         "change); the cross-check also times their earlier winners.",
     ),
+    deterministic: bool = typer.Option(
+        False,
+        "--deterministic",
+        help="Leave out configs whose output can differ from run to run (INT4 ATOMIC_REDUCE: "
+        "split-K partials summed by atomic adds in arrival order).",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Tune configs on this machine's GPU and write the engine-named files under --out."""
@@ -169,7 +175,10 @@ def tune_cmd(
                 f"{f', {len(rep.failed)} failed' if rep.failed else ''}"
             )
     params = runner.TuneParams(
-        strategy=strategy, max_evals=max_evals, budget_fraction=budget_fraction
+        strategy=strategy,
+        max_evals=max_evals,
+        budget_fraction=budget_fraction,
+        deterministic=deterministic,
     )
     summary = runner.tune_and_polish(
         items,

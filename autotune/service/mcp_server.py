@@ -183,6 +183,9 @@ def build_server(service: Service) -> Any:
         packing: Literal["awq", "gptq"] = "awq",
         max_evals: Annotated[int, Field(ge=1)] = 40,
         deadline_s: Annotated[float | None, Field(gt=0)] = None,
+        deterministic: Annotated[
+            bool, Field(description="leave out configs whose output can differ run to run")
+        ] = False,
     ) -> KernelsStatus:
         """Tune Triton GEMM configs (FP8 W8A8 block-wise, INT4 W4A16) for a model's shapes on
         the server's GPU, as a background job; poll kernels_status."""
@@ -199,6 +202,7 @@ def build_server(service: Service) -> Any:
                 packing=packing,
                 max_evals=max_evals,
                 deadline_s=deadline_s,
+                deterministic=deterministic,
             )
             return service.submit_kernels(req)
 

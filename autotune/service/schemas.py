@@ -256,6 +256,9 @@ class KernelsRequest(_Request):
     max_evals: int = Field(40, ge=1, le=100_000, description="budget cap per (shape, M)")
     budget_fraction: float = Field(0.1, gt=0, le=1)
     packing: Literal["awq", "gptq"] = "awq"
+    deterministic: bool = Field(
+        False, description="leave out configs whose output can differ from run to run"
+    )
     deadline_s: float | None = Field(None, gt=0, le=30 * 86400)
 
     @model_validator(mode="after")
@@ -282,6 +285,8 @@ class KernelsRequest(_Request):
         args += ["--max-evals", str(self.max_evals)]
         args += ["--budget-fraction", repr(float(self.budget_fraction))]
         args += ["--packing", self.packing]
+        if self.deterministic:
+            args.append("--deterministic")
         if self.deadline_s is not None:
             args += ["--deadline-s", repr(float(self.deadline_s))]
         return [*args, "--out", out_dir, "--json"]

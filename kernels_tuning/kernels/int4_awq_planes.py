@@ -26,7 +26,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels_tuning.kernels._common import grouped_pid, k_tile_range, store_tile
+from kernels_tuning.kernels._atomic import store_tile_split
+from kernels_tuning.kernels._common import grouped_pid, k_tile_range
 from kernels_tuning.space import KernelConfig
 
 
@@ -102,7 +103,7 @@ def _pair(qw, P: tl.constexpr, zb, sp, DTYPE: tl.constexpr):
     return w_lo.to(DTYPE), w_hi.to(DTYPE)
 
 
-@triton.jit(do_not_specialize=["M", "GROUP_SIZE_M", "SPLIT_K"])
+@triton.jit(do_not_specialize=["M", "GROUP_SIZE_M", "SPLIT_K", "ATOMIC"])
 def _awq_planes_kernel(
     A,
     QW,
@@ -122,6 +123,7 @@ def _awq_planes_kernel(
     stride_cm,
     GROUP_SIZE_M,
     SPLIT_K,
+    ATOMIC,
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
@@ -207,7 +209,7 @@ def _awq_planes_kernel(
     m02 = tl.interleave(tl.interleave(acc0, acc4), tl.interleave(acc2, acc6))
     m13 = tl.interleave(tl.interleave(acc1, acc5), tl.interleave(acc3, acc7))
     acc = tl.interleave(m02, m13)
-    store_tile(
+    store_tile_split(
         acc,
         C,
         WS,
@@ -220,6 +222,7 @@ def _awq_planes_kernel(
         stride_cm,
         1,
         SPLIT_K,
+        ATOMIC,
         BLOCK_SIZE_M,
         BLOCK_SIZE_N,
     )
@@ -236,7 +239,8 @@ def launch(
     cfg: KernelConfig,
     group_size: int,
 ) -> None:
-    """a2 [M, K], c [M, N] (rows contiguous), scales [K/G, N] in a2's dtype."""
+    """a2 [M, K], c [M, N] (rows contiguous), scales [K/G, N] in a2's dtype; `ws` a zeroed fp32
+    [M, N] workspace when cfg.ATOMIC_REDUCE (kernels/_atomic.py)."""
     import torch
 
     if not available(a2.dtype, a2.device):
@@ -269,6 +273,7 @@ def launch(
         c.stride(0),
         cfg.GROUP_SIZE_M,
         cfg.SPLIT_K,
+        int(cfg.ATOMIC_REDUCE and cfg.SPLIT_K > 1),
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
@@ -285,7 +290,7 @@ def warmup(cfg: KernelConfig, act_dtype: Any, n: int, k: int, group_size: int) -
     i32 = torch.int32
     _awq_planes_kernel.warmup(
         act_dtype, i32, i32, i32, act_dtype, torch.float32, i32,
-        16, n, k, group_size, k, n // 8, n // 8, n // 2, n, 1, 1,
+        16, n, k, group_size, k, n // 8, n // 8, n // 2, n, 1, 1, 0,
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M, BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K, USE_ASM=not interpreting(),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, grid=(1,),

@@ -22,8 +22,9 @@ Triton's CPU interpreter (3.6) stores bf16 as raw uint16 and cannot do bf16 arit
 so CPU tests run this kernel with fp16 activations; the bf16 path is checked on the GPU (the
 correctness gate runs every candidate config in bf16, and the GPU tests).
 
-SPLIT_K and GROUP_SIZE_M are tunable runtime arguments (kernels/_common.py). BLOCK_SIZE_K must
-divide the group size (one zero/scale row per K tile).
+SPLIT_K and GROUP_SIZE_M are tunable runtime arguments (kernels/_common.py), and so is
+ATOMIC_REDUCE, the split-K sum by fp32 atomic adds (kernels/_atomic.py). BLOCK_SIZE_K must divide
+the group size (one zero/scale row per K tile).
 
 SWAP_AB (constexpr, ours only) selects a second path for small M: the transposed tile
 C^T = W^T A^T with the dequantized weights on the MMA's M side (on Hopper the side wgmma can
@@ -43,8 +44,9 @@ import triton.language as tl
 
 from autotune.errors import ConfigError
 from kernels_tuning.kernels import int4_awq_planes as planes
+from kernels_tuning.kernels._atomic import store_tile_split, store_tile_t_split
 from kernels_tuning.kernels._buffers import split_k_buffers
-from kernels_tuning.kernels._common import grouped_pid, k_tile_range, store_tile, store_tile_t
+from kernels_tuning.kernels._common import grouped_pid, k_tile_range
 from kernels_tuning.kernels._interpret import patch_interpreter
 from kernels_tuning.space import DEFAULT_INT4, KernelConfig, cdiv
 
@@ -106,7 +108,7 @@ def _cat_rows(a, b, R: tl.constexpr, COLS: tl.constexpr):
     return tl.reshape(tl.permute(tl.join(a, b), (2, 0, 1)), (2 * R, COLS))
 
 
-@triton.jit(do_not_specialize=["M", "GROUP_SIZE_M", "SPLIT_K", "zero_offset"])
+@triton.jit(do_not_specialize=["M", "GROUP_SIZE_M", "SPLIT_K", "ATOMIC", "zero_offset"])
 def _w4a16_kernel(
     A,
     QW,
@@ -132,6 +134,7 @@ def _w4a16_kernel(
     stride_cn,
     GROUP_SIZE_M,
     SPLIT_K,
+    ATOMIC,
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
     BLOCK_SIZE_K: tl.constexpr,
@@ -170,6 +173,7 @@ def _w4a16_kernel(
             stride_cm,
             stride_cn,
             SPLIT_K,
+            ATOMIC,
             pid_m,
             pid_n,
             pid_k,
@@ -233,7 +237,7 @@ def _w4a16_kernel(
                 q_ptrs += BLOCK_SIZE_K * stride_qk
             else:
                 q_ptrs += (BLOCK_SIZE_K // 8) * stride_qk
-        store_tile(
+        store_tile_split(
             acc,
             C,
             WS,
@@ -246,6 +250,7 @@ def _w4a16_kernel(
             stride_cm,
             stride_cn,
             SPLIT_K,
+            ATOMIC,
             BLOCK_SIZE_M,
             BLOCK_SIZE_N,
         )
@@ -275,6 +280,7 @@ def _w4a16_swapped(
     stride_cm,
     stride_cn,
     SPLIT_K,
+    ATOMIC,
     pid_m,
     pid_n,
     pid_k,
@@ -391,7 +397,7 @@ def _w4a16_swapped(
             a_ptrs += BLOCK_SIZE_K * stride_ak
             q_ptrs += PK * stride_qk
         offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    store_tile_t(
+    store_tile_t_split(
         acc_t,
         C,
         WS,
@@ -405,6 +411,7 @@ def _w4a16_swapped(
         stride_cm,
         stride_cn,
         SPLIT_K,
+        ATOMIC,
         BLOCK_SIZE_N,
         BLOCK_SIZE_M,
     )
@@ -428,7 +435,10 @@ def w4a16_matmul(
 ) -> Any:
     """x [..., K] (bf16/fp16) @ dequant(qweight, qzeros, scales) -> [..., N] in x's dtype.
 
-    `zero_offset` defaults to 0 for AWQ and 1 for GPTQ (v1 stores zero - 1).
+    `zero_offset` defaults to 0 for AWQ and 1 for GPTQ (v1 stores zero - 1). `workspace`: the
+    split-K partials, fp32 [SPLIT_K, M, N], or with ATOMIC_REDUCE a zeroed fp32 [M, N] that the
+    kernel leaves zeroed (default: allocated per call, or for ATOMIC_REDUCE one cached per device;
+    kernels/_buffers.py).
     """
     import torch
 
@@ -482,7 +492,8 @@ def w4a16_matmul(
     if M == 0:
         return c.reshape(*x.shape[:-1], N)
     tiles = cdiv(M, cfg.BLOCK_SIZE_M) * cdiv(N, cfg.BLOCK_SIZE_N)
-    ws, locks = split_k_buffers(x.device, cfg.SPLIT_K, M, N, tiles, workspace)
+    atomic = bool(cfg.ATOMIC_REDUCE) and cfg.SPLIT_K > 1
+    ws, locks = split_k_buffers(x.device, cfg.SPLIT_K, M, N, tiles, workspace, atomic=atomic)
     if (
         planes.uses_planes(cfg, packing)
         and c.stride(1) == 1
@@ -515,6 +526,7 @@ def w4a16_matmul(
         c.stride(1),
         cfg.GROUP_SIZE_M,
         cfg.SPLIT_K,
+        int(atomic),
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,
@@ -567,6 +579,7 @@ def warmup(
         1,
         1,
         1,
+        0,
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M,
         BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
         BLOCK_SIZE_K=cfg.BLOCK_SIZE_K,

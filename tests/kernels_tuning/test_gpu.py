@@ -61,6 +61,10 @@ INT4_CONFIGS = [
     C(8, 128, 128, 1, 4, 3, SWAP_AB=1),
     C(16, 256, 128, 1, 4, 3, SPLIT_K=4, SWAP_AB=1),
     C(32, 128, 128, 1, 8, 4, SPLIT_K=2, SWAP_AB=1),
+    # ATOMIC_REDUCE: split-K partials summed by atomic adds (main kernel, planes, SWAP_AB)
+    C(16, 128, 64, 1, 4, 3, SPLIT_K=4, ATOMIC_REDUCE=1),
+    C(16, 256, 128, 1, 4, 3, SPLIT_K=6, ATOMIC_REDUCE=1),
+    C(16, 256, 128, 1, 4, 3, SPLIT_K=4, SWAP_AB=1, ATOMIC_REDUCE=1),
 ]
 
 
@@ -125,6 +129,31 @@ def test_split_k_survives_back_to_back_replays() -> None:
         graph.replay()
         torch.cuda.synchronize()
         assert bench.check_output(p.output(0), p.ref).ok
+
+
+def test_atomic_reduce_survives_back_to_back_replays() -> None:
+    """The atomic sum lives in one zeroed [M, N] tile that each last arriver zeroes again: 200
+    launches in one graph (main kernel, plane kernel, SWAP_AB) must all give the reference."""
+    p = bench.make_problem("int4", 16, 5120, 6144)
+    for cfg in (
+        C(16, 128, 64, 1, 4, 3, SPLIT_K=8, ATOMIC_REDUCE=1),
+        C(16, 256, 128, 1, 4, 3, SPLIT_K=12, ATOMIC_REDUCE=1),
+        C(16, 256, 128, 1, 4, 3, SPLIT_K=6, SWAP_AB=1, ATOMIC_REDUCE=1),
+    ):
+        p.launch(cfg, 0)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(200):
+                p.launch(cfg, 0)
+        for _ in range(3):
+            p.output(0).fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert bench.check_output(p.output(0), p.ref).ok, cfg.key()
+        assert not bool(p.extras["ws_atomic"].any()), cfg.key()
 
 
 def test_time_graph_is_positive_and_stable() -> None:

@@ -264,3 +264,41 @@ def test_int4_awq_planes_put_each_column_back_in_place() -> None:
         out = W.w4a16_matmul(x, qw, qz, s.half(), config=PLANES_INT4[0])
         ref = W.reference(x, qw, qz, s.half())
         assert torch.equal(out, ref), j
+
+
+ATOMIC_INT4 = [
+    C(16, 64, 64, 1, 4, 2, SPLIT_K=3, ATOMIC_REDUCE=1),  # main kernel
+    C(16, 256, 128, 1, 4, 3, SPLIT_K=2, SWAP_AB=1, ATOMIC_REDUCE=1),  # its SWAP_AB path
+    C(16, 256, 128, 4, 4, 3, SPLIT_K=2, ATOMIC_REDUCE=1),  # AWQ: the plane kernel
+]
+
+
+@pytest.mark.parametrize("packing", ["awq", "gptq"])
+@pytest.mark.parametrize("m", [1, 33])
+@pytest.mark.parametrize("cfg", ATOMIC_INT4, ids=lambda c: c.key())
+def test_int4_atomic_reduce_matches_reference_and_leaves_its_sums_zeroed(
+    packing: str, m: int, cfg: C
+) -> None:
+    p = bench.make_problem("int4", m, 384, 384, device="cpu", packing=packing, act_dtype="float16")
+    ev = bench.Evaluator(p)
+    for _ in range(2):  # the second launch starts from what the first left behind
+        meas = ev(cfg)
+        assert meas.ok, meas.error
+        ws = p.extras["ws_atomic"]
+        assert ws.shape == (m, 384) and not bool(ws.any())
+
+
+def test_int4_atomic_reduce_default_workspace_is_cached_and_stays_zeroed() -> None:
+    from kernels_tuning.kernels import _buffers
+
+    cfg = C(16, 64, 64, 1, 4, 2, SPLIT_K=3, ATOMIC_REDUCE=1)
+    p = bench.make_problem("int4", 5, 384, 384, device="cpu", act_dtype="float16")
+    s = p.sets[0]
+    args = (s["x"], s["qweight"], s["qzeros"], s["scales"])
+    outs = [W.w4a16_matmul(*args, config=cfg) for _ in range(2)]
+    for out in outs:
+        assert bench.check_output(out, p.ref).ok
+    zeroed = _buffers._ZEROED["cpu"]
+    assert zeroed.numel() >= 5 * 384 and not bool(zeroed.any())
+    with pytest.raises(ConfigError, match="ATOMIC_REDUCE workspace"):
+        W.w4a16_matmul(*args, config=cfg, workspace=torch.zeros(10))

@@ -121,6 +121,23 @@ def test_tma_loads_for_fp8_and_is_refused_in_an_int4_file(tmp_path: Path) -> Non
     assert e.value.field == "TMA" and rel in str(e.value)
 
 
+def test_atomic_reduce_loads_for_int4_with_a_deterministic_fallback(tmp_path: Path) -> None:
+    from autotune.errors import ConfigError
+
+    a = KernelConfig(16, 256, 128, 1, 4, 3, SPLIT_K=6, ATOMIC_REDUCE=1)
+    kw = {"device_name": "TEST_GPU", "config_dir": tmp_path, "check_provenance": False}
+    _write(tmp_path, "autotune/" + O.int4_filename(512, 512, "TEST_GPU", 128, "awq"),
+           {1: a.as_dict()})  # fmt: skip
+    assert shim.get_config("int4", 512, 512, 1, **kw) == a  # type: ignore[arg-type]
+    ordered = shim.get_config("int4", 512, 512, 1, deterministic=True, **kw)  # type: ignore[arg-type]
+    assert ordered == a.with_(ATOMIC_REDUCE=0)
+    rel = "autotune/" + O.fp8_splitk_filename(512, 512, "TEST_GPU")
+    _write(tmp_path, rel, {1: a.with_(BLOCK_SIZE_N=128).as_dict()})
+    with pytest.raises(ConfigError, match="INT4 option") as e:
+        shim.get_config("fp8", 512, 512, 1, **kw)  # type: ignore[arg-type]
+    assert e.value.field == "ATOMIC_REDUCE" and rel in str(e.value)
+
+
 def test_shipped_sidecars_match_the_kernel_source() -> None:
     """A kernel change without re-tuning would leave the shipped files describing another
     kernel: re-run `autotune kernels tune` on the GPU (or revert the kernel)."""

@@ -87,7 +87,7 @@ def _int4(cfg: C, awq: bool) -> Any:
         A="*bf16", QW="*i32", QZ="*i32", S="*bf16", C="*bf16", WS="*fp32", LOCKS="*i32",
         M=16, N=N, K=K, group_size=128, zero_offset=0, stride_am=K, stride_ak=1,
         stride_qk=N // 8 if awq else N, stride_qn=1, stride_zg=N // 8, stride_zn=1,
-        stride_sg=N, stride_sn=1, stride_cm=N, stride_cn=1, GROUP_SIZE_M=1, SPLIT_K=1,
+        stride_sg=N, stride_sn=1, stride_cm=N, stride_cn=1, GROUP_SIZE_M=1, SPLIT_K=1, ATOMIC=0,
     )  # fmt: skip
     consts = dict(
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M, BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,
@@ -138,7 +138,7 @@ def _planes(cfg: C, act: str) -> dict[str, Any]:
     vals = dict(
         A=f"*{act}", QW="*i32", QZ="*i32", S32="*i32", C=f"*{act}", WS="*fp32", LOCKS="*i32",
         M=16, N=N, K=K, group_size=128, stride_am=K, stride_qk=N // 8, stride_zg=N // 8,
-        stride_sg=N // 2, stride_cm=N, GROUP_SIZE_M=1, SPLIT_K=1,
+        stride_sg=N // 2, stride_cm=N, GROUP_SIZE_M=1, SPLIT_K=1, ATOMIC=0,
     )  # fmt: skip
     consts = dict(
         BLOCK_SIZE_M=cfg.BLOCK_SIZE_M, BLOCK_SIZE_N=cfg.BLOCK_SIZE_N,

@@ -227,3 +227,32 @@ def test_canonical_group_is_the_smallest_group_with_the_same_order() -> None:
     assert canonical_group(d, 4096).GROUP_SIZE_M == 32  # 64 M tiles: G32 is its own order
     assert canonical_group(d, 64).GROUP_SIZE_M == 1  # one M tile: every order is equal
     assert waste(canonical_group(d, 1024), 1024, 5120, H200_LIMITS) is None
+
+
+def test_atomic_reduce_is_an_int4_split_k_option_left_out_when_deterministic() -> None:
+    a = C(16, 256, 128, 1, 4, 3, SPLIT_K=6, ATOMIC_REDUCE=1)
+    assert legality(a, "int4", 128, H200_LIMITS) is None
+    assert "INT4 option" in (legality(a.with_(BLOCK_SIZE_M=64), "fp8", 128, H200_LIMITS) or "")
+    assert "SPLIT_K > 1" in (legality(a.with_(SPLIT_K=1), "int4", 128, H200_LIMITS) or "")
+    with pytest.raises(ConfigError, match="ATOMIC_REDUCE") as e:
+        a.with_(SPLIT_K=1).as_dict(engine=True)
+    assert e.value.field == "ATOMIC_REDUCE" and not a.with_(SPLIT_K=1).engine_ok
+    assert (
+        a.as_dict()["ATOMIC_REDUCE"] == 1
+        and "ATOMIC_REDUCE" not in a.with_(ATOMIC_REDUCE=0).as_dict()
+    )
+    assert C.from_dict(a.as_dict()) == a and a.key().endswith("k6a")
+    # a runtime argument: no binary of its own
+    assert a.compile_key() == a.with_(ATOMIC_REDUCE=0).compile_key()
+    assert not any(c.ATOMIC_REDUCE for c in compile_set("int4", H200_LIMITS))
+    # INT4 by default: an atomic twin of every split config, none without a split
+    space = build_space("int4", 1, 5120, 3072, H200_LIMITS)
+    atomic = {c for c in space if c.ATOMIC_REDUCE}
+    split = {c for c in space if c.SPLIT_K > 1 and not c.ATOMIC_REDUCE}
+    assert atomic and {c.with_(ATOMIC_REDUCE=0) for c in atomic} == split
+    assert not any(c.ATOMIC_REDUCE for c in build_space("int4", 1, 5120, 3072, H200_LIMITS,
+                                                        atomic=False))  # fmt: skip
+    assert not any(c.ATOMIC_REDUCE for c in build_space("int4", 1, 5120, 3072, H200_LIMITS,
+                                                        split_k=False))  # fmt: skip
+    fp8 = build_space("fp8", 1, 5120, 3072, H200_LIMITS, split_k=True, fold=True, tma=True)
+    assert not any(c.ATOMIC_REDUCE for c in fp8)
