@@ -209,7 +209,7 @@ class Problem:
 
     def launch(self, cfg: KernelConfig, i: int) -> None:
         s = self.sets[i]
-        ws = self._workspace(cfg.SPLIT_K, bool(cfg.ATOMIC_REDUCE))
+        ws = self._workspace(cfg.SPLIT_K)
         if self.kind == "fp8":
             from kernels_tuning.kernels.fp8_block import w8a8_block_fp8_matmul
 
@@ -230,22 +230,20 @@ class Problem:
                 workspace=ws,
             )
 
-    def _workspace(self, split_k: int, atomic: bool = False) -> Any:
-        """Split-K partials, allocated on first (eager) use so graph capture allocates nothing;
-        for ATOMIC_REDUCE a zeroed [M, N] of its own (the ordered sum leaves partials behind)."""
+    def _workspace(self, split_k: int) -> Any:
+        """Split-K partials, allocated on first (eager) use so graph capture allocates nothing
+        (ATOMIC_REDUCE configs sum into the device's cached zeroed buffer instead,
+        kernels/_buffers.py, which the eager first launch also sizes)."""
         if split_k == 1:
             return None
-        key = "ws_atomic" if atomic else f"ws{split_k}"
-        ws = self.extras.get(key)
+        ws = self.extras.get(f"ws{split_k}")
         if ws is None:
             import torch
 
-            dev = self.sets[0]["C"].device
-            if atomic:
-                ws = torch.zeros((self.m, self.n), dtype=torch.float32, device=dev)
-            else:
-                ws = torch.empty((split_k, self.m, self.n), dtype=torch.float32, device=dev)
-            self.extras[key] = ws
+            ws = torch.empty(
+                (split_k, self.m, self.n), dtype=torch.float32, device=self.sets[0]["C"].device
+            )
+            self.extras[f"ws{split_k}"] = ws
         return ws
 
     def output(self, i: int = 0) -> Any:

@@ -314,7 +314,12 @@ def tune_item(
             max_evals=params.max_evals,
         )
         res = budgeted.search(
-            space, memo, budget=budget, seeds=seeds, seed=_stable_seed(item.key(), params.seed)
+            space,
+            memo,
+            budget=budget,
+            # a deterministic search seeds with the ordered form of atomic neighbours' winners
+            seeds=[s.with_(ATOMIC_REDUCE=0) for s in seeds] if params.deterministic else seeds,
+            seed=_stable_seed(item.key(), params.seed),
         )
     else:
         raise ConfigError(
@@ -674,12 +679,25 @@ def tune_and_polish(
 
 
 def _ordered(r: ItemResult) -> ItemResult:
-    """`r` with ATOMIC_REDUCE=0 in its configs (kernels_tuning/space.py)."""
+    """`r` with ATOMIC_REDUCE=0 in its configs (kernels_tuning/space.py); a time measured with
+    the atomic sum does not describe the ordered form, so it becomes unknown."""
+    if not (r.best and r.best.ATOMIC_REDUCE) and not (
+        r.engine_best and r.engine_best.ATOMIC_REDUCE
+    ):
+        return r
 
     def strip(c: KernelConfig | None) -> KernelConfig | None:
         return c.with_(ATOMIC_REDUCE=0) if c is not None and c.ATOMIC_REDUCE else c
 
-    return replace(r, best=strip(r.best), engine_best=strip(r.engine_best))
+    return replace(
+        r,
+        best=strip(r.best),
+        best_us=math.inf if r.best and r.best.ATOMIC_REDUCE else r.best_us,
+        engine_best=strip(r.engine_best),
+        engine_best_us=(
+            math.inf if r.engine_best and r.engine_best.ATOMIC_REDUCE else r.engine_best_us
+        ),
+    )
 
 
 def _recorder(cache: ResultCache, item: WorkItem) -> Callable[[Trial], None]:
@@ -709,8 +727,8 @@ def polish(
     `rounds` times (each config's fastest time counts), and keeps the fastest: 2 to 6 configs
     per item. `prior` (ResultCache.superseded) adds
     each item's winners from before its last re-tune, and for FP8 their FOLD_SCALES=1 and TMA=1
-    forms, for INT4 their ATOMIC_REDUCE=1 forms (not with `deterministic`, which also leaves out
-    every ATOMIC_REDUCE candidate).
+    forms, for INT4 their ATOMIC_REDUCE=1 forms; with `deterministic` every ATOMIC_REDUCE
+    candidate is timed in its ordered form instead.
     The updated result is appended to the cache (the latest record of an item wins when it is
     loaded).
     """
@@ -746,15 +764,18 @@ def polish(
                 cands += [c.with_(FOLD_SCALES=f, TMA=1) for c in olds for f in (0, 1)]
             elif not deterministic:
                 cands += [c.with_(ATOMIC_REDUCE=1) for c in olds if c.SPLIT_K > 1]
+        if deterministic:  # atomic winners take part in their ordered form
+            cands = [c.with_(ATOMIC_REDUCE=0) if c is not None else c for c in cands]
         for c in cands:
             if (
                 c is not None
                 and c not in pool
-                and not (deterministic and c.ATOMIC_REDUCE)
                 and legality(c, item.kind, 128, limits, item.n, item.k) is None
             ):
                 pool.append(c)
-        if len(pool) < 2:
+        # (one candidate is enough when it is the ordered form of an atomic winner: it has no
+        # time of its own yet)
+        if len(pool) < 2 and not (deterministic and res.best.ATOMIC_REDUCE):
             continue
         t_item = time.perf_counter()
         objective = factory(item)

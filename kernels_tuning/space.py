@@ -96,7 +96,7 @@ DIMENSIONS: tuple[str, ...] = (
 # In our own files only.
 OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
 # 0/1 keys, written only where 1.
-_FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
+FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
 
 # Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
 ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
@@ -161,7 +161,7 @@ class KernelConfig:
                     field="ATOMIC_REDUCE",
                 )
             d.pop("SPLIT_K")
-        for flag in _FLAGS:
+        for flag in FLAGS:
             if not d[flag]:
                 d.pop(flag)
         return d
@@ -178,7 +178,7 @@ class KernelConfig:
             raise ConfigError(f"config lacks keys {sorted(missing)}", source=source)
         vals: dict[str, int] = {}
         for key, v in d.items():
-            if key in _FLAGS:
+            if key in FLAGS:
                 if not isinstance(v, int) or isinstance(v, bool) or v not in (0, 1):
                     raise ConfigError(f"expected 0 or 1, got {v!r}", source=source, field=key)
                 vals[key] = v

@@ -306,6 +306,7 @@ def show_cmd(
 ) -> None:
     """Print a tuned file's table (or a folder's files) with provenance."""
     from kernels_tuning import output
+    from kernels_tuning.space import FLAGS
 
     if path.is_dir():
         files = sorted(
@@ -346,9 +347,8 @@ def show_cmd(
         us = entry.get("us")
         c = table[key]
         sk = f" SPLIT_K={c['SPLIT_K']}" if c.get("SPLIT_K", 1) != 1 else ""
-        # Our own files only (kernels_tuning.space):
-        sk += " SWAP_AB" if c.get("SWAP_AB") else ""
-        sk += " FOLD_SCALES" if c.get("FOLD_SCALES") else ""
+        # Our own files' 0/1 options (kernels_tuning.space), named where set.
+        sk += "".join(f" {flag}" for flag in FLAGS if c.get(flag))
         typer.echo(
             f"M={key:<5d} BM={c['BLOCK_SIZE_M']:<3} BN={c['BLOCK_SIZE_N']:<3} "
             f"BK={c['BLOCK_SIZE_K']:<3} G={c['GROUP_SIZE_M']:<2} w={c['num_warps']} "

@@ -436,9 +436,8 @@ def w4a16_matmul(
     """x [..., K] (bf16/fp16) @ dequant(qweight, qzeros, scales) -> [..., N] in x's dtype.
 
     `zero_offset` defaults to 0 for AWQ and 1 for GPTQ (v1 stores zero - 1). `workspace`: the
-    split-K partials, fp32 [SPLIT_K, M, N], or with ATOMIC_REDUCE a zeroed fp32 [M, N] that the
-    kernel leaves zeroed (default: allocated per call, or for ATOMIC_REDUCE one cached per device;
-    kernels/_buffers.py).
+    split-K partials, fp32 [SPLIT_K, M, N] (default: allocated per call); ATOMIC_REDUCE configs
+    do not use it but sum into a zeroed buffer cached per device (kernels/_buffers.py).
     """
     import torch
 

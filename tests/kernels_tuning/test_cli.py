@@ -91,3 +91,20 @@ def test_show_marks_swap_ab_and_split_k(tmp_path: Path) -> None:
     lines = {ln.split()[0]: ln for ln in res.output.splitlines() if ln.startswith("M=")}
     assert lines["M=1"].rstrip().endswith("SPLIT_K=2 SWAP_AB"), lines
     assert "SWAP_AB" not in lines["M=64"] and "SPLIT_K" not in lines["M=64"], lines
+
+
+def test_show_names_every_own_file_option(tmp_path: Path) -> None:
+    base = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1}
+    table = {
+        "1": {**base, "num_warps": 4, "num_stages": 3, "SPLIT_K": 6, "ATOMIC_REDUCE": 1},
+        "2": {**base, "num_warps": 4, "num_stages": 3, "SPLIT_K": 6},
+        "3": {**base, "num_warps": 4, "num_stages": 3, "FOLD_SCALES": 1, "TMA": 1},
+    }
+    f = tmp_path / "N=5120,K=6144,device_name=X,dtype=int4_w4a16,group_size=128,packing=awq.json"
+    f.write_text(json.dumps(table))
+    res = runner.invoke(app, ["kernels", "show", str(f)])
+    assert res.exit_code == 0, res.output
+    lines = {ln.split()[0]: ln.rstrip() for ln in res.output.splitlines() if ln.startswith("M=")}
+    assert lines["M=1"].endswith("SPLIT_K=6 ATOMIC_REDUCE"), lines
+    assert lines["M=2"].endswith("SPLIT_K=6"), lines
+    assert lines["M=3"].endswith("FOLD_SCALES TMA"), lines

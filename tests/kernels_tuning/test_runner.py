@@ -416,14 +416,30 @@ def test_int4_atomic_reduce_is_searched_unless_deterministic(tmp_path: Path) -> 
     cfgs = [json.loads(x)["cfg"] for x in new if '"cfg"' in x]
     assert cfgs and not any(c.get("ATOMIC_REDUCE") for c in cfgs)
     assert all(r.best is not None and not r.best.ATOMIC_REDUCE for r in d.results.values())
-    # and a deterministic run that only resumes ships the ordered form of atomic winners
+    # a deterministic run that only resumes times the ordered forms of the atomic winners (the
+    # cross-check) and ships the fastest, with its own time
     shutil.copytree(tmp_path / "a", tmp_path / "r")
     r = _tune_int4(tmp_path / "r", deterministic=True)
+    cost = AtomicFactory()
     for key, res in r.results.items():
-        won = s.results[key].best
-        assert won is not None and res.best == won.with_(ATOMIC_REDUCE=0), key
+        assert res.best is not None and not res.best.ATOMIC_REDUCE, key
+        assert math.isclose(res.best_us, cost(res.item)(res.best).cost, rel_tol=1e-4), key
     f = tmp_path / "r/out/autotune" / O.int4_filename(5120, 6144, "NVIDIA_H200", 128, "awq")
     assert not any("ATOMIC_REDUCE" in v for v in json.loads(f.read_text()).values())
+    # without the cross-check: the ordered form of each atomic winner, its time unknown
+    shutil.copytree(tmp_path / "a", tmp_path / "n")
+    n = runner.tune_and_polish(
+        runner.make_items("int4", SHAPES[:1], [1, 4]), cache_path=tmp_path / "n/cache.jsonl",
+        limits=H200_LIMITS, out_dir=tmp_path / "n/out", polish_pass=False,
+        objective_factory=AtomicFactory(), params=runner.TuneParams(deterministic=True),
+        device_name="NVIDIA_H200", provenance=PROV,
+    )  # fmt: skip
+    for key, res in n.results.items():
+        won = s.results[key].best
+        assert won is not None and res.best == won.with_(ATOMIC_REDUCE=0), key
+        assert res.best_us == math.inf, key
+    side = json.loads(O.provenance_path(tmp_path / "n/out/autotune" / f.name).read_text())
+    assert all(e["us"] is None for e in side["entries"].values())
 
 
 def test_polish_times_the_atomic_forms_of_earlier_int4_winners(tmp_path: Path) -> None:
