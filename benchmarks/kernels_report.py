@@ -61,6 +61,15 @@ ROWS_OF = {4: 4, 6: 7, 9: 12, 13: 13}
 NEW_SPLITS = tuple(v for v in SPLIT_K_VALUES if v & (v - 1))
 
 
+def shipped_rows(rows: list[dict[str, Any]], call: int) -> list[dict[str, Any]]:
+    """The comparison rows of the call whose files are shipped, marked with TP and that call."""
+    for r in rows:
+        it = r["item"]
+        r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
+        r["call"] = r["rows_of"] = call
+    return rows
+
+
 def gm(xs: list[float]) -> float:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
@@ -453,20 +462,10 @@ def main() -> None:
     # From here on `fp8` is what is shipped: call 23's rows (the sections on calls 8-15 take
     # fp8_c12 / fp8_c15 and `rows`, the rows before call 21).
     fp8_c15 = fp8
-    fp8 = []
-    for r in rows16:
-        it = r["item"]
-        r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
-        r["call"] = r["rows_of"] = CALLS16[-1]
-        fp8.append(r)
+    fp8 = shipped_rows(rows16, CALLS16[-1])
     # And `int4` call 32's rows (the sections on calls 1-24 take int4_c24).
     int4_c24 = int4
-    int4 = []
-    for r in rows25:
-        it = r["item"]
-        r["tp"] = 1 if (it["n"], it["k"]) in TP1 else 2
-        r["call"] = r["rows_of"] = CALLS25[-1]
-        int4.append(r)
+    int4 = shipped_rows(rows25, CALLS25[-1])
 
     # ---- gate check of every shipped config -------------------------------------------------
     gate = gate_check(cache_all, args.configs)
