@@ -681,22 +681,16 @@ def tune_and_polish(
 def _ordered(r: ItemResult) -> ItemResult:
     """`r` with ATOMIC_REDUCE=0 in its configs (kernels_tuning/space.py); a time measured with
     the atomic sum does not describe the ordered form, so it becomes unknown."""
-    if not (r.best and r.best.ATOMIC_REDUCE) and not (
-        r.engine_best and r.engine_best.ATOMIC_REDUCE
-    ):
-        return r
 
-    def strip(c: KernelConfig | None) -> KernelConfig | None:
-        return c.with_(ATOMIC_REDUCE=0) if c is not None and c.ATOMIC_REDUCE else c
+    def strip(c: KernelConfig | None, us: float) -> tuple[KernelConfig | None, float]:
+        return (
+            (c.with_(ATOMIC_REDUCE=0), math.inf) if c is not None and c.ATOMIC_REDUCE else (c, us)
+        )
 
+    best, best_us = strip(r.best, r.best_us)
+    engine_best, engine_best_us = strip(r.engine_best, r.engine_best_us)
     return replace(
-        r,
-        best=strip(r.best),
-        best_us=math.inf if r.best and r.best.ATOMIC_REDUCE else r.best_us,
-        engine_best=strip(r.engine_best),
-        engine_best_us=(
-            math.inf if r.engine_best and r.engine_best.ATOMIC_REDUCE else r.engine_best_us
-        ),
+        r, best=best, best_us=best_us, engine_best=engine_best, engine_best_us=engine_best_us
     )
 
 

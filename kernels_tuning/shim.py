@@ -20,7 +20,13 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from kernels_tuning import output
-from kernels_tuning.space import DEFAULT_INT4, SGLANG_DEFAULT_FP8, KernelConfig, KernelKind
+from kernels_tuning.space import (
+    DEFAULT_INT4,
+    SGLANG_DEFAULT_FP8,
+    KernelConfig,
+    KernelKind,
+    foreign_flag,
+)
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 ENV_DIR = "AUTOTUNE_KERNEL_CONFIG_DIR"
@@ -106,18 +112,9 @@ def get_config(
         return SGLANG_DEFAULT_FP8 if kind == "fp8" else DEFAULT_INT4
     table = _load(str(path), check_provenance)
     cfg = KernelConfig.from_dict(output.nearest(table, m), source=str(path))
-    for flag, why in (
-        ("FOLD_SCALES", "the INT4 kernel has no per-K-tile rescale"),
-        ("TMA", "the INT4 kernels load their tiles with plain loads"),
-    ):
-        if getattr(cfg, flag) and kind != "fp8":
-            raise ConfigError(f"{flag}=1 is an FP8 option ({why})", source=str(path), field=flag)
-    if cfg.ATOMIC_REDUCE and kind != "int4":
-        raise ConfigError(
-            "ATOMIC_REDUCE=1 is an INT4 option (the FP8 kernel reduces split-K in a fixed order)",
-            source=str(path),
-            field="ATOMIC_REDUCE",
-        )
+    foreign = foreign_flag(cfg, kind)
+    if foreign is not None:
+        raise ConfigError(foreign[1], source=str(path), field=foreign[0])
     if deterministic and cfg.ATOMIC_REDUCE:
         cfg = cfg.with_(ATOMIC_REDUCE=0)
     return cfg

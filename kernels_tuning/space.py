@@ -331,6 +331,22 @@ def acc_registers(cfg: KernelConfig) -> int:
     return cfg.BLOCK_SIZE_M * cfg.BLOCK_SIZE_N // (32 * cfg.num_warps)
 
 
+# The kernel each 0/1 option belongs to, and why the other kernel cannot take it.
+FLAG_KINDS: dict[str, tuple[KernelKind, str]] = {
+    "FOLD_SCALES": ("fp8", "the INT4 kernel has no per-K-tile rescale"),
+    "TMA": ("fp8", "the INT4 kernels load their tiles with plain loads"),
+    "ATOMIC_REDUCE": ("int4", "the FP8 kernel reduces split-K in a fixed order"),
+}
+
+
+def foreign_flag(cfg: KernelConfig, kind: KernelKind) -> tuple[str, str] | None:
+    """(option, why) for the first option `cfg` sets that `kind`'s kernel does not have."""
+    for flag, (owner, why) in FLAG_KINDS.items():
+        if getattr(cfg, flag) and kind != owner:
+            return flag, f"{flag} is an {owner.upper()} option ({why})"
+    return None
+
+
 def legality(
     cfg: KernelConfig,
     kind: KernelKind,
@@ -356,24 +372,19 @@ def legality(
         return f"SPLIT_K={cfg.SPLIT_K} leaves under 2 K tiles per split"
     if kind == "int4" and cfg.BLOCK_SIZE_N % 8:
         return "BLOCK_SIZE_N must be a multiple of the int4 pack factor 8"
+    foreign = foreign_flag(cfg, kind)
+    if foreign is not None:
+        return foreign[1]
     if cfg.FOLD_SCALES:
-        if kind != "fp8":
-            return "FOLD_SCALES is an FP8 option (the INT4 kernel has no per-K-tile rescale)"
         if GROUP_N % cfg.BLOCK_SIZE_N:
             return (
                 f"FOLD_SCALES needs BLOCK_SIZE_N to divide the weight block's {GROUP_N} rows "
                 f"(one weight scale per tile), got {cfg.BLOCK_SIZE_N}"
             )
-    if cfg.TMA:
-        if kind != "fp8":
-            return "TMA is an FP8 option (the INT4 kernels load their tiles with plain loads)"
-        if limits.arch and sm_version(limits.arch) < 90:
-            return f"TMA needs Hopper or newer (sm_90+), this GPU is {limits.arch}"
-    if cfg.ATOMIC_REDUCE:
-        if kind != "int4":
-            return "ATOMIC_REDUCE is an INT4 option (the FP8 kernel reduces in a fixed order)"
-        if cfg.SPLIT_K == 1:
-            return "ATOMIC_REDUCE needs SPLIT_K > 1 (it is how the splits are summed)"
+    if cfg.TMA and limits.arch and sm_version(limits.arch) < 90:
+        return f"TMA needs Hopper or newer (sm_90+), this GPU is {limits.arch}"
+    if cfg.ATOMIC_REDUCE and cfg.SPLIT_K == 1:
+        return "ATOMIC_REDUCE needs SPLIT_K > 1 (it is how the splits are summed)"
     if cfg.SWAP_AB:
         if cfg.BLOCK_SIZE_M not in SWAP_BLOCK_M:
             return (

@@ -5,6 +5,7 @@ Skipped without CUDA."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 
@@ -93,18 +94,29 @@ def test_int4_fp16_activations() -> None:
         assert bench.check_output(W.w4a16_matmul(x, qw, qz, odd, config=cfg), ref).ok
 
 
+def _graph_of(
+    p: bench.Problem, cfg: C, n: int, after: Callable[[int], object] | None = None
+) -> torch.cuda.CUDAGraph:
+    """`n` launches of `cfg` on input set 0 captured in one CUDA graph; one eager launch first
+    compiles and sizes the split-K buffers, so the capture allocates nothing. `after(j)` is
+    captured after launch j."""
+    p.launch(cfg, 0)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.graph(graph, stream=stream):
+        for j in range(n):
+            p.launch(cfg, 0)
+            if after is not None:
+                after(j)
+    return graph
+
+
 def test_swapped_split_k_survives_back_to_back_replays() -> None:
     for kind in ("fp8", "int4"):
         p = bench.make_problem(kind, 4, 5120, 6144)  # type: ignore[arg-type]
-        cfg = C(8, 128, 128, 1, 4, 4, SPLIT_K=8, SWAP_AB=1)
-        p.launch(cfg, 0)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(100):
-                p.launch(cfg, 0)
+        graph = _graph_of(p, C(8, 128, 128, 1, 4, 4, SPLIT_K=8, SWAP_AB=1), 100)
         p.output(0).fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()
@@ -115,15 +127,7 @@ def test_split_k_survives_back_to_back_replays() -> None:
     """The in-kernel reduction uses arrival counters; 200 launches in one graph must all give
     the reference (a missing fence or a counter left non-zero shows up here)."""
     p = bench.make_problem("fp8", 16, 5120, 6144)
-    cfg = C(16, 64, 128, 1, 4, 4, SPLIT_K=8)
-    p.launch(cfg, 0)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.graph(graph, stream=stream):
-        for _ in range(200):
-            p.launch(cfg, 0)
+    graph = _graph_of(p, C(16, 64, 128, 1, 4, 4, SPLIT_K=8), 200)
     for _ in range(3):
         p.output(0).fill_(float("nan"))
         graph.replay()
@@ -144,16 +148,8 @@ def test_atomic_reduce_survives_back_to_back_replays() -> None:
         C(16, 256, 128, 1, 4, 3, SPLIT_K=12, ATOMIC_REDUCE=1),
         C(16, 256, 128, 1, 4, 3, SPLIT_K=6, SWAP_AB=1, ATOMIC_REDUCE=1),
     ):
-        p.launch(cfg, 0)
-        torch.cuda.synchronize()
         outs = torch.empty((200, *p.output(0).shape), dtype=p.output(0).dtype, device="cuda")
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.graph(graph, stream=stream):
-            for j in range(200):
-                p.launch(cfg, 0)
-                outs[j].copy_(p.output(0))
+        graph = _graph_of(p, cfg, 200, lambda j, outs=outs: outs[j].copy_(p.output(0)))
         for _ in range(2):
             outs.fill_(float("nan"))
             graph.replay()
