@@ -9,8 +9,8 @@ calls 1-4, 6, 9, 12 and 13; calls 7, 10 and 11 added nothing to it), small_m.jso
 SWAP_AB A/B), env.json (the kernel fingerprints of the call that last wrote the files), the
 progress logs and pytest-gpu.log, the experiments' folders (call8/, call9/, call11/, call12/,
 call13/: its Nsight Compute and INT4 probes and the rows it replaced; call16/: calls 16-24;
-call25/: calls 25-32, the INT4 probes and re-tunes; call38/: calls 38-42, the split-K sum in a
-thread-block cluster), checks that every config
+call25/: calls 25-32, the INT4 probes and re-tunes; call38/: calls 38-44, the split-K sum in a
+thread-block cluster and Nsight Compute of the INT4 plane kernel), checks that every config
 in the shipped files (kernels_tuning/configs/) passed the correctness gate, and computes the
 issue's goal figures.
 """
@@ -1033,7 +1033,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Forty-two device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Forty-four device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -1084,7 +1084,9 @@ def main() -> None:
         "decode sizes](#fp8-at-decode-sizes-the-split-k-synchronization-calls-33-35)); (36) the "
         "GPU tests after review fixes; (37) the GPU tests again after a test clean-up; (38-42) "
         "probes of the split-K sum inside a thread-block cluster, not shipped ([Split-K in a "
-        "thread-block cluster](#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)). "
+        "thread-block cluster](#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)); "
+        "(43-44) Nsight Compute of the INT4 plane kernel's pipes and instruction mix ([The plane "
+        "kernel's pipes](#the-plane-kernels-pipes-and-instruction-mix-nsight-compute-calls-43-44)). "
         "The tables below hold "
         f"call {CALLS16[-1]}'s rows for FP8 ({len(fp8)} items) and call {CALLS25[-1]}'s for INT4 "
         f"({len(int4)})"
@@ -1668,6 +1670,7 @@ def main() -> None:
     L.extend(atomic_section(d / "call25", int4, int4_c24))
     L.extend(fp8_decode_section(d / "call25"))
     L.extend(cluster_section(d / "call38"))
+    L.extend(pipes_section(d / "call38"))
     w("## Misses")
     w("")
     bullets = []
@@ -2930,8 +2933,13 @@ MISS_INT4_BF16 = """- **INT4 W4A16 at M <= 16 runs at {i_x}x the speed of bf16 `
   with six splits even with the atomic sum, against {fc_empty:.1f} us for an empty launch on the
   same grid and {b_a:.1f} us for bf16 cuBLAS's whole fixed cost. The splits' partials summed
   within a thread-block cluster through distributed shared memory (call 40) ran at {cl_int4}
-  the speed of the shipped configs. Plausible next steps, not measured: a per-pipe profile of
-  the K loop; a persistent schedule (on FP8 it did not help, calls 16-17). GPTQ packing still runs the main
+  the speed of the shipped configs. Its pipes (Nsight Compute, calls 43-44) are not
+  saturated either: the ALU pipe, the busiest, at about half of its active cycles and the issue
+  slots half busy on the largest shape, with 31 instructions per packed word of 8 weights, 15 of
+  them the dequantization ([The plane kernel's
+  pipes](#the-plane-kernels-pipes-and-instruction-mix-nsight-compute-calls-43-44)). Plausible
+  next steps, not measured: more independent work per warp or more warps per SM; a persistent
+  schedule (on FP8 it did not help, calls 16-17). GPTQ packing still runs the main
   kernel (the plane kernel is AWQ only). At M >= 1024 (call 32, main kernel) it runs {itf}
   TFLOP/s against bf16 cuBLAS's {ibf} (vLLM switches to dequantize + cuBLAS at >= 256
   tokens).
@@ -3601,6 +3609,92 @@ def cluster_section(d38: Path) -> list[str]:
         "Call 41's `same, cluster launch` column is discarded: that clone hashed like the shipped "
         "kernel, loaded its binary from Triton's disk cache and gave wrong output; call 42 "
         "repeated the FP8 rows with the fix."
+    )
+    L.append("")
+    return L
+
+
+PIPE_CASES = ((34816, 5120, 1), (34816, 5120, 16), (5120, 3072, 1), (5120, 3072, 16))
+OPCODES = ("LOP3", "SHF", "HADD2", "HMUL2", "PRMT", "IMAD", "HMMA", "LDS", "LDGSTS")
+
+
+def _ncu_blocks(text: str) -> list[str]:
+    return text.split("  _awq_planes_kernel (")[1:]
+
+
+def _ncu_value(block: str, name: str, after: str = "") -> float:
+    start = block.index(after) if after else 0
+    m = re.search(
+        rf"^ {{4}}{re.escape(name)} +(?:%|inst/cycle|us)? +([\d.,]+)$", block[start:], re.M
+    )
+    if m is None:
+        sys.exit(f"ncu output: no {name!r} after {after!r}")
+    return float(m.group(1).replace(",", ""))
+
+
+def pipes_section(d38: Path) -> list[str]:
+    """Calls 43-44: the INT4 plane kernel's pipe use and SASS instruction mix (Nsight Compute)."""
+    pipes = _ncu_blocks((d38 / "ncu_pipes-call43.txt").read_text())
+    ops = _ncu_blocks((d38 / "ncu_opcodes-call44.txt").read_text())
+    if len(pipes) != len(PIPE_CASES) or len(ops) != len(PIPE_CASES):
+        sys.exit(f"{d38}: expected {len(PIPE_CASES)} kernels in each Nsight Compute file")
+    active = "Pipe Utilization (% of active cycles)"
+    rate = "Pipe Utilization (% of peak instructions executed over active cycles)"
+    L = ["## The plane kernel's pipes and instruction mix (Nsight Compute, calls 43-44)", ""]
+    L.append(
+        "`data/call38/ncu_pipes_probe.py`: one launch each of the INT4 plane kernel with the shipped "
+        "configs (split-K with ATOMIC_REDUCE) on the largest and the smallest shape at M = 1 and "
+        "16, under Nsight Compute without locked clocks: call 43 the pipe utilization "
+        "(`ComputeWorkloadAnalysis`), call 44 the executed SASS instructions per opcode "
+        "(`sass__inst_executed_per_opcode`). Pipes: % of the pipe's active cycles (ALU: integer "
+        "and logic; FMA: float, including the bf16x2 HADD2/HMUL2; Tensor: HMMA) and, for the FMA "
+        "pipe's fp16 part and the load/store unit, % of peak instructions. Instructions: executed "
+        "per thread and packed int32 word (8 weights; warp instructions x 32 / (N x K / 8))."
+    )
+    L.append("")
+    head = ["", *[f"{n}x{k} M={m}" for n, k, m in PIPE_CASES]]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("| " + " | ".join("---" for _ in head) + " |")
+    rows: dict[str, list[str]] = defaultdict(list)
+    per_word: list[dict[str, float]] = []
+    for (n, k, _m), pb, ob in zip(PIPE_CASES, pipes, ops, strict=True):
+        gx, gy = re.match(r"(\d+), (\d+), 1\)", pb).groups()  # type: ignore[union-attr]
+        rows["grid (programs)"].append(f"{gx}x{gy} ({int(gx) * int(gy)})")
+        rows["duration, us"].append(f"{_ncu_value(ob, 'gpu__time_duration.sum'):.1f}")
+        rows["issue slots busy, %"].append(f"{_ncu_value(pb, 'Issue Slots Busy'):.0f}")
+        for name in ("ALU", "FMA", "Tensor (FP)"):
+            rows[f"{name}, % of active cycles"].append(f"{_ncu_value(pb, name, active):.0f}")
+        for name in ("FMA (FP16)", "LSU"):
+            rows[f"{name}, % of peak instructions"].append(f"{_ncu_value(pb, name, rate):.0f}")
+        mix = dict(
+            (op, float(v.replace(",", "")))
+            for op, v in re.findall(r"\b([A-Z][A-Z0-9]*):\s+([\d,]+)", ob)
+        )
+        words = n * k / 8
+        pw = {op: c * 32 / words for op, c in mix.items()}
+        per_word.append(pw)
+        rows["instructions per word, all"].append(f"{sum(pw.values()):.1f}")
+        for op in OPCODES:
+            rows[f"  {op}"].append(f"{pw.get(op, 0.0):.2f}")
+        rows["  other"].append(f"{sum(v for o, v in pw.items() if o not in OPCODES):.1f}")
+    for name, vals in rows.items():
+        L.append(f"| {name} | " + " | ".join(vals) + " |")
+    L.append("")
+    big = per_word[0]
+    deq = sum(big[o] for o in ("LOP3", "SHF", "HADD2", "HMUL2"))
+    L.append(
+        f"On 34816x5120 the kernel executes {sum(big.values()):.1f} instructions per thread and "
+        f"packed word. The dequantization the asm asks for is 15 (per word 4 lop3, 3 shifts, 4 "
+        f"bf16x2 subtractions, 4 multiplications; executed: {deq:.1f}); the MMAs "
+        f"{big['HMMA']:.1f}. Around them: {big['PRMT']:.1f} PRMT, one per bf16 pair (presumably "
+        "the operand relayout: the lop3 pairs run along N, the MMA's B operand pairs along K; "
+        f"not read from the SASS), {big['IMAD']:.1f} IMAD and "
+        f"{big['LDS'] + big['LDGSTS']:.1f} loads. No pipe is saturated: the ALU pipe is the "
+        "busiest, at about half of its active cycles, and the issue slots are busy about half "
+        "the time on the large shape and a quarter on the small one. With three 4-warp programs "
+        "per SM on the large shape (registers, call 13) the warps' dependency chains are what is exposed (call 14's stall "
+        "reasons), so cutting instructions alone does not pay (calls 11 and 15 cut 13% and 21% "
+        "and did not get faster); more independent work per warp, or more warps, is the lever."
     )
     L.append("")
     return L
