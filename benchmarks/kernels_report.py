@@ -9,8 +9,9 @@ calls 1-4, 6, 9, 12 and 13; calls 7, 10 and 11 added nothing to it), small_m.jso
 SWAP_AB A/B), env.json (the kernel fingerprints of the call that last wrote the files), the
 progress logs and pytest-gpu.log, the experiments' folders (call8/, call9/, call11/, call12/,
 call13/: its Nsight Compute and INT4 probes and the rows it replaced; call16/: calls 16-24;
-call25/: calls 25-32, the INT4 probes and re-tunes; call38/: calls 38-44, the split-K sum in a
-thread-block cluster and Nsight Compute of the INT4 plane kernel), checks that every config
+call25/: calls 25-32, the INT4 probes and re-tunes; call38/: calls 38-45, the split-K sum in a
+thread-block cluster, Nsight Compute of the INT4 plane kernel, FP8 with deeper pipelines),
+checks that every config
 in the shipped files (kernels_tuning/configs/) passed the correctness gate, and computes the
 issue's goal figures.
 """
@@ -1033,7 +1034,7 @@ def main() -> None:
     w(
         f"Machine: {prov['gpu_name']} ({prov['sm_count']} SMs, {prov['l2_bytes'] // 2**20} MiB L2), "
         f"driver {prov['driver']}, CUDA {prov['cuda']}, torch {prov['torch']}, Triton "
-        f"{prov['triton']}. Forty-four device calls: (1) a full run (precompile, search of all 400 "
+        f"{prov['triton']}. Forty-five device calls: (1) a full run (precompile, search of all 400 "
         "items, comparison, budgeted vs exhaustive); (2) a re-tune of the 120 items with "
         "M <= 16 after a timing fix; (3) a cross-check of every item against its neighbours' "
         "winners (`runner.polish`) and a new comparison table; (4) after SWAP_AB joined the "
@@ -1086,7 +1087,9 @@ def main() -> None:
         "probes of the split-K sum inside a thread-block cluster, not shipped ([Split-K in a "
         "thread-block cluster](#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)); "
         "(43-44) Nsight Compute of the INT4 plane kernel's pipes and instruction mix ([The plane "
-        "kernel's pipes](#the-plane-kernels-pipes-and-instruction-mix-nsight-compute-calls-43-44)). "
+        "kernel's pipes](#the-plane-kernels-pipes-and-instruction-mix-nsight-compute-calls-43-44)); "
+        "(45) an FP8 probe with 6-20 pipeline stages, not shipped ([Deeper software pipelines]"
+        "(#deeper-software-pipelines-at-decode-sizes-call-45-not-shipped)). "
         "The tables below hold "
         f"call {CALLS16[-1]}'s rows for FP8 ({len(fp8)} items) and call {CALLS25[-1]}'s for INT4 "
         f"({len(int4)})"
@@ -1670,6 +1673,7 @@ def main() -> None:
     L.extend(atomic_section(d / "call25", int4, int4_c24))
     L.extend(fp8_decode_section(d / "call25"))
     L.extend(cluster_section(d / "call38"))
+    L.extend(deep_stages_section(d / "call38"))
     L.extend(pipes_section(d / "call38"))
     w("## Misses")
     w("")
@@ -3500,8 +3504,9 @@ def fp8_decode_section(d25: Path) -> list[str]:
         "reduction relies on; the correct ones were not faster. None is shipped. The splits of a "
         "tile as one thread-block cluster, summing through distributed shared memory (no trip "
         "through L2 and no counter), were not faster either ([Split-K in a thread-block cluster]"
-        "(#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)). Plausible next step, not "
-        "measured: fewer splits with more programs per SM."
+        "(#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)), nor were fewer splits "
+        "with deeper pipelines ([Deeper software pipelines]"
+        "(#deeper-software-pipelines-at-decode-sizes-call-45-not-shipped))."
     )
     L.append("")
     return L
@@ -3695,6 +3700,69 @@ def pipes_section(d38: Path) -> list[str]:
         "per SM on the large shape (registers, call 13) the warps' dependency chains are what is exposed (call 14's stall "
         "reasons), so cutting instructions alone does not pay (calls 11 and 15 cut 13% and 21% "
         "and did not get faster); more independent work per warp, or more warps, is the lever."
+    )
+    L.append("")
+    return L
+
+
+def deep_stages_section(d38: Path) -> list[str]:
+    """Call 45: FP8 decode tiles with 6-20 pipeline stages (cuBLAS's way: no split, deep queue)."""
+    rows = load_jsonl(d38 / "deep_stages_probe-call45.jsonl")
+    for r in rows:
+        bad = [v for v in r["gates"].values() if v != "ok"]
+        if bad or not all(r["gate_after_timing"].values()):
+            sys.exit(f"{d38}: {r['n']}x{r['k']} M={r['m']}: a failed gate in call 45")
+    L = ["## Deeper software pipelines at decode sizes (call 45, not shipped)", ""]
+    L.append(
+        "cuBLAS per-tensor FP8 runs the small shapes without a split: 80 programs of 12 warps "
+        "with 164 KB of shared memory each (call 13), a deep queue of tiles in flight per SM. Our "
+        "space stops at 5 stages (SGLang's grid). `data/call38/deep_stages_probe.py` timed the "
+        "own-file decode tile 16/64/128 w4 SWAP_AB TMA with 6, 8, 10, 12, 16 and 20 stages "
+        "(10 KB each) and SPLIT_K 1-4, and 16/128/128 w8 with 6-10 stages and SPLIT_K 1-3 "
+        "(num_stages is a compile option: no kernel change), on all ten shapes at M = 1 and 16; "
+        f"every config gated ({sum(len(r['gates']) for r in rows)} passed), the fastest re-timed "
+        "side by side with the shipped config and cuBLAS (median of 5 rounds, gated again on "
+        "the timed replays' output). Microseconds:"
+    )
+    L.append("")
+    L.append("| N x K | M | shipped | config | deepest-pipeline winner | config | cuBLAS |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        sc, b = r["shipped_cfg"], r["best"]
+        L.append(
+            f"| {r['n']}x{r['k']} | {r['m']} | {r['shipped']:.2f} | sk{sc.get('SPLIT_K', 1)} "
+            f"s{sc['num_stages']} | {r['deep']:.2f} | BN{b['BLOCK_SIZE_N']} w{b['num_warps']} "
+            f"sk{b.get('SPLIT_K', 1)} s{b['num_stages']} | {r['cublas']:.2f} |"
+        )
+    L.append("")
+    ratio = [r["shipped"] / r["deep"] for r in rows]
+    small = next(r for r in rows if (r["n"], r["k"], r["m"]) == (5120, 3072, 1))
+
+    def first(r: dict[str, Any], sk: int, st: int) -> float:
+        return float(
+            next(
+                v
+                for key, v in r["first"].items()
+                if json.loads(key).get("SPLIT_K", 1) == sk
+                and json.loads(key)["num_stages"] == st
+                and json.loads(key)["BLOCK_SIZE_N"] == 64
+            )
+        )
+
+    L.append(
+        f"Shipped time / the deep winner's: {short_spread(ratio)}; every winner uses "
+        f"{' or '.join(str(x) for x in sorted({r['best']['num_stages'] for r in rows}))} stages, "
+        "(6: the fewest tried). More stages made the kernel slower, with or without a split: at "
+        f"5120x3072, M = 1, without a split {first(small, 1, 6):.1f} us at 6 stages, "
+        f"{first(small, 1, 12):.1f} at 12 and {first(small, 1, 20):.1f} at 20 (first timings), "
+        f"against cuBLAS's {small['cublas']:.2f}. So Triton's software pipeline, in which every "
+        "warp both loads and computes, does not turn a deeper queue into bandwidth here as "
+        "cuBLAS's separate producer and consumer warps appear to (an interpretation, not "
+        "profiled). Triton 3.6's automatic warp "
+        "specialization (`tl.range(..., warp_specialize=True)`) left this loop unchanged when "
+        "compiled for sm_90 on the CPU (`data/call38/ws_compile_check.py`: no "
+        "`ttg.warp_specialize` in its TTGIR; the option's docstring names Blackwell only). "
+        "Not shipped."
     )
     L.append("")
     return L
