@@ -764,7 +764,12 @@ def main() -> None:
     ]
     fc33 = json.loads((d / "call25" / "fp8_fixed_cost_probe-call33.json").read_text())
     cl = cluster_stats(d / "call38")
+    deep = [
+        r["shipped"] / r["deep"]
+        for r in load_jsonl(d / "call38" / "deep_stages_probe-call45.jsonl")
+    ]
     stats = {
+        "deep_fp8": f"{gm(deep):.2f}x ({min(deep):.2f}-{max(deep):.2f}x; 10 shapes, M = 1, 16)",
         "cl_fp8": f"{cl['fp8']['gm']:.2f}x (min {cl['fp8']['lo']:.2f}x, max {cl['fp8']['hi']:.2f}x)",
         "cl_int4": f"{cl['int4']['gm']:.2f}x ({cl['int4']['lo']:.2f}-{cl['int4']['hi']:.2f}x)",
         "fc_nosplit": rng([r["ours"] / r["cublas"] for r in fc33 if r["split_k"] == 1]),
@@ -2863,7 +2868,9 @@ MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tens
   inside a thread-block cluster through distributed shared memory instead (calls 38-42) ran at
   {cl_fp8} the speed of the shipped configs on the six shapes furthest from cuBLAS (M = 1, 16;
   [Split-K in
-  a thread-block cluster](#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)).
+  a thread-block cluster](#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)), and
+  6-20 pipeline stages with fewer splits (call 45) at {deep_fp8} ([Deeper software
+  pipelines](#deeper-software-pipelines-at-decode-sizes-call-45-not-shipped)).
   FOLD_SCALES shortens that rescale but gains little here ({n_fold_tiny}/{n_tiny} own-file
   winners at M <= 16 use it; own-file time of calls 3/4 / call 12 at M 1-64: {fold_small}), as
   does SPLIT_K {new_splits} (call 13; {f13_split}/{n_tiny} winners at M <= 16 use one of them;
@@ -3751,7 +3758,7 @@ def deep_stages_section(d38: Path) -> list[str]:
 
     L.append(
         f"Shipped time / the deep winner's: {short_spread(ratio)}; every winner uses "
-        f"{' or '.join(str(x) for x in sorted({r['best']['num_stages'] for r in rows}))} stages, "
+        f"{' or '.join(str(x) for x in sorted({r['best']['num_stages'] for r in rows}))} stages "
         "(6: the fewest tried). More stages made the kernel slower, with or without a split: at "
         f"5120x3072, M = 1, without a split {first(small, 1, 6):.1f} us at 6 stages, "
         f"{first(small, 1, 12):.1f} at 12 and {first(small, 1, 20):.1f} at 20 (first timings), "
