@@ -763,15 +763,12 @@ def main() -> None:
         if r["k"] == 3072
     ]
     fc33 = json.loads((d / "call25" / "fp8_fixed_cost_probe-call33.json").read_text())
-    cl = cluster_stats(d / "call38")
-    deep = [
-        r["shipped"] / r["deep"]
-        for r in load_jsonl(d / "call38" / "deep_stages_probe-call45.jsonl")
-    ]
+    cl = _cluster_rows(d / "call38")
+    deep = load_jsonl(d / "call38" / "deep_stages_probe-call45.jsonl")
     stats = {
-        "deep_fp8": f"{gm(deep):.2f}x ({min(deep):.2f}-{max(deep):.2f}x; 10 shapes, M = 1, 16)",
-        "cl_fp8": f"{cl['fp8']['gm']:.2f}x (min {cl['fp8']['lo']:.2f}x, max {cl['fp8']['hi']:.2f}x)",
-        "cl_int4": f"{cl['int4']['gm']:.2f}x ({cl['int4']['lo']:.2f}-{cl['int4']['hi']:.2f}x)",
+        "deep_fp8": short_spread([r["shipped"] / r["deep"] for r in deep]),
+        "cl_fp8": short_spread([r["shipped"] / r["cluster"] for r in cl["fp8"]]),
+        "cl_int4": short_spread([r["shipped"] / r["cluster"] for r in cl["int4"]]),
         "fc_nosplit": rng([r["ours"] / r["cublas"] for r in fc33 if r["split_k"] == 1]),
         "ep_ordered": rng([r["ordered"] for r in ep35]),
         "ep_nosync": rng([r["no_sync"] for r in ep35]),
@@ -2869,7 +2866,7 @@ MISS_FP8_SMALL = """- **FP8 at M <= 16 is {own_cub}x the time of cuBLAS per-tens
   {cl_fp8} the speed of the shipped configs on the six shapes furthest from cuBLAS (M = 1, 16;
   [Split-K in
   a thread-block cluster](#split-k-in-a-thread-block-cluster-calls-38-42-not-shipped)), and
-  6-20 pipeline stages with fewer splits (call 45) at {deep_fp8} ([Deeper software
+  6-20 pipeline stages with fewer splits (call 45; 10 shapes, M = 1, 16) at {deep_fp8} ([Deeper software
   pipelines](#deeper-software-pipelines-at-decode-sizes-call-45-not-shipped)).
   FOLD_SCALES shortens that rescale but gains little here ({n_fold_tiny}/{n_tiny} own-file
   winners at M <= 16 use it; own-file time of calls 3/4 / call 12 at M 1-64: {fold_small}), as
@@ -3526,16 +3523,8 @@ def _cluster_rows(d38: Path) -> dict[str, list[dict[str, Any]]]:
     for r in fp8 + int4:
         if not all(r["gate_after_timing"].values()) or any(v != "ok" for v in r["gates"].values()):
             sys.exit(f"{d38}: {r['kind']} {r['n']}x{r['k']} M={r['m']} has a failed gate")
+        r["best"] = json.loads(r["best"].replace("'", '"'))  # the probe wrote str(dict)
     return {"fp8": fp8, "int4": int4}
-
-
-def cluster_stats(d38: Path) -> dict[str, dict[str, float]]:
-    """Shipped time / cluster time per kind: geomean, min, max."""
-    out = {}
-    for kind, rows in _cluster_rows(d38).items():
-        xs = [r["shipped"] / r["cluster"] for r in rows]
-        out[kind] = {"gm": gm(xs), "lo": min(xs), "hi": max(xs)}
-    return out
 
 
 def cluster_section(d38: Path) -> list[str]:
@@ -3570,7 +3559,7 @@ def cluster_section(d38: Path) -> list[str]:
     L.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for kind in ("fp8", "int4"):
         for r in rows[kind]:
-            best = json.loads(r["best"].replace("'", '"'))
+            best = r["best"]
             lo = r.get("cluster_launch_only")
             L.append(
                 f"| {kind.upper()} | {r['n']}x{r['k']} | {r['m']} | {r['shipped']:.2f} | "
@@ -3580,9 +3569,6 @@ def cluster_section(d38: Path) -> list[str]:
             )
     L.append("")
     fp8, int4 = rows["fp8"], rows["int4"]
-
-    def spread(xs: list[float]) -> str:
-        return f"{gm(xs):.2f}x ({min(xs):.2f}-{max(xs):.2f})"
 
     def by_split(rs: list[dict[str, Any]]) -> str:
         per: dict[int, list[float]] = defaultdict(list)
@@ -3594,19 +3580,19 @@ def cluster_section(d38: Path) -> list[str]:
 
     L.append(
         "Baseline: cuBLAS per-tensor FP8 for FP8, bf16 `torch.matmul` for INT4. Shipped time / "
-        f"cluster time: FP8 {spread([r['shipped'] / r['cluster'] for r in fp8])}, INT4 "
-        f"{spread([r['shipped'] / r['cluster'] for r in int4])}; on the same config the ordered "
-        f"sum's time / the cluster sum's: FP8 {spread([r['same_ordered'] / r['cluster'] for r in fp8])}"
+        f"cluster time: FP8 {short_spread([r['shipped'] / r['cluster'] for r in fp8])}, INT4 "
+        f"{short_spread([r['shipped'] / r['cluster'] for r in int4])}; on the same config the ordered "
+        f"sum's time / the cluster sum's: FP8 {short_spread([r['same_ordered'] / r['cluster'] for r in fp8])}"
         ", INT4 "
-        f"{spread([r['same_ordered'] / r['cluster'] for r in int4])}. The cluster launch alone "
+        f"{short_spread([r['same_ordered'] / r['cluster'] for r in int4])}. The cluster launch alone "
         "costs nothing on average at these sizes (FP8, ordered sum, plain launch / cluster "
         "launch: "
-        f"{spread([r['same_ordered'] / r['cluster_launch_only'] for r in fp8])}), but larger "
+        f"{short_spread([r['same_ordered'] / r['cluster_launch_only'] for r in fp8])}), but larger "
         "clusters run much slower: first timing / the item's fastest cluster config, geomean "
         f"by SPLIT_K: FP8 {by_split(fp8)}; INT4 {by_split(int4)}. The INT4 slots are 16 KB per "
         "split (a 16 x 256 fp32 tile) on top of the plane kernel's 42 KB (sm_90 compile), so "
         "fewer programs fit on an SM (from that arithmetic; not profiled). The cluster winners use SPLIT_K "
-        f"{'/'.join(sorted({str(json.loads(r['best'].replace(chr(39), chr(34)))['SPLIT_K']) for r in fp8}))}"
+        f"{'/'.join(sorted({str(r['best']['SPLIT_K']) for r in fp8}))}"
         " on FP8. So a sum through distributed shared memory does not remove the cost the "
         "`no_sync` variant of calls 34-35 left out; that points at the wait for the last split "
         "and the serial sum after it rather than at the trip through L2 (not measured further). "

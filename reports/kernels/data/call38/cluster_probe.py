@@ -50,10 +50,6 @@ MODE: dict[str, object] = {"v": "ordered"}
 SPLITS = (2, 3, 4, 6, 8)
 
 
-def _asm(src, cons, args, dtype, pure=False):
-    return tl.inline_asm_elementwise(src, cons, args, dtype=dtype, is_pure=pure, pack=1)
-
-
 @triton.jit
 def _arrive_relaxed(x):
     return tl.inline_asm_elementwise("barrier.cluster.arrive.relaxed;\nmov.u32 $0, 0;", "=r,r",
