@@ -3,7 +3,7 @@
     with ServiceClient("http://127.0.0.1:8321") as c:    # token: $AUTOTUNE_TOKEN, or the file
         name = c.submit_sweep(Path("spec.yaml").read_text())["name"]
         for event, data in c.events(name):
-            ...
+            print(event, data)
 
 HTTP errors become RemoteError (an AutotuneError) carrying the service's message, with the
 exit code the local command would have had (bad input 2, no such sweep 6).
