@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kernels_tuning.runner import ItemResult, WorkItem
@@ -32,27 +32,54 @@ from kernels_tuning.space import (
 )
 
 
-def compare_item(res: ItemResult, *, rounds: int = 2) -> dict[str, Any]:
+def compare_item(
+    res: ItemResult,
+    *,
+    rounds: int = 2,
+    extra: Mapping[str, KernelConfig | None] | None = None,
+    engine: Any = None,
+    engine_arch: str = "",
+) -> dict[str, Any]:
     """Time the item's tuned config(s), the defaults and the baselines side by side: every
     candidate once per round, rounds interleaved, the fastest round's median kept (noise only
-    ever slows a measurement down). Our kernels pass the correctness gate first."""
+    ever slows a measurement down). Our kernels pass the correctness gate first.
+
+    An item tuned on an engine release's own kernel (`engine`: its loaded EngineKernel) times
+    its winner and the release's default on that kernel, plus `extra` configs on it (e.g. the
+    entry an earlier file holds for this M)."""
     import torch
 
     from kernels_tuning import bench
 
     it = res.item
-    p = bench.make_problem(it.kind, it.m, it.n, it.k, packing=it.packing, baselines=True)
+    p = bench.make_problem(
+        it.kind,
+        it.m,
+        it.n,
+        it.k,
+        packing=it.packing,
+        baselines=True,
+        engine=engine,
+        engine_arch=engine_arch,
+    )
     cands: dict[str, Callable[[int], Any]] = {}
     errors: dict[str, str] = {}
     rel_err: dict[str, float] = {}
 
+    same_as: dict[str, str] = {}  # a name whose config another name already times
+    cfg_of: dict[KernelConfig, str] = {}
+
     def ours(name: str, cfg: KernelConfig | None) -> None:
         if cfg is None:
             return
+        if cfg in cfg_of:  # one config, one timing: e.g. a tuned entry that is the default
+            same_as[name] = cfg_of[cfg]
+            return
+        cfg_of[cfg] = name
         try:
             out = p.output(0)
             out.fill_(float("nan"))
-            p.launch(cfg, 0)
+            p.launch(cfg, 0, poison=True)
             chk = bench.check_output(p.output(0), p.ref)
         except Exception as exc:  # e.g. a workspace too large for this M
             errors[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -77,7 +104,9 @@ def compare_item(res: ItemResult, *, rounds: int = 2) -> dict[str, Any]:
         ours("tuned", res.engine_best)
         if res.best is not None and res.best != res.engine_best:
             ours("tuned_splitk", res.best)
-        ours("default", SGLANG_DEFAULT_FP8)
+        ours("default", engine.facts_default() if engine is not None else SGLANG_DEFAULT_FP8)
+        for name, cfg in (extra or {}).items():
+            ours(name, cfg)
         base(
             "cublas_fp8_per_tensor",
             lambda i: torch._scaled_mm(
@@ -103,13 +132,19 @@ def compare_item(res: ItemResult, *, rounds: int = 2) -> dict[str, Any]:
         )
         base("bf16_matmul", lambda i: torch.matmul(s[i]["x"], s[i]["w_bf16_t"].t()))
     times: dict[str, float | None] = {name: None for name in [*cands, *errors]}
+    names = list(cands)
     for rnd in range(rounds):
-        for name, fn in cands.items():
+        # each round starts one later: no candidate always runs first (clock ramp-up)
+        shift = rnd % max(1, len(names))
+        for name in names[shift:] + names[:shift]:
+            fn = cands[name]
             prev = times[name]
             if rnd > 0 and prev is not None and prev > 1000.0:
                 continue  # long kernels vary little; a second round would cost seconds
             us = bench.time_graph(fn, p.n_sets)[0]
             times[name] = us if prev is None else min(prev, us)
+    for name, other in same_as.items():
+        times[name] = times.get(other)
     return {
         "item": it.to_dict(),
         "times_us": times,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -87,6 +87,77 @@ def precompile(
             ex.submit(_compile_chunk, kind, [c.as_dict() for c in ch], dtype_name, packing, n, k)
             for ch in chunks
         ]
+        for fut in as_completed(futs):
+            for key, err, secs in fut.result():
+                rep.cpu_s += secs
+                if err is None:
+                    rep.compiled += 1
+                else:
+                    rep.failed[key] = err
+    rep.wall_s = time.perf_counter() - t0
+    return rep
+
+
+def _compile_engine_chunk(
+    tag: str, arch: str, cfgs: list[dict[str, int]], m: int, n: int, k: int
+) -> list[tuple[str, str | None, float]]:
+    import torch
+
+    from kernels_tuning.engine_kernel import honoured_config, load_engine_kernel
+    from kernels_tuning.engine_space import EngineTarget
+    from kernels_tuning.kernels import fp8_block
+
+    target = EngineTarget.parse(tag)
+    engine = load_engine_kernel(target.engine, target.version)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    w = torch.randn((n, k), device="cuda", generator=gen) * 0.02
+    b, bs = fp8_block.block_quant_fp8(w)
+    a, a_s = fp8_block.per_token_group_quant_fp8(torch.randn((m, k), device="cuda", generator=gen))
+    out: list[tuple[str, str | None, float]] = []
+    for d in cfgs:
+        cfg = KernelConfig.from_dict(d)
+        t = time.perf_counter()
+        try:
+            engine.run(a, b, a_s, bs, honoured_config(d, engine.facts, arch))
+            torch.cuda.synchronize()
+            out.append((cfg.key(), None, time.perf_counter() - t))
+        except Exception as exc:  # reported, not fatal: the search records it as failed
+            out.append(
+                (cfg.key(), f"{type(exc).__name__}: {str(exc)[:200]}", time.perf_counter() - t)
+            )
+    return out
+
+
+def precompile_engine(
+    tag: str,
+    by_shape: Mapping[tuple[int, int, int], Sequence[KernelConfig]],
+    *,
+    arch: str,
+    workers: int | None = None,
+) -> PrecompileReport:
+    """Compile an engine release's kernel (`tag`, e.g. "sglang==0.5.23") for `by_shape`
+    (engine_space.engine_compile_set: configs per representative (M, N, K) of a Triton
+    specialization) into Triton's cache, one launch per config and shape in `workers` spawned
+    processes."""
+    from kernels_tuning.engine_kernel import load_engine_kernel
+    from kernels_tuning.engine_space import EngineTarget
+
+    t0 = time.perf_counter()
+    rep = PrecompileReport(tag)
+    target = EngineTarget.parse(tag)
+    load_engine_kernel(target.engine, target.version)  # writes the module before workers read it
+    jobs = [(mnk, [c.as_dict() for c in cs]) for mnk, cs in by_shape.items() if cs]
+    if not jobs:
+        return rep
+    workers = workers or max(1, (os.cpu_count() or 2) - 1)
+    total = sum(len(cs) for _, cs in jobs)
+    per_chunk = max(1, total // (workers * 4))
+    chunks = [
+        (mnk, cs[i : i + per_chunk]) for mnk, cs in jobs for i in range(0, len(cs), per_chunk)
+    ]
+    ctx = mp.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
+        futs = [ex.submit(_compile_engine_chunk, tag, arch, cs, *mnk) for mnk, cs in chunks]
         for fut in as_completed(futs):
             for key, err, secs in fut.result():
                 rep.cpu_s += secs

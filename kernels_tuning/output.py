@@ -24,7 +24,6 @@ Writing merges with an existing file: keys this run did not tune are kept.
 
 from __future__ import annotations
 
-import ast
 import datetime as _dt
 import hashlib
 import json
@@ -37,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autotune.engines.kernel_source import code_fingerprint
 from autotune.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -119,42 +119,8 @@ def kernel_source_sha256(kind: str) -> str:
         raise ConfigError(f"unknown kernel kind {kind!r}; valid: {sorted(files)}", field="kind")
     h = hashlib.sha256()
     for f in files[kind]:
-        h.update(_code_fingerprint((here / f).read_text()).encode())
+        h.update(code_fingerprint((here / f).read_text()).encode())
     return h.hexdigest()
-
-
-def _code_fingerprint(source: str) -> str:
-    """A serialization of the syntax tree without docstrings that does not depend on the Python
-    version (ast.dump does: 3.12 added FunctionDef.type_params)."""
-
-    def ser(node: object) -> str:
-        if isinstance(node, ast.AST):
-            fields = [f for f in node._fields if f not in _VERSION_FIELDS]
-            body = getattr(node, "body", None)
-            parts = []
-            for f in fields:
-                v = getattr(node, f, None)
-                if f == "body" and isinstance(body, list) and _is_docstring(body):
-                    v = body[1:]
-                parts.append(f"{f}={ser(v)}")
-            return f"{type(node).__name__}({','.join(parts)})"
-        if isinstance(node, list):
-            return "[" + ",".join(ser(x) for x in node) + "]"
-        return repr(node)
-
-    return ser(ast.parse(source))
-
-
-_VERSION_FIELDS = {"type_params", "type_comment", "kind", "ctx"}
-
-
-def _is_docstring(body: list[ast.stmt]) -> bool:
-    first = body[0] if body else None
-    return (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    )
 
 
 @dataclass
@@ -169,6 +135,13 @@ class Provenance:
     triton: str | None = None
     kernel: str = ""  # fp8 | int4
     kernel_sha256: str = ""
+    # Files tuned on an engine's own kernel (`kernels tune --engine`): which release's kernel,
+    # its fingerprint (autotune.engines.kernel_facts) and the GPU architecture, e.g. sm_90
+    # (the keys an engine honours can depend on it).
+    engine: str | None = None
+    engine_version: str | None = None
+    engine_kernel_fingerprint: str | None = None
+    arch: str | None = None
     date: str = ""
     tool: str = "autotune kernels tune"
     timing: str = (
@@ -203,6 +176,7 @@ def current_provenance(kind: str, device: int = 0) -> Provenance:
         triton=str(triton.__version__),
         kernel=kind,
         kernel_sha256=kernel_source_sha256(kind),
+        arch=f"sm_{p.major}{p.minor}",
         date=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
 

@@ -52,14 +52,20 @@ class WorkItem:
     m: int
     label: str = ""
     packing: str = "awq"  # int4 only
+    # "sglang==0.5.23": timed on that release's own kernel (kernels_tuning.engine_kernel),
+    # searched in its space (kernels_tuning.engine_space); "": our own kernels.
+    engine: str = ""
 
     def key(self) -> str:
         extra = f",packing={self.packing}" if self.kind == "int4" else ""
+        if self.engine:
+            extra += f",engine={self.engine}"
         return f"{self.kind}:N={self.n},K={self.k},M={self.m}{extra}"
 
     @property
     def shape_key(self) -> tuple[str, int, int, str]:
-        return (self.kind, self.n, self.k, self.packing if self.kind == "int4" else "")
+        tag = self.packing if self.kind == "int4" else ""
+        return (self.kind, self.n, self.k, f"{tag}{self.engine}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,6 +75,7 @@ class WorkItem:
             "m": self.m,
             "label": self.label,
             "packing": self.packing,
+            **({"engine": self.engine} if self.engine else {}),
         }
 
     @classmethod
@@ -80,15 +87,20 @@ class WorkItem:
             int(d["m"]),
             str(d.get("label", "")),
             str(d.get("packing", "awq")),
+            str(d.get("engine", "")),
         )
 
 
 def make_items(
-    kind: KernelKind, shapes: Iterable[Any], batch_sizes: Iterable[int], packing: str = "awq"
+    kind: KernelKind,
+    shapes: Iterable[Any],
+    batch_sizes: Iterable[int],
+    packing: str = "awq",
+    engine: str = "",
 ) -> list[WorkItem]:
     """Shape-major, M ascending (neighbouring M seeds the next)."""
     ms = sorted(set(batch_sizes))
-    return [WorkItem(kind, s.n, s.k, m, s.label, packing) for s in shapes for m in ms]
+    return [WorkItem(kind, s.n, s.k, m, s.label, packing, engine) for s in shapes for m in ms]
 
 
 @dataclass
@@ -248,10 +260,29 @@ class TuneParams:
     tma: bool = True  # TMA in FP8's own-file refinement (kernels_tuning/space.py)
     deterministic: bool = False  # leave out ATOMIC_REDUCE (INT4: run-to-run identical output)
     seed: int = 0
+    # An engine release's own kernel at M up to this is searched exhaustively under the
+    # budgeted strategy: its space mixes plain, split and swapped tiles (not a product of axes,
+    # where TPE proposes mostly outside it), evaluations there take milliseconds, and decode
+    # sizes are where its default is furthest from the best (kernels_tuning/engine_space.py).
+    engine_exhaustive_max_m: int = 128
 
 
-def default_config(kind: KernelKind) -> KernelConfig:
+def default_config(kind: KernelKind, engine: str = "") -> KernelConfig:
+    """The config the kernel runs without a file (an engine release's own default)."""
+    if engine:
+        from kernels_tuning.engine_space import EngineTarget
+
+        return EngineTarget.parse(engine).default_config()
     return SGLANG_DEFAULT_FP8 if kind == "fp8" else DEFAULT_INT4
+
+
+def item_legality(item: WorkItem, cfg: KernelConfig, limits: DeviceLimits) -> str | None:
+    """Why `cfg` cannot run for `item` on its kernel (ours or the engine release's)."""
+    if item.engine:
+        from kernels_tuning.engine_space import EngineTarget
+
+        return EngineTarget.parse(item.engine).legality(cfg, limits, item.n, item.k)
+    return legality(cfg, item.kind, 128, limits, item.n, item.k)
 
 
 def choose_seeds(
@@ -267,7 +298,7 @@ def choose_seeds(
         for r in done.values()
         if r.item.kind == item.kind and r.item.m == item.m and r.item.shape_key != item.shape_key
     ][:other_shapes]
-    out: list[KernelConfig] = [default_config(item.kind)]
+    out: list[KernelConfig] = [default_config(item.kind, item.engine)]
     for r in [*below, *above, *others]:
         for c in (r.engine_best, r.best):
             if c is not None and c not in out:
@@ -288,23 +319,30 @@ def tune_item(
     """Search one (shape, M)."""
     t0 = time.perf_counter()
     split = item.kind == "int4"
-    space = build_space(
-        item.kind,
-        item.m,
-        item.n,
-        item.k,
-        limits,
-        split_k=split,
-        swap_ab=split and params.swap_ab,
-        atomic=split and not params.deterministic,
-    )
-    d = default_config(item.kind)
-    if d not in space and legality(d, item.kind, 128, limits, item.n, item.k) is None:
+    if item.engine:
+        from kernels_tuning.engine_space import EngineTarget
+
+        space = EngineTarget.parse(item.engine).space(item.m, item.n, item.k, limits)
+    else:
+        space = build_space(
+            item.kind,
+            item.m,
+            item.n,
+            item.k,
+            limits,
+            split_k=split,
+            swap_ab=split and params.swap_ab,
+            atomic=split and not params.deterministic,
+        )
+    d = default_config(item.kind, item.engine)
+    if d not in space and item_legality(item, d, limits) is None:
         space.append(d)  # the engine default is always a candidate, even where "wasteful"
     if not space:
         raise ConfigError(f"{item.key()}: no legal config on {limits.name or 'this GPU'}")
     memo = Memo(objective, known=known, on_eval=on_eval)
-    if params.strategy == "exhaustive":
+    if params.strategy == "exhaustive" or (
+        item.engine and params.strategy == "budgeted" and item.m <= params.engine_exhaustive_max_m
+    ):
         res = exhaustive.search(space, memo)
     elif params.strategy == "budgeted":
         budget = budgeted.default_budget(
@@ -329,7 +367,7 @@ def tune_item(
     engine_best, engine_cost = res.best, res.best_cost
     best, cost = engine_best, engine_cost
     phases = dict(res.phases)
-    if item.kind == "fp8" and params.split_k_fp8 and engine_best is not None:
+    if item.kind == "fp8" and not item.engine and params.split_k_fp8 and engine_best is not None:
         sk_space = build_space(
             "fp8",
             item.m,
@@ -623,6 +661,7 @@ def tune_and_polish(
     provenance: Mapping[str, Any] | None = None,
     deadline_s: float | None = None,
     log: Log | None = None,
+    search_share: float = 1.0,
 ) -> TuneSummary:
     """What `autotune kernels tune` runs: the search (`tune`), then the cross-check (`polish`,
     two timings per config), then the files from every finished item.
@@ -630,8 +669,8 @@ def tune_and_polish(
     `retune` first appends a retune record for `items` (they are searched again although the
     cache has them: after a kernel or space change), and the cross-check then also times each
     item's winners from before (`ResultCache.superseded`), so a re-tune whose search missed an
-    earlier winner keeps the faster of the two. The cross-check gets what is left of
-    `deadline_s`."""
+    earlier winner keeps the faster of the two. The search stops handing out items after
+    `search_share` of `deadline_s`; the cross-check gets what is left."""
     t0 = time.monotonic()
     cache = ResultCache(cache_path)
     if retune:
@@ -645,7 +684,7 @@ def tune_and_polish(
         executor=executor,
         num_workers=num_workers,
         out_dir=None,
-        deadline_s=deadline_s,
+        deadline_s=None if deadline_s is None else deadline_s * search_share,
         log=log,
     )
     if polish_pass:
@@ -676,6 +715,44 @@ def tune_and_polish(
         dev = device_name or current_device_name()
         summary.files = write_outputs(summary.results.values(), Path(out_dir), dev, provenance)
     return summary
+
+
+# An entry on an engine release's kernel must beat the release's default by 3% in the
+# cross-check's best-of-two timings, or the file holds the default itself: on an H200 one config
+# timed twice in one run differed by up to 5% on kernels of a millisecond or more (the GPU's
+# clocks under sustained load), where tuned configs gain a few percent at most; at decode sizes
+# the gains are 1.2-4x, far above the margin.
+ENGINE_MARGIN = 0.97
+
+
+def reconfirm_engine_defaults(cache_path: Path, margin: float = ENGINE_MARGIN) -> list[str]:
+    """Apply the default rule (ENGINE_MARGIN) again to the finished engine items of a cache,
+    from the cross-check timings it recorded (no new timing): where the winner's best polish
+    time is not below `margin` x the default's, an updated item record ships the default.
+    Returns the keys changed."""
+    cache = ResultCache(cache_path)
+    _, done = cache.load()
+    polish: dict[str, dict[KernelConfig, float]] = {}
+    for _, r in cache._records():
+        if r.get("t") == "eval" and r.get("phase") == "polish" and r.get("ok"):
+            cfg = KernelConfig.from_dict(r["cfg"])
+            best = polish.setdefault(r["item"], {})
+            best[cfg] = min(best.get(cfg, math.inf), _inf(r.get("us")))
+    changed = []
+    for key, res in done.items():
+        if not res.item.engine or res.engine_best is None:
+            continue
+        default = default_config(res.item.kind, res.item.engine)
+        times = polish.get(key, {})
+        win, dflt = times.get(res.engine_best), times.get(default)
+        if res.engine_best == default or win is None or dflt is None or win < margin * dflt:
+            continue
+        updated = replace(
+            res, best=default, best_us=dflt, engine_best=default, engine_best_us=dflt
+        )
+        cache.append(updated.to_record(), sync=True)
+        changed.append(key)
+    return changed
 
 
 def _ordered(r: ItemResult) -> ItemResult:
@@ -750,6 +827,9 @@ def polish(
         cands: list[KernelConfig | None] = []
         for r in [res, *rs[max(0, i - 1) : i], *rs[i + 1 : i + 2]]:
             cands += [r.engine_best, r.best]
+        default = default_config(item.kind, item.engine)
+        if item.engine:  # confirmed side by side against the release's own default
+            cands.append(default)
         for before in (prior or {}).get(item.key(), ()):
             olds = [c for c in (before.engine_best, before.best) if c is not None]
             cands += olds
@@ -761,11 +841,7 @@ def polish(
         if deterministic:  # atomic winners take part in their ordered form
             cands = [c.with_(ATOMIC_REDUCE=0) if c is not None else c for c in cands]
         for c in cands:
-            if (
-                c is not None
-                and c not in pool
-                and legality(c, item.kind, 128, limits, item.n, item.k) is None
-            ):
+            if c is not None and c not in pool and item_legality(item, c, limits) is None:
                 pool.append(c)
         # (one candidate is enough when it is the ordered form of an atomic winner: it has no
         # time of its own yet)
@@ -784,9 +860,15 @@ def polish(
                     meas = objective(c)
                     record(Trial(c, float(meas.cost), "polish", meas))
                     costs[c] = min(costs[c], float(meas.cost))
-        eng = [c for c in pool if c.engine_ok] if item.kind == "fp8" else pool
+        # (an engine release's own kernel: everything in its pool is engine-ok by construction)
+        eng = [c for c in pool if c.engine_ok] if item.kind == "fp8" and not item.engine else pool
         new_eng = min(eng, key=lambda c: costs[c]) if eng else res.engine_best
         new_best = min(pool, key=lambda c: costs[c])
+        if item.engine and default in costs and new_best != default:
+            # An entry not clearly faster than the default (ENGINE_MARGIN) ships the default
+            # itself: never slower than no file.
+            if not costs[new_best] < ENGINE_MARGIN * costs[default]:
+                new_best = new_eng = default
         phases = dict(res.phases)
         phases["polish"] = len(pool)
         updated = ItemResult(
@@ -821,10 +903,16 @@ def write_outputs(
     from kernels_tuning import output as O
 
     groups: dict[tuple[str, int, int, str], list[ItemResult]] = {}
+    engine_groups: dict[tuple[str, int, int], list[ItemResult]] = {}
     for r in results:
-        if r.best is not None:
+        if r.best is not None and r.item.engine:
+            engine_groups.setdefault((r.item.engine, r.item.n, r.item.k), []).append(r)
+        elif r.best is not None:
             groups.setdefault(r.item.shape_key, []).append(r)
-    written: list[Path] = []
+    written: list[Path] = [
+        write_engine_file(rs, out_dir, device_name, provenance)
+        for _key, rs in sorted(engine_groups.items())
+    ]
     for (kind, n, k, packing), rs in sorted(groups.items()):
         rs.sort(key=lambda r: r.item.m)
         base = dict(provenance) if provenance is not None else O.current_provenance(kind).to_json()
@@ -878,14 +966,88 @@ def write_outputs(
     return written
 
 
+def write_engine_file(
+    rs: list[ItemResult],
+    out_dir: Path,
+    device_name: str,
+    provenance: Mapping[str, Any] | None = None,
+) -> Path:
+    """One shape's results on an engine release's own kernel: the file that release reads, named
+    and keyed as it reads it (only the keys it honours on this architecture), under
+    OUT/ENGINE/VERSION/, with a sidecar naming the release and its kernel fingerprint."""
+    from kernels_tuning import output as O
+    from kernels_tuning.engine_kernel import honoured_config
+    from kernels_tuning.engine_space import EngineTarget
+
+    rs = sorted(rs, key=lambda r: r.item.m)
+    target = EngineTarget.parse(rs[0].item.engine)
+    facts = target.facts()
+    base = dict(provenance) if provenance is not None else O.current_provenance("fp8").to_json()
+    arch = str(base.get("arch") or "")
+    base.update(
+        kernel="fp8",
+        kernel_sha256="",
+        engine=facts.engine,
+        engine_version=facts.version,
+        engine_kernel_fingerprint=facts.kernel_fingerprint,
+    )
+    prov = O.Provenance.from_json(base)
+    prov.entries = {
+        str(r.item.m): {
+            "us": _num(r.engine_best_us),
+            "evaluations": r.evaluations,
+            "space": r.space_size,
+            "default_us": r.default_us,
+        }
+        for r in rs
+    }
+    table = {
+        r.item.m: honoured_config(r.engine_best.as_dict(), facts, arch)
+        for r in rs
+        if r.engine_best is not None
+    }
+    path = out_dir / facts.engine / facts.version
+    path = path / facts.file_name_for(rs[0].item.n, rs[0].item.k, device_name)
+    O.merge_write(path, table)
+    O.write_provenance(path, prov)
+    return path
+
+
 class GpuObjectiveFactory:
-    """Builds the GPU benchmark for an item (kernels_tuning.bench)."""
+    """Builds the GPU benchmark for an item (kernels_tuning.bench), on our kernel or on an
+    engine release's own (loaded once per process)."""
 
     def __init__(self, *, reject_ratio: float = 1.5) -> None:
         self.reject_ratio = reject_ratio
+        self._engines: dict[str, Any] = {}
 
     def __call__(self, item: WorkItem) -> Objective:
         from kernels_tuning import bench
 
-        problem = bench.make_problem(item.kind, item.m, item.n, item.k, packing=item.packing)
-        return bench.Evaluator(problem, reject_ratio=self.reject_ratio)
+        engine = None
+        arch = ""
+        if item.engine:
+            from kernels_tuning.engine_kernel import load_engine_kernel
+            from kernels_tuning.engine_space import EngineTarget
+            from kernels_tuning.space import DeviceLimits
+
+            if item.engine not in self._engines:
+                t = EngineTarget.parse(item.engine)
+                self._engines[item.engine] = load_engine_kernel(t.engine, t.version)
+            engine = self._engines[item.engine]
+            arch = DeviceLimits.from_torch().arch
+        problem = bench.make_problem(
+            item.kind,
+            item.m,
+            item.n,
+            item.k,
+            packing=item.packing,
+            engine=engine,
+            engine_arch=arch,
+        )
+        # No early rejection on an engine's launcher: its eager estimate is mostly the Python
+        # launcher's own CPU time (torch allocations, asserts, the config lookup), up to 250 us
+        # on an H200 host against a 70 us kernel, so it rejected fast configs with inflated
+        # figures (engine-kernel call 2); SGLang replays these GEMMs in CUDA graphs, as timed.
+        ratio = None if item.engine else self.reject_ratio
+        return bench.Evaluator(problem, reject_ratio=ratio)

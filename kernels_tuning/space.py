@@ -179,7 +179,9 @@ class KernelConfig:
         vals: dict[str, int] = {}
         for key, v in d.items():
             if key in FLAGS:
-                if not isinstance(v, int) or isinstance(v, bool) or v not in (0, 1):
+                if isinstance(v, bool):  # SGLang's own files write "SWAP_AB": true
+                    v = int(v)
+                if not isinstance(v, int) or v not in (0, 1):
                     raise ConfigError(f"expected 0 or 1, got {v!r}", source=source, field=key)
                 vals[key] = v
                 continue

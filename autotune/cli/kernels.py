@@ -2,13 +2,13 @@
 
 autotune kernels shapes  --model qwen3.8-27b-fp8 --tp 1 --tp 2
 autotune kernels tune    --model qwen3.8-27b-fp8 --tp 1 --out tuned/    (needs a GPU)
+autotune kernels tune    --model qwen3.8-27b-fp8 --engine sglang --engine-version 0.5.23
 autotune kernels install --engine sglang [--from DIR] [--dry-run]
 autotune kernels show    PATH [--m 16]
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +26,6 @@ kernels_app = typer.Typer(
 )
 
 KIND_HELP = "fp8 (W8A8 block [128,128]) or int4 (W4A16, group 128); default: from the card."
-# Where each engine reads dense block-FP8 configs, relative to its package folder.
-ENGINE_CONFIG_DIRS = {
-    "sglang": Path("srt/layers/quantization/configs"),
-    "vllm": Path("model_executor/layers/quantization/utils/configs"),
-}
 
 
 def _kind(card: Any, kind: str | None) -> KernelKind:
@@ -104,6 +99,15 @@ def tune_cmd(
     max_evals: int = typer.Option(40, "--max-evals", min=1, help="Budget cap per (shape, M)."),
     budget_fraction: float = typer.Option(0.1, "--budget-fraction", help="Budget: space share."),
     packing: str = typer.Option("awq", "--packing", help="INT4 packing: awq or gptq."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="Tune the engine's own FP8 kernel of --engine-version (sglang or vllm) and write "
+        "the file that release reads (OUT/ENGINE/VERSION/); default: autotune's own kernels.",
+    ),
+    engine_version: str | None = typer.Option(
+        None, "--engine-version", help="The engine release whose kernel is tuned (with --engine)."
+    ),
     out: Path = typer.Option(Path("tuned-kernels"), "--out", help="Output folder for the files."),
     cache: Path | None = typer.Option(
         None, "--cache", help="Result cache JSONL (default: OUT/cache.jsonl; resumes)."
@@ -153,18 +157,35 @@ def tune_cmd(
 
         card = load_card(model)
     k = _kind(card, kind)
+    target = _engine_target(engine, engine_version, k)
     ms = parse_batch_sizes(batch_sizes) if batch_sizes else default_batch_sizes()
     shapes = []
     if card is not None:
         for t in tp:
             shapes += gemm_shapes(card, t, k)
     shapes += explicit_shapes([parse_nk(s) for s in nk or []], k)
-    items = runner.make_items(k, shapes, ms, packing)
+    items = runner.make_items(k, shapes, ms, packing, target.tag if target else "")
     # de-duplicate shapes shared by several TP sizes
     items = list({i.key(): i for i in items}.values())
 
     limits = _cuda_limits()
-    if precompile:
+    if target is not None:
+        _engine_note(target, limits.arch, json_out)
+    if precompile and target is not None:
+        from kernels_tuning.compile import precompile_engine
+        from kernels_tuning.engine_space import engine_compile_set
+
+        splits, swap = target.options(limits.arch)
+        by_shape = engine_compile_set(
+            ms, sorted({(i.n, i.k) for i in items}), limits, split_k_values=splits, swap_ab=swap
+        )
+        rep = precompile_engine(target.tag, by_shape, arch=limits.arch)
+        if not json_out:
+            typer.echo(
+                f"precompiled {rep.compiled} binaries of {target.tag}'s kernel in "
+                f"{rep.wall_s:.0f}s{f', {len(rep.failed)} failed' if rep.failed else ''}"
+            )
+    elif precompile:
         from kernels_tuning.compile import precompile as run_precompile
         from kernels_tuning.space import compile_set
 
@@ -209,6 +230,46 @@ def tune_cmd(
         )
 
 
+def _engine_target(engine: str | None, version: str | None, kind: str) -> Any:
+    """The engine release whose own kernel is tuned (None: our kernels); its facts must be
+    catalogued (autotune.engines.kernel_facts)."""
+    if engine is None:
+        if version is not None:
+            raise ConfigError("--engine-version needs --engine", field="--engine-version")
+        return None
+    if engine not in ("sglang", "vllm"):
+        raise ConfigError(f"expected sglang or vllm, got {engine!r}", field="--engine")
+    if version is None:
+        raise ConfigError(
+            "--engine needs --engine-version: the kernel differs between releases",
+            field="--engine-version",
+        )
+    if kind != "fp8":
+        raise ConfigError(
+            "--engine tunes the engines' block-FP8 kernel; no engine reads an INT4 W4A16 "
+            "Triton config file (INT4 files: omit --engine)",
+            field="--kind",
+        )
+    from kernels_tuning.engine_space import EngineTarget
+
+    target = EngineTarget(engine, version)
+    target.facts()  # unknown releases fail here, naming the known ones
+    return target
+
+
+def _engine_note(target: Any, arch: str, quiet: bool) -> None:
+    """Say which keys the release honours elsewhere but not on this GPU (left out of its files)."""
+    facts = target.facts()
+    skipped = sorted(key for key in facts.arch_keys if key not in facts.honoured_keys(arch))
+    if skipped and not quiet:
+        where = ", ".join(sorted({a for key in skipped for a in facts.arch_keys[key]}))
+        typer.echo(
+            f"note: {target.tag} honours {', '.join(skipped)} only on {where}; this GPU is "
+            f"{arch}, so they are neither searched nor written",
+            err=True,
+        )
+
+
 def _cuda_limits() -> Any:
     try:
         import torch
@@ -227,75 +288,86 @@ def _cuda_limits() -> Any:
 
 
 def engine_config_dir(engine: str) -> Path | None:
-    """The engine's config folder in the installed package, found without importing it."""
-    import importlib.util
+    """The folder the installed release's own lookup reads (None: not installed here); the
+    release's catalogued facts give it, the engine is not imported."""
+    from kernels_tuning.install import destination, find_engine, release_facts
 
-    if engine not in ENGINE_CONFIG_DIRS:
-        raise ConfigError(
-            f"expected one of {sorted(ENGINE_CONFIG_DIRS)}, got {engine!r}", field="--engine"
-        )
-    try:
-        spec = importlib.util.find_spec(engine)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
+    found = find_engine(engine)
+    if found.site is None or found.version is None:
         return None
-    pkg = Path(next(iter(spec.submodule_search_locations)))
-    return pkg / ENGINE_CONFIG_DIRS[engine]
+    facts = release_facts(found, have_target=False)
+    return destination(facts, found, None)[0]
 
 
 @kernels_app.command("install")
 def install_cmd(
     engine: str = typer.Option(..., "--engine", help="sglang or vllm."),
     source: Path | None = typer.Option(
-        None, "--from", help="Folder with sglang/ and vllm/ (default: the shipped configs)."
+        None,
+        "--from",
+        help="A `kernels tune --out` folder (DIR/ENGINE/[VERSION/]...; default: the shipped "
+        "configs). Only files tuned on the installed release's kernel are installed.",
     ),
     target: Path | None = typer.Option(
-        None, "--target", help="Engine config folder (default: found in the installed engine)."
+        None,
+        "--target",
+        help="The release's config folder elsewhere (must end in its catalogued path, e.g. "
+        "sglang/kernels/ops/gemm/configs); default: in the installed engine.",
+    ),
+    site_packages: Path | None = typer.Option(
+        None, "--site-packages", help="Folder holding the engine package and its .dist-info."
+    ),
+    engine_python: str | None = typer.Option(
+        None, "--engine-python", help="Interpreter of the engine's environment."
+    ),
+    engine_version: str | None = typer.Option(
+        None, "--engine-version", help="Release (overrides the installed metadata)."
     ),
     device_name: str | None = typer.Option(
         None, "--device-name", help="Only files for this device, e.g. NVIDIA_H200."
     ),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be copied."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Show what would be copied."),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Copy the FP8 config files (and sidecars) into an SGLang or vLLM installation."""
+    """Copy tuned FP8 files where the installed SGLang or vLLM release reads them, then run
+    that release's own config lookup to show it finds each one."""
+    from kernels_tuning.install import install
     from kernels_tuning.shim import CONFIG_DIR
 
-    src_root = source or CONFIG_DIR
-    src = src_root / engine
-    dest = target or engine_config_dir(engine)
-    if not src.is_dir():
-        raise ConfigError(f"no {engine}/ folder with config files", source=str(src_root))
-    files = sorted(
-        p
-        for p in src.glob("*.json")
-        if device_name is None or f"device_name={device_name}," in p.name
+    res = install(
+        engine,
+        source=source or CONFIG_DIR,
+        target=target,
+        site_packages=site_packages,
+        engine_python=engine_python,
+        engine_version=engine_version,
+        device_name=device_name,
+        dry_run=dry_run,
     )
-    if not files:
-        raise ConfigError(
-            f"no files{f' for {device_name}' if device_name else ''}", source=str(src)
-        )
-    where = (
-        str(dest)
-        if dest is not None
-        else (f"<{engine} package>/{ENGINE_CONFIG_DIRS[engine]} ({engine} is not installed here)")
-    )
-    copied = []
-    if dest is not None and not dry_run:
-        dest.mkdir(parents=True, exist_ok=True)
-        for f in files:
-            shutil.copy2(f, dest / f.name)
-            copied.append(f.name)
     if json_out:
-        emit_json(
-            {"engine": engine, "target": where, "files": [f.name for f in files], "copied": copied}
-        )
+        emit_json(res.to_json())
         return
-    verb = "copied" if copied else "would copy"
-    typer.echo(f"{verb} {len(files)} files to {where}")
-    for f in files:
-        typer.echo(f"  {f.name}")
+    f, found = res.facts, res.found
+    typer.echo(
+        f"{f.engine} {f.version} ({found.version_source})"
+        + (f", site-packages {found.site}" if found.site else "")
+    )
+    typer.echo(f"reads {res.dest}\n  because {res.reads}")
+    verb = "would copy" if res.dry_run else "copied"
+    typer.echo(f"{verb} {len(res.files)} files (with their provenance sidecars):")
+    for t in res.files:
+        typer.echo(f"  {t.name}  (tuned on {f.engine} {t.tuned_on}, {t.arch or 'any arch'})")
+    p = res.proof
+    found_n = sum(x.found for x in p.files)
+    typer.echo(
+        f"proof ({p.method}): {found_n}/{len(p.files)} found by {f.lookup_function}; {p.note}"
+    )
+    for x in p.files:
+        typer.echo(
+            f"  {'found' if x.found else 'MISSING'}  {x.name}"
+            + (f"  {len(x.m_keys)} entries" if x.m_keys else "")
+            + (f"  ({x.detail})" if x.detail else "")
+        )
 
 
 @kernels_app.command("show")

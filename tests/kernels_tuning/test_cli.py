@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from autotune.cli import app
 from autotune.cli.kernels import engine_config_dir
+from autotune.errors import ConfigError
 
 runner = CliRunner()
 
@@ -31,34 +32,88 @@ def test_shapes_json() -> None:
     assert len(data["batch_sizes"]) == 20
 
 
+def _vllm_tuned(root: Path) -> Path:
+    """A file tuned on vLLM 0.32.0's kernel, as `kernels tune --engine vllm` writes it."""
+    from autotune.engines.kernel_facts import facts_for
+    from kernels_tuning import output
+
+    facts = facts_for("vllm", "0.32.0")
+    path = root / "vllm" / "0.32.0" / facts.file_name_for(5120, 6144, "NVIDIA_H200")
+    cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1}
+    output.atomic_write_json(path, {"1": {**cfg, "num_warps": 4, "num_stages": 4}})
+    prov = output.Provenance(
+        gpu_name="NVIDIA H200",
+        engine="vllm",
+        engine_version="0.32.0",
+        engine_kernel_fingerprint=facts.kernel_fingerprint,
+        arch="sm_90",
+    )
+    output.write_provenance(path, prov)
+    return path
+
+
 def test_install_copies_into_a_target(tmp_path: Path) -> None:
+    """--target names the release's config folder elsewhere (here: no vLLM installed), so the
+    proof reproduces the lookup's path from the catalog."""
+    _vllm_tuned(tmp_path / "tuned")
+    target = tmp_path / "img" / "vllm/model_executor/layers/quantization/utils/configs"
+    args = ["kernels", "install", "--engine", "vllm", "--from", str(tmp_path / "tuned")]
+    args += ["--engine-version", "0.32.0", "--target", str(target), "--device-name", "NVIDIA_H200"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["proof"]["ok"] and data["proof"]["method"] == "catalog"
+    names = sorted(p.name for p in target.iterdir())
+    assert names == [
+        "N=5120,K=6144,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
+        "N=5120,K=6144,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128]"
+        ".provenance.json",
+    ]
+
+
+def test_install_refuses_a_folder_the_release_does_not_read(tmp_path: Path) -> None:
+    _vllm_tuned(tmp_path / "tuned")
     res = runner.invoke(
         app,
-        [
-            "kernels",
-            "install",
-            "--engine",
-            "vllm",
-            "--target",
-            str(tmp_path),
-            "--device-name",
-            "NVIDIA_H200",
-        ],
+        ["kernels", "install", "--engine", "vllm", "--from", str(tmp_path / "tuned")]
+        + ["--engine-version", "0.32.0", "--target", str(tmp_path / "configs")],
     )
-    assert res.exit_code == 0, res.output
-    names = sorted(p.name for p in tmp_path.iterdir())
-    assert (
-        "N=5120,K=6144,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json" in names
-    )
-    assert all("[128, 128]" not in n for n in names)
+    assert isinstance(res.exception, ConfigError), res.output
+    assert "would never read" in str(res.exception)
+    assert not (tmp_path / "configs").exists()
 
 
-def test_install_without_the_engine_prints_where(tmp_path: Path) -> None:
+def test_install_without_the_engine_says_how_to_point_at_it() -> None:
     if engine_config_dir("sglang") is not None:
         pytest.skip("sglang is installed here")
     res = runner.invoke(app, ["kernels", "install", "--engine", "sglang", "--dry-run"])
+    assert isinstance(res.exception, ConfigError), res.output
+    assert "not installed" in str(res.exception) and "--site-packages" in str(res.exception)
+
+
+def test_install_shipped_files_of_the_release_kernel(tmp_path: Path) -> None:
+    """0.5.23's shipped set installs (its sm_90 keys included); 0.5.20 runs another kernel,
+    for which nothing is shipped: refused with the command that tunes it, nothing written."""
+    target = tmp_path / "sglang/kernels/ops/gemm/configs"
+    res = runner.invoke(
+        app,
+        ["kernels", "install", "--engine", "sglang", "--engine-version", "0.5.23", "--json"]
+        + ["--target", str(target)],
+    )
     assert res.exit_code == 0, res.output
-    assert "srt/layers/quantization/configs" in res.output and "would copy" in res.output
+    names = {p.name for p in target.glob("*.json")}
+    assert "N=5120,K=6144,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json" in (
+        names
+    )
+    old = tmp_path / "sglang/kernels/ops/quantization/configs"
+    res = runner.invoke(
+        app,
+        ["kernels", "install", "--engine", "sglang", "--engine-version", "0.5.20"]
+        + ["--target", str(old)],
+    )
+    assert isinstance(res.exception, ConfigError), res.output
+    assert "autotune kernels tune --engine sglang --engine-version 0.5.20" in str(res.exception)
+    assert not old.exists()
 
 
 def test_install_rejects_unknown_engine() -> None:
@@ -70,7 +125,7 @@ def test_show_picks_nearest(tmp_path: Path) -> None:
     from kernels_tuning.output import sglang_filename
     from kernels_tuning.shim import CONFIG_DIR
 
-    f = CONFIG_DIR / "sglang" / sglang_filename(5120, 6144, "NVIDIA_H200")
+    f = CONFIG_DIR / "sglang" / "0.5.17" / sglang_filename(5120, 6144, "NVIDIA_H200")
     res = runner.invoke(app, ["kernels", "show", str(f), "--m", "20", "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)

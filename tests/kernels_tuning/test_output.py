@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from autotune.engines.kernel_source import code_fingerprint
 from autotune.errors import ConfigError
 from kernels_tuning import output as O
 
@@ -98,7 +99,7 @@ def test_kernel_fingerprint_ignores_formatting() -> None:
     src = 'def f(a, b):\n    """Doc."""\n    return a + b  # sum\n'
     reformatted = "def f(\n    a,\n    b,\n):\n    # comment\n\n    return (a + b)\n"
     changed = "def f(a, b):\n    return a - b\n"
-    fp = O._code_fingerprint
+    fp = code_fingerprint
     assert fp(src) == fp(reformatted)
     assert fp(src) != fp(changed)
     assert len(O.kernel_source_sha256("fp8")) == 64

@@ -19,10 +19,14 @@ def _write(d: Path, rel: str, table: dict[int, dict[str, int]]) -> Path:
 
 
 def test_shipped_h200_files_load_with_nearest_m() -> None:
-    table = json.loads(
-        (shim.CONFIG_DIR / "sglang" / O.sglang_filename(5120, 6144, "NVIDIA_H200")).read_text()
-    )
-    assert len(table) == 20
+    # the engine files, one set per release whose kernel they were tuned on
+    for version in ("0.5.17", "0.5.23"):
+        table = json.loads(
+            (
+                shim.CONFIG_DIR / "sglang" / version / O.sglang_filename(5120, 6144, "NVIDIA_H200")
+            ).read_text()
+        )
+        assert len(table) == 20
     cfg = shim.get_config(
         "int4", 34816, 5120, 7, device_name="NVIDIA_H200", check_provenance=False
     )
@@ -141,9 +145,20 @@ def test_atomic_reduce_loads_for_int4_with_a_deterministic_fallback(tmp_path: Pa
 def test_shipped_sidecars_match_the_kernel_source() -> None:
     """A kernel change without re-tuning would leave the shipped files describing another
     kernel: re-run `autotune kernels tune` on the GPU (or revert the kernel)."""
-    sides = sorted(shim.CONFIG_DIR.glob("*/*" + O.PROVENANCE_SUFFIX))
-    assert len(sides) == 40
+    sides = sorted(shim.CONFIG_DIR.glob("autotune/*" + O.PROVENANCE_SUFFIX))
+    assert len(sides) == 20
     for side in sides:
         prov = json.loads(side.read_text())
         assert prov["kernel_sha256"] == O.kernel_source_sha256(prov["kernel"]), side.name
         assert prov["gpu_name"] == "NVIDIA H200"
+    # engine files: tuned on the kernel of the release they are filed under, as catalogued
+    from autotune.engines.kernel_facts import facts_for
+
+    engine_sides = sorted(shim.CONFIG_DIR.glob("sglang/*/*" + O.PROVENANCE_SUFFIX))
+    assert len(engine_sides) == 20
+    for side in engine_sides:
+        prov = json.loads(side.read_text())
+        facts = facts_for("sglang", side.parent.name)
+        assert prov["engine_version"] == side.parent.name, side
+        assert prov["engine_kernel_fingerprint"] == facts.kernel_fingerprint, side
+        assert prov["arch"] == "sm_90" and prov["gpu_name"] == "NVIDIA H200"
