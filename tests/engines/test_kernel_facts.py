@@ -10,8 +10,6 @@ reached.
 from __future__ import annotations
 
 import os
-import subprocess
-from functools import cache
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from autotune.engines.kernel_facts import (
     releases_with_fingerprint,
 )
 from autotune.errors import ConfigError
+from tests.wheels import engine_wheel_or_skip
 
 from .regen_kernel_facts import (
     SGLANG_RELEASES,
@@ -32,8 +31,6 @@ from .regen_kernel_facts import (
     Sources,
     facts_from_sources,
     facts_from_wheel,
-    wheel_cache,
-    wheel_for,
 )
 
 HOPPER = ("SPLIT_K", "SWAP_AB")
@@ -297,24 +294,8 @@ def test_generator_fails_when_the_launcher_moved() -> None:
 # the catalog against the wheels
 
 
-def pypi_reachable() -> bool:
-    import httpx
-
-    try:
-        httpx.head("https://pypi.org/simple/sglang/", timeout=10.0, follow_redirects=True)
-    except httpx.HTTPError:
-        return False
-    return True
-
-
-@cache
 def wheel(engine: str, version: str) -> Path:
-    try:
-        return wheel_for(engine, version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable():
-            pytest.skip(f"PyPI is unreachable, cannot download {engine}=={version}: {exc}")
-        raise
+    return engine_wheel_or_skip(engine, version)
 
 
 ALL = [("sglang", v) for v in SGLANG_RELEASES] + [("vllm", v) for v in VLLM_RELEASES]

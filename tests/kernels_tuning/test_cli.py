@@ -163,3 +163,26 @@ def test_show_names_every_own_file_option(tmp_path: Path) -> None:
     assert lines["M=1"].endswith("SPLIT_K=6 ATOMIC_REDUCE"), lines
     assert lines["M=2"].endswith("SPLIT_K=6"), lines
     assert lines["M=3"].endswith("FOLD_SCALES TMA"), lines
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--engine-version", "0.5.99"], "0.5.99"),  # not catalogued: the known ones are named
+        ([], "--engine needs --engine-version"),
+        (["--engine-version", "0.5.23", "--kind", "int4"], "no engine reads an INT4"),
+    ],
+)
+def test_tune_on_the_engine_kernel_refuses_bad_input_before_any_gpu_work(
+    args: list[str], needle: str, tmp_path: Path
+) -> None:
+    res = runner.invoke(
+        app,
+        ["kernels", "tune", "--nk", "5120,6144", "--engine", "sglang", *args]
+        + ["--out", str(tmp_path / "out")],
+    )
+    assert isinstance(res.exception, ConfigError), res.output
+    assert needle in str(res.exception)
+    if "0.5.99" in needle:
+        assert "0.5.23" in str(res.exception)  # the known releases
+    assert not (tmp_path / "out").exists()

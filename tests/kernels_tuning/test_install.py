@@ -13,11 +13,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import zipfile
 from collections.abc import Callable, Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ from autotune.engines.kernel_facts import KernelFacts, facts_for
 from autotune.errors import ConfigError
 from kernels_tuning import install as inst
 from kernels_tuning import output
-from tests.engines.regen_kernel_facts import wheel_cache, wheel_for
+from tests.wheels import engine_wheel_or_skip
 
 runner = CliRunner()
 RELEASES = [("sglang", "0.5.15"), ("sglang", "0.5.17"), ("sglang", "0.5.23"), ("vllm", "0.32.0")]
@@ -45,24 +43,8 @@ ENTRY = {
 TABLE = {"1": ENTRY, "64": {**ENTRY, "BLOCK_SIZE_M": 64, "num_stages": 3}}
 
 
-def pypi_reachable() -> bool:
-    import httpx
-
-    try:
-        httpx.head("https://pypi.org/simple/sglang/", timeout=10.0, follow_redirects=True)
-    except httpx.HTTPError:
-        return False
-    return True
-
-
-@cache
 def wheel(engine: str, version: str) -> Path:
-    try:
-        return wheel_for(engine, version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable():
-            pytest.skip(f"PyPI is unreachable, cannot download {engine}=={version}: {exc}")
-        raise
+    return engine_wheel_or_skip(engine, version)
 
 
 @pytest.fixture(scope="session")

