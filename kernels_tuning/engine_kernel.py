@@ -34,7 +34,7 @@ import os
 import symtable
 import sys
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -513,8 +513,6 @@ def honoured_config(cfg: Mapping[str, Any], facts: KernelFacts, arch: str) -> di
         out[key] = int(value)
     return out
 
-
-Feeder = Callable[..., dict[int, Any] | None]
 
 
 def main(argv: list[str] | None = None) -> None:
