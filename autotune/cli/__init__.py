@@ -35,9 +35,34 @@ COMMAND_MODULES = (
 )
 
 
+def package_version() -> str:
+    """The installed distribution's version, else the source tree's `autotune.__version__`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("autotune")
+    except PackageNotFoundError:
+        from autotune import __version__
+
+        return __version__
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"autotune {package_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the autotune version and exit.",
+    ),
     server: str | None = typer.Option(
         None,
         "--server",

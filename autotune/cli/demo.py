@@ -36,7 +36,7 @@ simulate:
   seed: 0
   max_startup_s: 0.5
 space:
-  file: builtin              # search_spaces/sglang.yaml, narrowed for a short demo
+  file: builtin              # autotune/data/search_spaces/sglang.yaml, narrowed for a short demo
   overrides:
     mem_fraction_static: {low: 0.84, high: 0.94, step: 0.02}
     chunked_prefill_size: {choices: [2048, 4096, 8192]}

@@ -29,6 +29,9 @@ def serve(
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ) -> None:
     """Serve the jobs API over HTTP (bearer token in STATE/token; OpenAPI at /openapi.json)."""
+    from autotune.extras import SERVICE_HTTP, require
+
+    require("service", "autotune serve", SERVICE_HTTP)
     import uvicorn
 
     from autotune.service.app import create_app
@@ -67,6 +70,9 @@ def mcp(
 ) -> None:
     """Serve the MCP tools (plan, inspect_checkpoint, start_sweep, sweep_status, stop_sweep,
     get_report, tune_kernels, ...) over stdio, for agents."""
+    from autotune.extras import SERVICE_MCP, require
+
+    require("service", "autotune mcp", SERVICE_MCP)
     from autotune.service.core import Service
     from autotune.service.mcp_server import run_stdio
 

@@ -15,23 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.errors import ConfigError
-
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
-MIN_VERSION, MAX_VERSION = (0, 5, 9), (0, 5, 23)
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    try:
-        parts = tuple(int(p) for p in version.strip().split("."))
-    except ValueError:
-        parts = ()
-    if len(parts) != 3 or not MIN_VERSION <= parts <= MAX_VERSION:
-        raise ConfigError(
-            f"unsupported SGLang version {version!r}; supported: 0.5.9 to 0.5.23",
-            field="--engine-version",
-        )
-    return (parts[0], parts[1], parts[2])
+    """The SGLang release `version` names, as (0, 5, N): the flag catalog's parser
+    (autotune.engines.sglang.flags.parse_version), so `plan` accepts what the flags accept
+    (`0.5.15.post1` included).
+
+    Raises:
+        ConfigError: outside 0.5.9 .. 0.5.23, naming --engine-version.
+    """
+    from autotune.engines.sglang.flags import parse_version as sglang_version
+
+    return sglang_version(version)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.errors import ConfigError
+from autotune.versions import parse_version, release3
 
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 REDACTED = "<redacted>"
@@ -147,13 +148,6 @@ def safe_name(name: str) -> str:
     """A sweep name as a file-name part: [A-Za-z0-9._-] only."""
     cleaned = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.")
     return cleaned or "sweep"
-
-
-def parse_version(version: str) -> tuple[int, int, int]:
-    nums = [int(x) for x in re.findall(r"\d+", version)[:3]]
-    while len(nums) < 3:
-        nums.append(0)
-    return nums[0], nums[1], nums[2]
 
 
 def require_line(name: str) -> str:
@@ -386,7 +380,7 @@ def _env(
     )
     if file_tier:
         wanted = [P4_STORAGE_DIR]
-        if parse_version(version) >= P4_CAPS_SINCE:
+        if release3(parse_version(version, field="engine.version")) >= P4_CAPS_SINCE:
             wanted += [P4_MAX_SIZE, P4_MIN_FREE]
         else:
             notes.append(

@@ -81,7 +81,10 @@ def _routed(local: Callable[..., Any], remote: Callable[..., None]) -> Callable[
 
 
 def _client(url: str) -> ServiceClient:
+    from autotune.extras import SERVICE_CLIENT, require
     from autotune.service.client import ServiceClient
+
+    require("service", "--server", SERVICE_CLIENT)
 
     return ServiceClient(url)
 

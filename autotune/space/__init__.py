@@ -1,5 +1,5 @@
 """Search spaces: typed engine parameters with conditions, fixed flags and rules (FIELD-NOTES
-P1..P14), loaded from `search_spaces/*.yaml`. Optuna is imported only when a trial is used."""
+P1..P14), loaded from `autotune/data/search_spaces/*.yaml`. Optuna is imported only when a trial is used."""
 
 from autotune.space.loader import (
     builtin_space,

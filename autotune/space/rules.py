@@ -88,13 +88,10 @@ def same(a: Any, b: Any) -> bool:
 
 
 def is_version(text: str) -> bool:
-    from packaging.version import InvalidVersion, Version
+    """Whether `text` is a version number (autotune.versions, PEP 440)."""
+    from autotune.versions import is_version as _is_version
 
-    try:
-        Version(text)
-    except InvalidVersion:
-        return False
-    return True
+    return _is_version(text)
 
 
 def _compare(a: Any, b: Any) -> int | None:
@@ -104,11 +101,10 @@ def _compare(a: Any, b: Any) -> int | None:
     if isinstance(a, int | float) and isinstance(b, int | float):
         return (a > b) - (a < b)
     if isinstance(a, str | int | float) and isinstance(b, str | int | float):
-        from packaging.version import InvalidVersion, Version
+        from autotune.versions import try_version
 
-        try:
-            va, vb = Version(str(a)), Version(str(b))
-        except InvalidVersion:
+        va, vb = try_version(a), try_version(b)
+        if va is None or vb is None:
             return None
         return (va > vb) - (va < vb)
     return None

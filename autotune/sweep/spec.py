@@ -22,7 +22,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -315,7 +314,9 @@ def _model_for(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     return model
 
 
-def _validation_error(exc: ValidationError, source: str) -> ConfigError:
+def _validation_error(exc: ValidationError, source: str, text: str | None = None) -> ConfigError:
+    from autotune.yamlio import line_of, short
+
     err = exc.errors()[0]
     loc = tuple(err["loc"])
     field = _loc(loc) or None
@@ -328,46 +329,72 @@ def _validation_error(exc: ValidationError, source: str) -> ConfigError:
     else:
         msg = err["msg"].removeprefix("Value error, ")
         if "input" in err and err["type"] not in ("model_type",):
-            msg += f" (got {err['input']!r})"
+            msg += f" (got {short(err['input'])})"  # bounded: the input can be huge
     more = len(exc.errors()) - 1
     if more:
         msg += f" (and {more} more error{'s' if more > 1 else ''})"
+    line = line_of(text, [p for p in loc if isinstance(p, str | int)]) if text else None
+    if line is not None:
+        msg += f" (line {line})"
     return ConfigError(msg, source=source, field=field)
 
 
-def parse_spec(data: Any, *, source: str = "spec") -> SweepSpec:
-    """Validate a mapping (parsed YAML) into a SweepSpec, with cross-field checks."""
+def parse_spec(data: Any, *, source: str = "spec", text: str | None = None) -> SweepSpec:
+    """Validate a mapping (parsed YAML) into a SweepSpec, with cross-field checks; with the YAML
+    `text`, errors give the line of the field at fault."""
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"expected a mapping at the top level, got {type(data).__name__}", source=source
-        )
+        got = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(f"expected a mapping at the top level, got {got}", source=source)
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as exc:
-        raise _validation_error(exc, source) from None
-    _check_cross(spec, source)
+        raise _validation_error(exc, source, text) from None
+    try:
+        _check_cross(spec, source)
+    except ConfigError as exc:
+        raise _with_line(exc, text) from None
     return spec
+
+
+def _with_line(exc: ConfigError, text: str | None) -> ConfigError:
+    """`exc` with the line of its field in `text` appended (when found)."""
+    from autotune.yamlio import line_of
+
+    if not text or not exc.field:
+        return exc
+    path: list[str | int] = [int(p) if p.isdigit() else p for p in exc.field.split(".")]
+    line = line_of(text, path)
+    if line is None:
+        return exc
+    message = str(exc)
+    prefix = ": ".join(p for p in (exc.source, exc.field) if p) + ": "
+    out = ConfigError(
+        f"{message.removeprefix(prefix)} (line {line})", source=exc.source, field=exc.field
+    )
+    return out
 
 
 def load_spec(path: str | Path) -> tuple[SweepSpec, str]:
     """Read and validate a spec file; returns the spec and its verbatim text."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(
             f"cannot read the sweep spec: {exc.strerror or exc}", source=str(p)
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start}): save the spec as UTF-8", source=str(p)
         ) from None
     return spec_from_yaml(text, source=str(p), base_dir=p.parent), text
 
 
 def spec_from_yaml(text: str, *, source: str = "spec", base_dir: Path | None = None) -> SweepSpec:
     """Parse YAML text into a spec; a relative space file is resolved against `base_dir`."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"not valid YAML: {exc}", source=source) from None
-    spec = parse_spec(data, source=source)
+    from autotune.yamlio import load_yaml
+
+    spec = parse_spec(load_yaml(text, source=source), source=source, text=text)
     if base_dir is not None and spec.space.file != "builtin":
         f = Path(spec.space.file).expanduser()
         if not f.is_absolute():

@@ -387,9 +387,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("names", nargs="+", choices=sorted(SPECS), help="model sizes")
     ap.add_argument("--folder", type=Path, default=None, help="where to write them")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--synthetic-vocab",
+        action="store_true",
+        help="use made-up tokens instead of the Llama tokenizer (no download, no llama.cpp "
+        "build cache): enough for `autotune plan`, not for running llama-server",
+    )
     args = ap.parse_args(argv)
+    vocab: Path | None = None
+    if args.synthetic_vocab:
+        folder = Path(args.folder or models_dir())
+        vocab = write_synthetic_vocab(folder / "synthetic-vocab.gguf")
     for name in args.names:
-        print(ensure_model(name, args.folder, seed=args.seed))
+        print(ensure_model(name, args.folder, vocab=vocab, seed=args.seed))
 
 
 if __name__ == "__main__":

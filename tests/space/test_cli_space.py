@@ -27,7 +27,11 @@ def test_check_shipped_file(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run(
-        monkeypatch, capsys, "space", "check", str(REPO / "search_spaces/sglang.yaml")
+        monkeypatch,
+        capsys,
+        "space",
+        "check",
+        str(REPO / "autotune/data/search_spaces/sglang.yaml"),
     )
     assert code == 0 and "OK: engine sglang" in out and "conditional" in out
     code, out, _ = run(monkeypatch, capsys, "space", "check", "sglang", "--json")

@@ -39,7 +39,7 @@ K1 = {
 
 
 def active_params(config: dict[str, Any]) -> set[str]:
-    """Which conditional parameters of search_spaces/sglang.yaml are active, restated
+    """Which conditional parameters of autotune/data/search_spaces/sglang.yaml are active, restated
     independently of the space's own condition code."""
     active = set()
     if config["enable_hierarchical_cache"]:

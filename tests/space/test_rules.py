@@ -1,4 +1,4 @@
-"""Rules of search_spaces/sglang.yaml on contexts built from the built-in model cards and the
+"""Rules of autotune/data/search_spaces/sglang.yaml on contexts built from the built-in model cards and the
 GPU catalog (FIELD-NOTES P1, P2, P6, F2), plus the matcher semantics they rely on."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""search_spaces/vllm.yaml: it loads, its names are vLLM fields (or the documented speculative
+"""autotune/data/search_spaces/vllm.yaml: it loads, its names are vLLM fields (or the documented speculative
 pseudo fields), every configuration it yields builds a command line for old and new releases,
 and its rules catch what users hit (P6, K6, the `mtp` name's release)."""
 

@@ -81,3 +81,14 @@ def test_ensure_model_reuses_the_file(tmp_path: Path, vocab: Path) -> None:
     stamp = first.stat().st_mtime_ns
     assert ensure_model("tiny", tmp_path, vocab=vocab) == first
     assert first.stat().st_mtime_ns == stamp
+
+
+def test_main_with_synthetic_vocab(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m autotune.testing.gguf_models tiny --synthetic-vocab` needs no download."""
+    from autotune.testing.gguf_models import main
+
+    main(["tiny", "--folder", str(tmp_path), "--synthetic-vocab"])
+    path = Path(capsys.readouterr().out.strip())
+    assert path == tmp_path / "autotune-tiny-s0.gguf" and path.is_file()
+    reader = gguf.GGUFReader(path)
+    assert _fields(reader)["general.architecture"] == "llama"

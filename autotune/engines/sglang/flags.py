@@ -26,11 +26,11 @@ from typing import Any, Literal
 
 from autotune.engines._flags import by_canonical_field
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+from autotune.versions import release3, try_version
 
 MINOR_FIRST, MINOR_LAST = 9, 23
 SUPPORTED_VERSIONS: tuple[str, ...] = tuple(f"0.5.{n}" for n in range(MINOR_FIRST, MINOR_LAST + 1))
 
-_VERSION_RE = re.compile(r"v?0\.5\.(\d+)(?:\.post\d+)?")
 # SGLang's human_readable_int (sglang/srt/utils/common.py): SI with decimals, IEC integers.
 _SIZE_RE = re.compile(r"\d+|\d+(?:\.\d+)?[kMGT]|\d+(?:Ki|Mi|Gi|Ti)")
 
@@ -39,20 +39,29 @@ Range = tuple[int, int]
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    """`"0.5.17"` -> `(0, 5, 17)`; post releases (`0.5.15.post1`) use their base's flags.
+    """`"0.5.17"` -> `(0, 5, 17)`; post releases (`0.5.15.post1`) and local builds
+    (`0.5.17+cu128`) use their base's flags. Parsed by autotune.versions (PEP 440).
 
     Raises:
-        ConfigError: for anything outside 0.5.9 .. 0.5.23, naming --engine-version.
+        ConfigError: not a version, a pre-release, or outside 0.5.9 .. 0.5.23, naming
+            --engine-version.
     """
-    match = _VERSION_RE.fullmatch(version.strip()) if isinstance(version, str) else None
-    minor = int(match.group(1)) if match else -1
-    if not MINOR_FIRST <= minor <= MINOR_LAST:
+    field = "--engine-version"
+    parsed = try_version(version) if isinstance(version, str) else None
+    release = release3(parsed) if parsed is not None else (-1, -1, -1)
+    if (
+        parsed is None
+        or parsed.is_prerelease
+        or len(parsed.release) != 3
+        or release[:2] != (0, 5)
+        or not MINOR_FIRST <= release[2] <= MINOR_LAST
+    ):
         raise ConfigError(
             f"unsupported SGLang version {version!r}; supported: 0.5.{MINOR_FIRST} to "
-            f"0.5.{MINOR_LAST} (0.5.N, optionally .postM)",
-            field="--engine-version",
+            f"0.5.{MINOR_LAST} (0.5.N, optionally .postM or +local)",
+            field=field,
         )
-    return (0, 5, minor)
+    return release
 
 
 def _minor(version: str) -> int:

@@ -10,7 +10,8 @@ Two data tables drive everything (no per-flag if-chains):
   `--max-cudagraph-capture-size` from 0.11.1), aliases (`tp_size`), value checks argparse does
   not do, and env-only fields.
 
-Search-space pseudo fields (not vLLM flags; documented in search_spaces/vllm.yaml):
+Search-space pseudo fields (not vLLM flags; documented in
+autotune/data/search_spaces/vllm.yaml):
 `speculative_method`, `num_speculative_tokens`, `prompt_lookup_max`, `prompt_lookup_min` and
 `speculative_model` fold into ONE argv element, `--speculative-config '{"method": ...}'` (compact
 JSON, never through a shell), the form every version 0.10.0 .. 0.33.0 accepts.
@@ -24,18 +25,16 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from autotune.engines._flags import by_canonical_field
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+from autotune.versions import base_release, try_version
 
 Kind = Literal["v", "b", "n", "l", "o"]
 ValueType = Literal["int", "float", "fraction", "str", "bool", "int_list", "str_or_list", "json"]
-
-_VERSION_RE = re.compile(r"v?(\d+\.\d+\.\d+(?:\.\d+)?)(?:\.post\d+)?(?:\+[\w.]+)?")
 
 
 @functools.cache
@@ -57,9 +56,9 @@ def parse_version(version: str) -> str:
     Raises:
         ConfigError: a release outside the catalogue, naming --engine-version and the range.
     """
-    match = _VERSION_RE.fullmatch(version.strip()) if isinstance(version, str) else None
-    base = match.group(1) if match else None
-    if base not in _versions():
+    parsed = try_version(version) if isinstance(version, str) else None
+    base = base_release(parsed) if parsed is not None and not parsed.is_prerelease else None
+    if base is None or base not in _versions():
         vs = _versions()
         raise ConfigError(
             f"unsupported vLLM version {version!r}; supported: the releases {vs[0]} to "
