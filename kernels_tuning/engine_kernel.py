@@ -514,7 +514,6 @@ def honoured_config(cfg: Mapping[str, Any], facts: KernelFacts, arch: str) -> di
     return out
 
 
-
 def main(argv: list[str] | None = None) -> None:
     """`python -m kernels_tuning.engine_kernel ENGINE VERSION [DIR]`: put that release's kernel
     module into the engine-kernel cache (DIR, default $AUTOTUNE_ENGINE_KERNEL_CACHE or
