@@ -51,7 +51,7 @@ class RequestResult(BaseModel):
     output_tokens_source: Literal["usage", "chunks"] | None = None
     content_chunks: int = 0
     tokens_per_chunk: float | None = Field(
-        None, description="usage tokens / content chunks; > 1 under speculative decoding (P8)"
+        None, description="usage tokens / content chunks; > 1 under speculative decoding"
     )
     cached_tokens: int | None = Field(None, description="usage.prompt_tokens_details")
     finish_reason: str | None = None

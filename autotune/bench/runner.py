@@ -8,6 +8,7 @@ generation does not steal time from the streams being measured.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Callable, Sequence
@@ -127,31 +128,48 @@ async def _phase(
     cap: int | None,
     duration_s: float | None = None,
 ) -> tuple[list[RequestResult], float]:
-    """`concurrency` workers send requests until `cap` requests or `duration_s` seconds."""
+    """`concurrency` workers send requests until `cap` requests or `duration_s` seconds.
+
+    Requests are made lazily by one producer, a few ahead of the workers, in a thread: memory
+    stays bounded whatever `cap` is, long prompts never block the event loop (timeouts and
+    signals are answered), and making a request stays off the timed path."""
     timeout = _timeout(s)
-    pregenerated = (
-        [make_spec(i) for i in range(cap)] if cap is not None and not duration_s else None
-    )
-    counter = itertools.count()
     results: list[RequestResult] = []
+    n_workers = min(concurrency, cap) if cap is not None else concurrency
+    ready: asyncio.Queue[RequestSpec | None] = asyncio.Queue(maxsize=2 * n_workers)
+    ahead = 2 * n_workers if cap is None else min(cap, 2 * n_workers)
+    for i in range(ahead):  # the first ones before the clock starts
+        ready.put_nowait(await asyncio.to_thread(make_spec, i))
     start = time.perf_counter()
     stop_at = start + duration_s if duration_s else None
 
+    async def producer() -> None:
+        for i in itertools.count(ahead):
+            if (cap is not None and i >= cap) or (
+                stop_at is not None and time.perf_counter() >= stop_at
+            ):
+                break
+            await ready.put(await asyncio.to_thread(make_spec, i))
+        for _ in range(n_workers):
+            await ready.put(None)
+
     async def worker() -> None:
         while True:
-            if stop_at is not None and time.perf_counter() >= stop_at:
+            spec = await ready.get()
+            if spec is None or (stop_at is not None and time.perf_counter() >= stop_at):
                 return
-            i = next(counter)
-            if cap is not None and i >= cap:
-                return
-            spec = pregenerated[i] if pregenerated is not None else make_spec(i)
             res, _ = await stream_request(
                 client, spec, timeout=timeout, deadline_s=s.request_timeout_s, phase_start=start
             )
             results.append(res)
 
-    n_workers = min(concurrency, cap) if cap is not None else concurrency
-    await asyncio.gather(*(worker() for _ in range(n_workers)))
+    feeding = asyncio.create_task(producer())
+    try:
+        await asyncio.gather(*(worker() for _ in range(n_workers)))
+    finally:
+        feeding.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await feeding
     results.sort(key=lambda r: r.index)
     return results, time.perf_counter() - start
 

@@ -29,6 +29,13 @@ from autotune.bench.prompts import TextKind
 from autotune.errors import ConfigError, did_you_mean
 
 Endpoint = Literal["chat", "completions"]
+# Sizes beyond these are refused when a scenario is read: no benchmark needs them, and a typo
+# such as 10**12 requests would otherwise hold a sweep for ever.
+MAX_REQUESTS = 100_000  # requests or sessions per repeat, warm-up requests
+MAX_TOKENS = 2_097_152  # prompt or output tokens of one request (2M: beyond any context window)
+MAX_CONCURRENCY = 4_096  # requests or sessions in flight at once
+MAX_REPEATS = 100
+MAX_TURNS = 1_000
 MainFigure = Literal["prefill_tok_s", "decode_tok_s", "output_tok_s", "ttft_s"]
 
 
@@ -43,10 +50,16 @@ class ScenarioBase(BaseModel):
     endpoint: Endpoint = Field("chat", description="/v1/chat/completions or /v1/completions")
     model: str | None = Field(None, description="model name; default: first of /v1/models")
     text: TextKind = Field("prose", description="kind of synthetic text: prose, code, extraction")
-    output_len: int = Field(128, ge=1, description="max_tokens per request")
-    concurrency: int = Field(1, ge=1, description="requests (or sessions) in flight at once")
-    warmup_requests: int = Field(1, ge=0, description="unmeasured requests sent first")
-    repeats: int = Field(1, ge=1, description="measured repetitions (spread is reported)")
+    output_len: int = Field(128, ge=1, le=MAX_TOKENS, description="max_tokens per request")
+    concurrency: int = Field(
+        1, ge=1, le=MAX_CONCURRENCY, description="requests (or sessions) in flight at once"
+    )
+    warmup_requests: int = Field(
+        1, ge=0, le=MAX_REQUESTS, description="unmeasured requests sent first"
+    )
+    repeats: int = Field(
+        1, ge=1, le=MAX_REPEATS, description="measured repetitions (spread is reported)"
+    )
     seed: int = Field(0, description="prompt seed; each request and repeat gets its own text")
     temperature: float = Field(0.0, ge=0.0)
     ignore_eos: bool = Field(True, description="sent as the body field ignore_eos (SGLang, vLLM)")
@@ -82,38 +95,45 @@ class _MultiLength(ScenarioBase):
 
 class PrefillScenario(_MultiLength):
     kind: Literal["prefill"] = "prefill"
-    prompt_lens: list[Annotated[int, Field(ge=1)]] = Field(
+    prompt_lens: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
         default_factory=lambda: [512, 2048, 8192], min_length=1
     )
-    output_len: int = Field(1, ge=1, description="1: the answer is the first token only")
-    num_requests: int = Field(3, ge=1, description="requests per prompt length")
+    output_len: int = Field(
+        1, ge=1, le=MAX_TOKENS, description="1: the answer is the first token only"
+    )
+    num_requests: int = Field(3, ge=1, le=MAX_REQUESTS, description="requests per prompt length")
 
 
 class LongContextScenario(_MultiLength):
     kind: Literal["long_context"] = "long_context"
-    prompt_lens: list[Annotated[int, Field(ge=1)]] = Field(
+    prompt_lens: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
         default_factory=lambda: [32768], min_length=1
     )
-    output_len: int = Field(16, ge=1)
-    num_requests: int = Field(1, ge=1, description="requests per prompt length")
-    warmup_requests: int = Field(1, ge=0, description="sent at 512 tokens, not at full length")
+    output_len: int = Field(16, ge=1, le=MAX_TOKENS)
+    num_requests: int = Field(1, ge=1, le=MAX_REQUESTS, description="requests per prompt length")
+    warmup_requests: int = Field(
+        1, ge=0, le=MAX_REQUESTS, description="sent at 512 tokens, not at full length"
+    )
     read_timeout_s: float = Field(900.0, gt=0)
 
 
 class DecodeScenario(ScenarioBase):
     kind: Literal["decode"] = "decode"
-    prompt_len: int = Field(128, ge=1)
-    output_len: int = Field(256, ge=2)
-    num_requests: int = Field(3, ge=1)
+    prompt_len: int = Field(128, ge=1, le=MAX_TOKENS)
+    output_len: int = Field(256, ge=2, le=MAX_TOKENS)
+    num_requests: int = Field(3, ge=1, le=MAX_REQUESTS)
 
 
 class ThroughputScenario(ScenarioBase):
     kind: Literal["throughput"] = "throughput"
-    prompt_len: int = Field(512, ge=1)
-    output_len: int = Field(256, ge=1)
-    concurrency: int = Field(8, ge=1)
+    prompt_len: int = Field(512, ge=1, le=MAX_TOKENS)
+    output_len: int = Field(256, ge=1, le=MAX_TOKENS)
+    concurrency: int = Field(8, ge=1, le=MAX_CONCURRENCY)
     num_requests: int | None = Field(
-        None, ge=1, description="requests per repeat (default 4 x concurrency without duration_s)"
+        None,
+        ge=1,
+        le=MAX_REQUESTS,
+        description="requests per repeat (default 4 x concurrency without duration_s)",
     )
     duration_s: float | None = Field(
         None, gt=0, description="keep starting requests for this long (in-flight ones finish)"
@@ -128,13 +148,15 @@ class ThroughputScenario(ScenarioBase):
 
 class AgentScenario(ScenarioBase):
     kind: Literal["agent"] = "agent"
-    prompt_len: int = Field(2048, ge=1, description="first turn's prompt")
-    turn_len: int = Field(256, ge=1, description="new text appended at every later turn")
-    output_len: int = Field(128, ge=1)
-    turns: int = Field(4, ge=1)
-    concurrency: int = Field(4, ge=1, description="sessions in flight at once")
+    prompt_len: int = Field(2048, ge=1, le=MAX_TOKENS, description="first turn's prompt")
+    turn_len: int = Field(
+        256, ge=1, le=MAX_TOKENS, description="new text appended at every later turn"
+    )
+    output_len: int = Field(128, ge=1, le=MAX_TOKENS)
+    turns: int = Field(4, ge=1, le=MAX_TURNS)
+    concurrency: int = Field(4, ge=1, le=MAX_CONCURRENCY, description="sessions in flight at once")
     sessions: int | None = Field(
-        None, ge=1, description="sessions per repeat (default concurrency)"
+        None, ge=1, le=MAX_REQUESTS, description="sessions per repeat (default concurrency)"
     )
     think_time_s: float = Field(0.0, ge=0.0, description="pause between a session's turns")
 

@@ -121,12 +121,12 @@ def warnings_for(stats: RunStats, results: Sequence[RequestResult]) -> list[str]
     if stats.usage_missing:
         out.append(
             f"{stats.usage_missing} of {len(ok)} responses had no usage: output tokens were "
-            "counted from content chunks, which undercounts under speculative decoding (P8)"
+            "counted from content chunks, which undercounts under speculative decoding (vllm#45678)"
         )
     if stats.tokens_per_chunk and stats.tokens_per_chunk > 1.05:
         out.append(
             f"the server sent {stats.tokens_per_chunk:.2f} tokens per chunk on average "
-            "(speculative decoding or a stream interval); speeds use usage tokens (P8)"
+            "(speculative decoding or a stream interval); speeds use usage tokens"
         )
     no_done = sum(1 for r in ok if not r.done_seen)
     if no_done:

@@ -14,7 +14,7 @@ app = typer.Typer(
     name="autotune",
     help="Tune LLM serving engines (SGLang, vLLM, llama.cpp) and their Triton kernels, unattended.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
 )
 
@@ -31,6 +31,10 @@ COMMAND_MODULES = (
     "report",
     "kernels",
     "demo",
+    "engines",
+    "completion",
+    "init",
+    "spec",
     "serve",  # last: it routes sweep/status/report to a service under --server
 )
 

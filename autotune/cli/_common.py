@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import typer
 from pydantic import BaseModel
 
 JSON_OPTION = typer.Option(False, "--json", help="Print one JSON object on stdout.")
+
+# `--progress` of the long-running commands (sweep, kernels tune); None = auto
+# (autotune.sweep.progress.resolve_progress).
+ProgressChoice = Literal["auto", "rich", "json", "none"]
+PROGRESS_OPTION = typer.Option(
+    None,
+    "--progress",
+    help="Progress on stderr: rich (a bar), json (one JSON event a line), none; default auto "
+    "= rich when stderr is a terminal, else none (also with --json).",
+)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -16,8 +16,8 @@ DEMO_SPEC = """\
 # `autotune demo` runs this sweep (the copy embedded in autotune/cli/demo.py; a test keeps the
 # two equal). Run it yourself with `autotune sweep examples/demo.yaml`.
 #
-# Qwen3.8-27B AWQ-INT4 on a SIMULATED RTX 4080 SUPER 32G with SGLang 0.5.17 rules (FIELD-NOTES
-# C1): the simulator is a real server process that takes SGLang's flags, prints SGLang's log
+# Qwen3.8-27B AWQ-INT4 on a SIMULATED RTX 4080 SUPER 32G with SGLang 0.5.17 rules (calibrated
+# on that card): the simulator is a real server process that takes SGLang's flags, prints SGLang's log
 # lines and answers SGLang's HTTP API with timings from a roofline model, 10x faster than the
 # GPU would. Figures are reported in simulated-GPU units.
 name: demo
@@ -30,7 +30,7 @@ target:
   model: qwen3.8-27b-awq-int4
   gpu: rtx-4080-super-32g
   tp: 1
-  host_free_gib: 64          # a workstation with 64 GiB of RAM: sizes the HiCache host pool (P3)
+  host_free_gib: 64          # a workstation with 64 GiB of RAM: sizes the HiCache host pool (sglang#8102)
 simulate:
   time_scale: 10
   seed: 0

@@ -26,7 +26,7 @@ def inspect(
 ) -> None:
     """Check a checkpoint against its own config and the kernels before serving it.
 
-    Reads config.json and the safetensors headers only (FIELD-NOTES P6, P10).
+    Reads config.json and the safetensors headers only (sglang#35797, sglang#20370).
     Reports per layer which projections are quantized, exclusion-list names
     that match no tensor, modules declared unquantized but stored packed,
     widths Marlin cannot run (size_n % 64), and whether MTP weights exist.

@@ -9,12 +9,15 @@ autotune kernels show    PATH [--m 16]
 
 from __future__ import annotations
 
+import math
+import re
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from autotune.cli._common import JSON_OPTION, emit_json
+from autotune.cli._common import JSON_OPTION, PROGRESS_OPTION, ProgressChoice, emit_json
 from autotune.errors import ConfigError, HardwareError
 
 if TYPE_CHECKING:
@@ -25,6 +28,8 @@ kernels_app = typer.Typer(
     no_args_is_help=True,
 )
 
+KindChoice = Literal["fp8", "int4"]
+EngineChoice = Literal["sglang", "vllm"]  # engines whose own kernel is tuned and installed
 KIND_HELP = "fp8 (W8A8 block [128,128]) or int4 (W4A16, group 128); default: from the card."
 
 
@@ -44,7 +49,7 @@ def _kind(card: Any, kind: str | None) -> KernelKind:
 def shapes_cmd(
     model: str = typer.Option(..., "--model", help="Built-in card name or a local HF folder."),
     tp: list[int] = typer.Option([1], "--tp", min=1, help="TP size (repeatable)."),
-    kind: str | None = typer.Option(None, "--kind", help=KIND_HELP),
+    kind: KindChoice | None = typer.Option(None, "--kind", help=KIND_HELP),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """GEMM shapes (N, K per rank) of a model, merged as SGLang merges them, and batch sizes."""
@@ -89,17 +94,23 @@ def tune_cmd(
         None, "--nk", help="Explicit shape N,K instead of/besides --model (repeatable)."
     ),
     tp: list[int] = typer.Option([1], "--tp", min=1, help="TP size (repeatable)."),
-    kind: str | None = typer.Option(None, "--kind", help=KIND_HELP),
+    kind: KindChoice | None = typer.Option(None, "--kind", help=KIND_HELP),
     batch_sizes: str | None = typer.Option(
         None, "--batch-sizes", help="Comma-separated M values (default: SGLang's 18 + 3, 8192)."
     ),
-    strategy: str = typer.Option("budgeted", "--strategy", help="budgeted or exhaustive."),
-    executor: str = typer.Option("local", "--executor", help="local (one GPU) or ray."),
+    strategy: Literal["budgeted", "exhaustive"] = typer.Option(
+        "budgeted", "--strategy", help="budgeted or exhaustive."
+    ),
+    executor: Literal["local", "ray"] = typer.Option(
+        "local", "--executor", help="local (one GPU) or ray."
+    ),
     workers: int | None = typer.Option(None, "--workers", help="Ray workers (default: GPUs)."),
     max_evals: int = typer.Option(40, "--max-evals", min=1, help="Budget cap per (shape, M)."),
     budget_fraction: float = typer.Option(0.1, "--budget-fraction", help="Budget: space share."),
-    packing: str = typer.Option("awq", "--packing", help="INT4 packing: awq or gptq."),
-    engine: str | None = typer.Option(
+    packing: Literal["awq", "gptq"] = typer.Option(
+        "awq", "--packing", help="INT4 packing: awq or gptq."
+    ),
+    engine: EngineChoice | None = typer.Option(
         None,
         "--engine",
         help="Tune the engine's own FP8 kernel of --engine-version (sglang or vllm) and write "
@@ -134,8 +145,10 @@ def tune_cmd(
         "split-K partials summed by atomic adds in arrival order).",
     ),
     json_out: bool = JSON_OPTION,
+    progress: ProgressChoice | None = PROGRESS_OPTION,
 ) -> None:
     """Tune configs on this machine's GPU and write the engine-named files under --out."""
+    from autotune.sweep.progress import resolve_progress
     from kernels_tuning import runner
     from kernels_tuning.shapes import (
         batch_sizes as default_batch_sizes,
@@ -169,6 +182,7 @@ def tune_cmd(
     items = list({i.key(): i for i in items}.values())
 
     limits = _cuda_limits()
+    mode = resolve_progress(progress)
     if target is not None:
         _engine_note(target, limits.arch, json_out)
     if precompile and target is not None:
@@ -195,25 +209,28 @@ def tune_cmd(
                 f"precompiled {rep.compiled} binaries in {rep.wall_s:.0f}s"
                 f"{f', {len(rep.failed)} failed' if rep.failed else ''}"
             )
+    bar = TuneProgress(len(items), mode=mode, echo=not json_out)
     params = runner.TuneParams(
         strategy=strategy,
         max_evals=max_evals,
         budget_fraction=budget_fraction,
         deterministic=deterministic,
     )
-    summary = runner.tune_and_polish(
-        items,
-        cache_path=cache or out / "cache.jsonl",
-        limits=limits,
-        out_dir=out,
-        retune=retune,
-        polish_pass=polish,
-        params=params,
-        executor=executor,
-        num_workers=workers,
-        deadline_s=deadline_s,
-        log=None if json_out else typer.echo,
-    )
+    with bar:
+        summary = runner.tune_and_polish(
+            items,
+            cache_path=cache or out / "cache.jsonl",
+            limits=limits,
+            out_dir=out,
+            retune=retune,
+            polish_pass=polish,
+            params=params,
+            executor=executor,
+            num_workers=workers,
+            deadline_s=deadline_s,
+            log=bar.log,
+        )
+        bar.finish(summary)
     result = {
         "items": len(summary.results),
         "skipped": len(summary.skipped),
@@ -228,6 +245,145 @@ def tune_cmd(
             f"{result['items']} items, {result['evaluations']} evaluations, "
             f"{result['wall_s']}s; wrote {len(summary.files)} files under {out}"
         )
+
+
+_ITEM_LINE = re.compile(
+    r"^(?P<item>\S+)\s+best\s+(?P<us>\S+) us .*\sevals (?P<evals>\d+)/(?P<space>\d+)\s+"
+    r"(?P<wall>[\d.]+)s$"
+)
+
+
+class TuneProgress:
+    """`kernels tune` progress on stderr (`--progress`): a rich bar of items done (with the
+    tuner's lines above it), JSON events, or nothing; without either, the tuner's lines go to
+    stdout unless --json.
+
+    JSON events: `start`, `item` (an item finished: `item`, `best_us`, `evals`), `log` (another
+    line of the tuner), `end` (the final state from the run's summary). Each carries the
+    counters `done` (items finished), `total`, `failed` (items with no valid config),
+    `evaluations` and `eta_s`.
+    """
+
+    def __init__(self, total: int, *, mode: str, echo: bool) -> None:
+        self.total, self.mode, self.echo = total, mode, echo
+        self.done: set[str] = set()
+        self.failed: set[str] = set()
+        self.evaluations = 0
+        self.t0 = time.monotonic()
+        self._events: Any = None
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> TuneProgress:
+        self.t0 = time.monotonic()
+        if self.mode == "json":
+            from autotune.sweep.progress import ProgressEvents
+
+            self._events = ProgressEvents(command="kernels tune")
+            self._events.emit("start", **self.counters())
+        elif self.mode == "rich":
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]kernels tune"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("evals {task.fields[evals]}"),
+                TextColumn("failed {task.fields[failed]}"),
+                TextColumn("ETA {task.fields[eta]}"),
+                console=Console(stderr=True),
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("", total=self.total, evals=0, failed=0, eta="?")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    def counters(self, *, eta: float | None = None) -> dict[str, Any]:
+        return {
+            "done": len(self.done),
+            "total": self.total,
+            "failed": len(self.failed),
+            "evaluations": self.evaluations,
+            "eta_s": None if eta is None else round(eta, 1),
+        }
+
+    def eta(self) -> float | None:
+        from autotune.sweep.progress import eta_seconds
+
+        return eta_seconds(
+            done=len(self.done),
+            total=self.total,
+            elapsed_s=time.monotonic() - self.t0,
+            deadline_s=None,
+        )
+
+    def log(self, line: str) -> None:
+        """The tuner's `log` callback: one line per finished item, and notes."""
+        m = _ITEM_LINE.match(line.strip())
+        if m is not None:
+            key, us = m["item"], float(m["us"])
+            if key not in self.done:
+                self.evaluations += int(m["evals"])
+            self.done.add(key)
+            if us != us or us == float("inf"):
+                self.failed.add(key)
+            else:
+                self.failed.discard(key)
+        if self._events is not None:
+            if m is None:
+                self._events.emit("log", text=line, **self.counters(eta=self.eta()))
+            else:
+                self._events.emit(
+                    "item",
+                    item=m["item"],
+                    best_us=float(m["us"]) if math.isfinite(float(m["us"])) else None,
+                    evals=int(m["evals"]),
+                    **self.counters(eta=self.eta()),
+                )
+            return
+        if self._progress is not None:
+            from autotune.sweep.progress import fmt_duration
+
+            self._progress.console.print(line, highlight=False, markup=False)
+            self._progress.update(
+                self._task,
+                completed=len(self.done),
+                evals=self.evaluations,
+                failed=len(self.failed),
+                eta=fmt_duration(self.eta()),
+            )
+        elif self.echo:
+            typer.echo(line)
+
+    def finish(self, summary: Any) -> None:
+        """The final state from the run's summary (items served from the cache included)."""
+        self.evaluations = summary.evaluations
+        self.done = {str(k) for k in summary.results}
+        self.failed = {
+            k for k, r in summary.results.items() if not math.isfinite(float(r.best_us))
+        }
+        if self._events is not None:
+            self._events.emit(
+                "end",
+                items=len(summary.results),
+                skipped=len(summary.skipped),
+                wall_s=round(summary.wall_s, 1),
+                files=len(summary.files),
+                **self.counters(eta=0.0),
+            )
+        elif self._progress is not None:
+            self._progress.update(
+                self._task,
+                completed=len(self.done),
+                evals=self.evaluations,
+                failed=len(self.failed),
+                eta="0:00",
+            )
 
 
 def _engine_target(engine: str | None, version: str | None, kind: str) -> Any:
@@ -301,7 +457,7 @@ def engine_config_dir(engine: str) -> Path | None:
 
 @kernels_app.command("install")
 def install_cmd(
-    engine: str = typer.Option(..., "--engine", help="sglang or vllm."),
+    engine: EngineChoice = typer.Option(..., "--engine", help="sglang or vllm."),
     source: Path | None = typer.Option(
         None,
         "--from",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Any, Literal
 
 import typer
 
@@ -34,7 +34,7 @@ def plan(
     gpu: str = typer.Option(
         ..., "--gpu", help="Catalog GPU name (autotune gpus), auto, or cpu (llama.cpp only)."
     ),
-    engine: str = typer.Option(
+    engine: Literal["sglang", "vllm", "llamacpp"] = typer.Option(
         "sglang", "--engine", help="Engine whose accounting to mirror: sglang, vllm, llamacpp."
     ),
     engine_version: str | None = typer.Option(

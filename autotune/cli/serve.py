@@ -5,6 +5,7 @@ commands against a service (autotune.service.remote)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import typer
 
@@ -26,7 +27,9 @@ def serve(
     no_recover: bool = typer.Option(
         False, "--no-recover", help="Do not resume sweeps whose job died while they ran."
     ),
-    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = typer.Option(
+        "info", "--log-level", help="uvicorn log level."
+    ),
 ) -> None:
     """Serve the jobs API over HTTP (bearer token in STATE/token; OpenAPI at /openapi.json)."""
     from autotune.extras import SERVICE_HTTP, require

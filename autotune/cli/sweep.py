@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
-from autotune.cli._common import JSON_OPTION, emit_json
+from autotune.cli._common import JSON_OPTION, PROGRESS_OPTION, ProgressChoice, emit_json
 
 if TYPE_CHECKING:
     from autotune.store.db import Store
@@ -36,7 +36,7 @@ def sweep(
     wall_clock: float | None = typer.Option(
         None, "--wall-clock", min=1, help="Seconds from now after which the sweep stops."
     ),
-    executor: str | None = typer.Option(
+    executor: Literal["inprocess", "ray"] | None = typer.Option(
         None, "--executor", help="inprocess (threads) or ray (actors; multi-machine)."
     ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Trials at once."),
@@ -46,6 +46,7 @@ def sweep(
     out: Path | None = typer.Option(None, "--out", help="Output folder (default reports/NAME)."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots."),
     json_out: bool = JSON_OPTION,
+    progress: ProgressChoice | None = PROGRESS_OPTION,
 ) -> None:
     """Search engine launch configurations for the best throughput that fits, unattended."""
     from autotune.errors import ConfigError
@@ -71,7 +72,7 @@ def sweep(
         max_trials=max_trials,
         wall_clock_s=wall_clock,
         until=until,
-        progress=not json_out,
+        progress=progress or "auto",
         spec_dir=spec_file.parent.resolve() if spec_file is not None else None,
     )
     report = (

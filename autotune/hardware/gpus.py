@@ -41,9 +41,9 @@ class GPUSpec(BaseModel):
     smem_per_block_kib: int = Field(description="max opt-in shared memory per block, KiB")
     arch: str = Field(description="compute capability as sm_XY, or gfx for AMD")
     pcie_gbs: float = Field(description="effective host<->device copy bandwidth, GB/s")
-    p2p: bool = Field(default=True, description="peer-to-peer between GPUs (Ada GeForce: no, F3)")
+    p2p: bool = Field(default=True, description="peer-to-peer between GPUs (Ada GeForce: no)")
     desktop_reserve_mib: int = Field(
-        default=0, description="memory a desktop session takes on GPU0 (GeForce: ~80 MB, F3)"
+        default=0, description="memory a desktop session takes on GPU0 (GeForce: ~80 MB)"
     )
 
     @property

@@ -426,7 +426,8 @@ def inspect_checkpoint(path: Path | str, *, tp: int = 1) -> InspectionReport:
                 message=f"{len(packed)} module(s) declared unquantized in quantization_config."
                 f"{spec.report.exclude_field if spec else ''} are stored quantized: "
                 f"{_describe(packed)}{also}. The engine loads them as plain weights and serves "
-                f"garbage (repeated tokens, '!!!!') while it reports healthy (FIELD-NOTES P10).",
+                f"garbage (repeated tokens, '!!!!') while it reports healthy (seen on a community "
+                f"AWQ-INT4 pack of Qwen3.8-27B; sglang#20370).",
                 tensors=_first(m.main for m in packed),
                 count=len(packed),
                 fix=f"dequantize these {len(packed)} modules to bf16 "
@@ -528,7 +529,7 @@ def inspect_checkpoint(path: Path | str, *, tp: int = 1) -> InspectionReport:
                 code="mtp-missing",
                 message=f"config.json declares {prefix}mtp_num_hidden_layers={declared} but no "
                 f"tensor holds MTP weights: NEXTN/EAGLE speculative decoding cannot be used with "
-                f"this pack (FIELD-NOTES P6)",
+                f"this pack (vllm#35548, sglang#35797)",
                 fix="use a checkpoint that ships the MTP layer, or keep NEXTN/EAGLE out of the "
                 "search space (NGRAM needs no weights)",
             )
@@ -629,7 +630,7 @@ def _unmatched_findings(
         said = ", ".join(
             f"'{a}.layers.N' where the tensors are '{b}.layers.N'" for a, b in sorted(prefixes)
         )
-        msg += f"; they use {said} (FIELD-NOTES P10)"
+        msg += f"; they use {said} (sglang#20370)"
         fix = "rewrite the entries with the tensors' prefix: " + ", ".join(
             f"{a}. -> {b}." for a, b in sorted(prefixes)
         )
@@ -784,7 +785,7 @@ def _kernel_findings(quantized: list[_Module], spec: _QuantSpec | None, tp: int)
         "marlin-size-n": (
             f"are stored int-quantized with size_n{at} not a multiple of {MARLIN_MIN_N}, which "
             f"the Marlin W4A16 kernel needs (in_proj_a/in_proj_b are 48 wide, fused in_proj_ba "
-            f"96: they must stay unquantized, FIELD-NOTES P10)",
+            f"96: they must stay unquantized, sglang#19406)",
             "keep these projections in bf16 (dequantize them) and list them in the exclusion list",
         ),
         "marlin-size-k": (

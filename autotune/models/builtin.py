@@ -88,7 +88,7 @@ def _qwen38_awq() -> ModelCard:
             ),
             mtp_layers=0,
             notes="Community AWQ-INT4 pack (compressed-tensors W4A16, no MTP, text only), "
-            "F2; weights as loaded calibrated to C1 (16.80 GiB).",
+            "16.44 GiB file; weights as loaded calibrated to 16.80 GiB on SGLang 0.5.17.",
         )
     )
 
@@ -115,7 +115,7 @@ def _qwen38_nvfp4() -> ModelCard:
             mtp_layers=1,
             vision=_QWEN38_VISION,
             notes="RadixArk NVFP4 (modelopt; attention fp8, MTP and vision bf16); needs Blackwell. "
-            "F2: 20.14 GiB loaded.",
+            "20.14 GiB loaded.",
         )
     )
 
@@ -142,7 +142,7 @@ def _qwen38_fp8() -> ModelCard:
             ),
             mtp_layers=1,
             vision=_QWEN38_VISION,
-            notes="Official FP8 block-wise pack with vision tower and MTP (F2: 28.5 to 29 GiB).",
+            notes="Official FP8 block-wise pack with vision tower and MTP (28.5 to 29 GiB).",
         )
     )
 

@@ -24,6 +24,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
 from autotune.planner.sglang import Plan, mamba_slot_bytes
+from autotune.sources import CALIBRATION_SETUP
 
 # --- calibration (C2, C4) -------------------------------------------------------------------
 EFF_BANDWIDTH = 0.96  # decode traffic vs (measured or datasheet) bandwidth
@@ -248,7 +249,7 @@ def perf_summary(model: PerfModel) -> dict[str, Any]:
         ),
         "accept_length": {k: round(model.accept_length(k), 3) for k in TEXT_KINDS},
         "simulated": True,
-        "model": "roofline, calibrated on FIELD-NOTES C2/C4",
+        "model": f"roofline, calibrated on speeds {CALIBRATION_SETUP}",
     }
 
 

@@ -148,7 +148,7 @@ def resolve(
             mrr = 48
             notes.append("speculative decoding: max_running_requests reset to 48")
         if mixed:
-            notes.append("speculative decoding: mixed chunked prefill switched off (P6)")
+            notes.append("speculative decoding: mixed chunked prefill switched off by SGLang")
         mixed = False
         if spec == "NGRAM" or v < (0, 5, 16):
             overlap = False

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner import rules
+from autotune.sources import cite
 
 GIB = 2**30
 MIB = 2**20
@@ -195,7 +196,8 @@ def plan_sglang(
     eagle = spec in rules.SPEC_EAGLE_FAMILY
     if eagle and not card.has_mtp and not cfg.get("speculative_draft_model_path"):
         reasons.append(
-            f"speculative_algorithm={spec} needs MTP weights, and {card.name} has none (P6)"
+            f"speculative_algorithm={spec} needs MTP weights, and {card.name} has none "
+            f"({cite('P6')})"
         )
     weights = weights_per_rank(card, tp, load_mtp=False)
     draft_weights = card.weights.mtp // tp if eagle else 0
@@ -334,7 +336,8 @@ def plan_sglang(
         if requested > limit:
             reasons.append(
                 f"Not enough host memory available. Requesting {requested:.2f} GB but only have "
-                f"{max(limit, 0):.2f} GB free (available - 10 GiB, P3); lower hicache_size/ratio"
+                f"{max(limit, 0):.2f} GB free (available - 10 GiB, sglang#8102); lower "
+                "hicache_size/ratio"
             )
 
     return Plan(

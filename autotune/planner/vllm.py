@@ -422,7 +422,9 @@ def plan_vllm(
     num_spec = int(spec.get("num_speculative_tokens") or 0) if method else 0
     mtp = method in _MTP_METHODS
     if mtp and not card.has_mtp and not spec.get("model"):
-        reasons.append(f"speculative method {method} needs MTP weights; {card.name} has none (P6)")
+        reasons.append(
+            f"speculative method {method} needs MTP weights; {card.name} has none (vllm#35548)"
+        )
     draft_layers = card.mtp_layers if mtp and card.has_mtp else 0
 
     # prefix caching (hybrid models: default on from 0.26.0) and the mamba cache mode

@@ -385,7 +385,7 @@ def _env(
         else:
             notes.append(
                 f"sglang {version} has no size cap for the HiCache file tier "
-                f"({P4_MAX_SIZE} exists from 0.5.14): watch the disk (FIELD-NOTES P4)"
+                f"({P4_MAX_SIZE} exists from 0.5.14): watch the disk"
             )
         for name in wanted:
             value = merged.pop(name, None)
@@ -394,7 +394,7 @@ def _env(
                     name=name,
                     value=str(value) if value is not None else P4_DEFAULTS[name],
                     overridable=True,
-                    note="HiCache file tier (FIELD-NOTES P4)",
+                    note="HiCache file tier (--file-storage-path is ignored, sglang#33883)",
                 )
             )
     for name in sorted(merged):

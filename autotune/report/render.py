@@ -177,6 +177,7 @@ def environment() -> Any:
     import jinja2
 
     from autotune.report.launch import one_line
+    from autotune.sources import cite
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("autotune.report", "templates"),
@@ -202,4 +203,5 @@ def environment() -> Any:
         failure_text=failure_text,
     )
     env.globals["change_text"] = change_text
+    env.globals["cite"] = cite  # note number -> public source (autotune.sources)
     return env

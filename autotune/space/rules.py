@@ -301,7 +301,9 @@ class Rule(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(min_length=1, description="e.g. P1")
-    source: str = Field(min_length=1, description='where it comes from, e.g. "FIELD-NOTES P1"')
+    source: str = Field(
+        min_length=1, description='the public source a user can check, e.g. "sglang#24121"'
+    )
     reason: str = Field(min_length=1, description="one line: what goes wrong and why")
     kind: Literal["constraint", "info"] = "constraint"
     when: AllOf = Field(default_factory=dict, description="all must hold for the rule to apply")

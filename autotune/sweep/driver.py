@@ -226,7 +226,16 @@ class Sweep:
         finalists: list[dict[str, Any]] = []
         if not self.stop.graceful.is_set() and self.spec.finalists.top_k:
             finalists = self._finalists(executor)
-        return self._outcome(stop_reason, finished, time.monotonic() - t0, finalists)
+        outcome = self._outcome(stop_reason, finished, time.monotonic() - t0, finalists)
+        # The last line shows the final state, not the last poll's (trials that finished after
+        # it, finalists, nothing running any more).
+        self.bar.finish(
+            done=outcome.launched,
+            best=(outcome.best or {}).get("value", self.best_value),
+            status=outcome.status,
+            stop_reason=outcome.stop_reason,
+        )
+        return outcome
 
     def _drain(self, executor: Executor, running: dict[Future[TrialResult], _Running]) -> None:
         from autotune.sweep.orchestrator import wait_any
@@ -635,7 +644,14 @@ class Sweep:
         src = "" if source == "sampler" else f" ({source})"
         line = f"#{number} {status}{src}: {text}{took}"
         log.info(line)
-        self.bar.note(line)
+        self.bar.trial(
+            number,
+            status,
+            line,
+            done=self.launched,
+            running=len(self.running_keys),
+            best=self.best_value,
+        )
 
     def _progress(self, running: int) -> None:
         left = self.budget.seconds_left()

@@ -14,6 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from autotune.sources import cite
+
 # Flags whose field name is not the flag with dashes turned into underscores.
 FLAG_ALIASES = {"tp": "tp_size", "tensor_parallel_size": "tp_size"}
 # Fields the sweep's target decides, never a seed.
@@ -24,9 +26,9 @@ class KnownGood(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
-    source: str
+    source: str = Field(description="where it was measured (autotune.sources), shown to users")
     engine: str = "sglang"
-    flags: str = Field(description="the command line as measured (FIELD-NOTES K)")
+    flags: str = Field(description="the command line as measured")
     gpus: tuple[str, ...] = Field(description="GPU catalog names it was measured on")
     quantization: tuple[str, ...] = Field(description="ModelCard quantization schemes")
     tp: int = 1
@@ -79,7 +81,7 @@ def flags_to_config(flags: str | Sequence[str]) -> dict[str, Any]:
 KNOWN_GOOD: tuple[KnownGood, ...] = (
     KnownGood(
         id="K1",
-        source="FIELD-NOTES K1 (with C1: 356,237 KV tokens, two 123K requests at once)",
+        source=cite("K1"),
         flags="--context-length 131072 --max-running-requests 2 --mem-fraction-static 0.92 "
         "--kv-cache-dtype fp8_e4m3 --page-size 1 --max-mamba-cache-size 6 "
         "--enable-hierarchical-cache --hicache-size 12 --hicache-write-policy write_through "
@@ -90,7 +92,7 @@ KNOWN_GOOD: tuple[KnownGood, ...] = (
     ),
     KnownGood(
         id="K2",
-        source="FIELD-NOTES K2",
+        source=cite("K2"),
         flags="--enable-hierarchical-cache --hicache-size 32 --tp 1 --mem-fraction-static 0.85 "
         "--max-running-requests 1 --context-length 131072",
         gpus=("rtx-pro-4500-32g",),
@@ -99,7 +101,7 @@ KNOWN_GOOD: tuple[KnownGood, ...] = (
     ),
     KnownGood(
         id="K3",
-        source="FIELD-NOTES K3 (ROCm fork)",
+        source=cite("K3"),
         flags="--tp-size 2 --quantization gptq --mamba-ssm-dtype bfloat16 --kv-cache-dtype auto "
         "--attention-backend triton --context-length 196608 --mem-fraction-static 0.91 "
         "--max-running-requests 4 --max-mamba-cache-size 20 --speculative-algorithm NEXTN "
@@ -110,11 +112,11 @@ KNOWN_GOOD: tuple[KnownGood, ...] = (
         gpus=("rx-7900xtx-24g",),
         quantization=("gptq",),
         tp=2,
-        note="NEXTN needs MTP weights in the checkpoint (P6)",
+        note="NEXTN needs MTP weights in the checkpoint",
     ),
     KnownGood(
         id="K4",
-        source="FIELD-NOTES K4",
+        source=cite("K4"),
         flags="--tp-size 2 --kv-cache-dtype fp8_e4m3 --speculative-algorithm DFLASH "
         "--speculative-num-draft-tokens 8 --context-length 200000 --max-total-tokens 185000 "
         "--max-running-requests 4 --cuda-graph-max-bs-decode 4 --mem-fraction-static 0.88 "
@@ -130,7 +132,7 @@ KNOWN_GOOD: tuple[KnownGood, ...] = (
     ),
     KnownGood(
         id="K5",
-        source="FIELD-NOTES K5",
+        source=cite("K5"),
         flags="--tp 2 --kv-cache-dtype fp8_e4m3 --context-length 262144 "
         "--mem-fraction-static 0.88 --max-running-requests 8 --cuda-graph-max-bs 8 "
         "--chunked-prefill-size 4096 --page-size 64 --max-mamba-cache-size 32 "

@@ -150,7 +150,7 @@ def run_sweep(
     max_trials: int | None = None,
     wall_clock_s: float | None = None,
     until: str | None = None,
-    progress: bool = False,
+    progress: bool | str = False,
     stop: StopController | None = None,
     install_signals: bool = True,
     on_trial: Callable[[dict[str, Any]], None] | None = None,
@@ -160,7 +160,8 @@ def run_sweep(
 
     CLI flags override the spec's budget and execution (`max_trials`, `wall_clock_s`,
     `until`, `workers`, `executor_kind`, `ray_address`). `executor` injects a ready executor
-    (tests, the analytic benchmark); otherwise one is built and shut down here.
+    (tests, the analytic benchmark); otherwise one is built and shut down here. `progress`:
+    True/False (the rich bar or nothing) or a `--progress` choice (auto, rich, json, none).
     """
     from autotune.sweep.driver import Sweep
 
@@ -207,10 +208,15 @@ def run_sweep(
                 ray_address=ray_address or spec.execution.ray_address,
                 registry_path=str(sweep.registry_path),
             )
-        from autotune.sweep.progress import SweepProgress
+        from autotune.sweep.progress import SweepProgress, resolve_progress
 
+        mode = resolve_progress(progress) if isinstance(progress, str) else None
         with SweepProgress(
-            spec.name, enabled=progress, metric=spec.objective_refs()[0].metric
+            spec.name,
+            enabled=bool(progress),
+            metric=spec.objective_refs()[0].metric,
+            mode=mode,
+            total=budget.max_trials,
         ) as bar:
             return sweep.run(executor, bar, resumed=resume)
     except BaseException as exc:

@@ -53,7 +53,7 @@ def complete_by_rules(
             value = next((c for c in candidates if c is not None and match.test(c)), None)
             if value is not None:
                 config[key] = value
-                filled.append(f"{key}={value} ({rule.id})")
+                filled.append(f"{key}={value} (rule {rule.id})")
     return config, filled
 
 

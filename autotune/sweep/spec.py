@@ -119,11 +119,13 @@ class TargetSpec(_Section):
 class SimulateSpec(_Section):
     """Run the simulated engine (a real server process speaking SGLang's API) instead."""
 
-    enabled: bool = True
+    enabled: bool = Field(
+        True, description="false: run the real engine although the section is there"
+    )
     time_scale: float = Field(
         1.0, gt=0, description="simulated seconds per real second; figures are rescaled back"
     )
-    seed: int = 0
+    seed: int = Field(0, description="seed of the simulator's timing noise")
     max_startup_s: float | None = Field(
         None, ge=0, description="cap on the real seconds a simulated startup takes"
     )
@@ -141,25 +143,32 @@ class SpaceSpec(_Section):
 
 
 class WorkloadSpec(_Section):
-    scenarios: list[dict[str, Any]] = Field(min_length=1)
+    scenarios: list[dict[str, Any]] = Field(
+        min_length=1,
+        description="benchmark scenarios run against every trial, each a mapping with a `kind`",
+    )
     probe: str | None = Field(
         None, description="scenario that may prune a trial early; default: the cheapest"
     )
     prune_below: float = Field(
         0.5, ge=0, le=1, description="prune when the probe is below this share of the best"
     )
-    order: Literal["cheap_first", "as_written"] = "cheap_first"
+    order: Literal["cheap_first", "as_written"] = Field(
+        "cheap_first", description="scenario order in a trial: cheapest first, or as written"
+    )
 
 
 class MetricRef(_Section):
     metric: str = Field(description="SCENARIO.FIGURE (throughput.output_tok_s) or launch.FIELD")
-    direction: Direction | None = None
+    direction: Direction | None = Field(
+        None, description="default: minimize latencies (…_s) and error_rate, maximize the rest"
+    )
 
 
 class ConstraintSpec(_Section):
-    metric: str
-    max: float | None = None
-    min: float | None = None
+    metric: str = Field(description="SCENARIO.FIGURE or launch.FIELD the bound applies to")
+    max: float | None = Field(None, description="a trial above this value is infeasible")
+    min: float | None = Field(None, description="a trial below this value is infeasible")
 
     @model_validator(mode="after")
     def _bound(self) -> ConstraintSpec:
@@ -170,11 +179,13 @@ class ConstraintSpec(_Section):
 
 class ObjectiveSpec(_Section):
     metric: str = Field("throughput.output_tok_s", description="main objective")
-    direction: Direction = "maximize"
+    direction: Direction = Field("maximize", description="direction of `metric`")
     vram_headroom_gib: float = Field(
         0.25, ge=0, description="GPU memory that must stay free after startup (GiB)"
     )
-    constraints: list[ConstraintSpec] = Field(default_factory=list)
+    constraints: list[ConstraintSpec] = Field(
+        default_factory=list, description="bounds a trial must meet to count"
+    )
     multi: list[MetricRef] | None = Field(
         None, description="multi-objective: these objectives (Pareto front) instead of `metric`"
     )
@@ -199,10 +210,16 @@ class BudgetSpec(_Section):
 
 
 class SearchSpec(_Section):
-    sampler: Literal["tpe", "random", "grid"] = "tpe"
-    seed: int = 0
+    sampler: Literal["tpe", "random", "grid"] = Field(
+        "tpe", description="Optuna sampler: TPE, random, or the whole grid"
+    )
+    seed: int = Field(0, description="sampler seed")
     baseline: bool = Field(True, description="trial 0 = the engine's defaults")
-    known_good: bool = Field(True, description="enqueue FIELD-NOTES K configs that apply")
+    known_good: bool = Field(
+        True,
+        description="enqueue the known-good configurations measured on this engine, GPU, "
+        "quantization and TP (autotune.sweep.known_good)",
+    )
     n_startup_trials: int = Field(8, ge=0, description="random trials before TPE models")
     refine: float = Field(
         0.25,
@@ -214,17 +231,23 @@ class SearchSpec(_Section):
 
 
 class FinalistsSpec(_Section):
-    top_k: int = Field(3, ge=0)
+    top_k: int = Field(3, ge=0, description="best trials re-measured at the end (0: none)")
     repeats: int = Field(3, ge=1, description="fresh launches per finalist")
 
 
 class EngineRunSpec(_Section):
-    startup_timeout_s: float = Field(900.0, gt=0)
+    startup_timeout_s: float = Field(
+        900.0, gt=0, description="seconds a launch may take to become ready"
+    )
     bench_timeout_s: float = Field(3600.0, gt=0, description="cap on one trial's workload")
-    stop_grace_s: float = Field(20.0, ge=0)
-    host: str = "127.0.0.1"
+    stop_grace_s: float = Field(
+        20.0, ge=0, description="seconds between SIGTERM and SIGKILL when a trial ends"
+    )
+    host: str = Field("127.0.0.1", description="address the engine listens on")
     port: int | None = Field(None, ge=1, le=65535, description="fixed port; default: free one")
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] = Field(
+        default_factory=dict, description="environment variables added to every launch"
+    )
     launcher: list[str] | None = Field(
         None,
         description="argv prefix that starts the engine, e.g. [/opt/sglang/bin/python, -m, "
@@ -233,24 +256,40 @@ class EngineRunSpec(_Section):
 
 
 class ExecutionSpec(_Section):
-    executor: Literal["inprocess", "ray"] = "inprocess"
+    executor: Literal["inprocess", "ray"] = Field(
+        "inprocess", description="inprocess: threads on this machine; ray: actors on a cluster"
+    )
     workers: int | None = Field(None, ge=1, description="trials at once; default: GPU groups")
-    ray_address: str | None = None
+    ray_address: str | None = Field(
+        None, description="Ray cluster to join (host:port or auto); default: a local one"
+    )
 
 
 class SweepSpec(_Section):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    description: str = ""
-    target: TargetSpec
-    simulate: SimulateSpec | None = None
-    space: SpaceSpec = SpaceSpec()
-    workload: WorkloadSpec
-    objective: ObjectiveSpec = ObjectiveSpec()
-    budget: BudgetSpec = BudgetSpec()
-    search: SearchSpec = SearchSpec()
-    finalists: FinalistsSpec = FinalistsSpec()
-    engine: EngineRunSpec = EngineRunSpec()
-    execution: ExecutionSpec = ExecutionSpec()
+    name: str = Field(
+        min_length=1,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="sweep name: the database key, --resume NAME, reports/NAME",
+    )
+    description: str = Field("", description="free text, shown in the report")
+    target: TargetSpec = Field(description="what is tuned: engine, version, model, GPU, TP")
+    simulate: SimulateSpec | None = Field(
+        None, description="present: run the simulated engine instead of the real one"
+    )
+    space: SpaceSpec = Field(SpaceSpec(), description="the search space and changes to it")
+    workload: WorkloadSpec = Field(description="what every trial is benchmarked on")
+    objective: ObjectiveSpec = Field(
+        ObjectiveSpec(), description="what is optimised and the bounds a trial must meet"
+    )
+    budget: BudgetSpec = Field(BudgetSpec(), description="when the sweep stops")
+    search: SearchSpec = Field(SearchSpec(), description="how configurations are proposed")
+    finalists: FinalistsSpec = Field(
+        FinalistsSpec(), description="re-measurement of the best trials at the end"
+    )
+    engine: EngineRunSpec = Field(
+        EngineRunSpec(), description="how each engine process is started and stopped"
+    )
+    execution: ExecutionSpec = Field(ExecutionSpec(), description="where trials run and how many")
 
     @property
     def simulated(self) -> bool:

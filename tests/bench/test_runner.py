@@ -221,7 +221,7 @@ async def test_all_warmups_failing_stops_early() -> None:
 async def test_usage_missing_and_speculation_are_reported() -> None:
     res = await run(FakeServer(send_usage=False), DecodeScenario(num_requests=1, output_len=4))
     assert res.stats.usage_missing == 1
-    assert any("no usage" in w and "P8" in w for w in res.warnings)
+    assert any("no usage" in w and "vllm#45678" in w for w in res.warnings)
     assert any("client's estimate" in w for w in res.warnings)
     spec = await run(FakeServer(tokens_per_chunk=3), DecodeScenario(num_requests=2, output_len=9))
     assert spec.stats.tokens_per_chunk == pytest.approx(3.0)
@@ -304,3 +304,39 @@ def test_describe_names_shape_and_size() -> None:
     text = describe(parse_scenario("throughput:duration_s=30,concurrency=8,repeats=2"))
     assert "for 30 s" in text and "concurrency 8" in text and "x2 repeats" in text
     assert "4 sessions x 4 turns" in describe(parse_scenario("agent"))
+
+
+async def test_requests_are_made_lazily_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A huge request count with a duration: only the requests sent (plus a few ahead) are ever
+    made, so memory stays bounded and the duration ends the phase (issue: 10**12 requests held
+    a sweep for minutes while every request was built first)."""
+    from autotune.bench import runner as R
+
+    made = {"n": 0}
+    real = R._single_spec
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        made["n"] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(R, "_single_spec", counting)
+    srv = FakeServer()
+    s = ThroughputScenario(
+        num_requests=100_000, duration_s=0.3, concurrency=2, output_len=4, warmup_requests=0
+    )
+    res = await run(srv, s)
+    sent = len(srv.bodies)
+    assert 0 < sent < 100_000
+    assert made["n"] <= sent + 2 * 2 + 2  # a queue of 2 x concurrency made ahead, at most
+    assert res.stats.requests == sent
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("num_requests", 10**12), ("prompt_len", 10**9), ("concurrency", 10**6), ("repeats", 10**4)],
+)
+def test_absurd_sizes_are_refused_when_read(field: str, value: int) -> None:
+    from autotune.bench.scenarios import scenario_from_dict
+
+    with pytest.raises(ConfigError, match=field):
+        scenario_from_dict({"kind": "throughput", field: value})

@@ -57,9 +57,11 @@ def test_detect_version_runs_the_binary(tmp_path: Path) -> None:
     assert b.detect_version(exe).sdist_version == "0.3.36"
 
 
-def test_build_script_exists_and_is_executable() -> None:
-    script = b.build_script()
-    assert script.is_file() and script.stat().st_mode & 0o111
-    text = script.read_text()
-    assert f"version={b.PINNED_VERSION}" in text  # the recipe and the adapter pin the same sdist
-    assert "--target llama-server" in text
+def test_build_recipe_pins_the_adapters_sdist() -> None:
+    from autotune.engines.llamacpp import build
+
+    assert build.PINNED_VERSION == b.PINNED_VERSION  # the recipe and the adapter pin one sdist
+    assert build.Recipe().stamp.startswith(f"llama-cpp-python=={b.PINNED_VERSION} ")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "build-llama-server"
+    assert script.is_file() and script.stat().st_mode & 0o111  # .ci/run calls it
+    assert "engines build llama-server" in script.read_text()

@@ -105,7 +105,7 @@ def test_mamba_alloc_under_load_p7() -> None:
     )
     f = classify_failure(log, -9, was_ready=True)
     assert f.cls is FailureClass.MAMBA_CACHE_OOM
-    assert "P7" in f.reason and "after it was serving" in f.reason
+    assert "sglang#36770" in f.reason and "after it was serving" in f.reason
     assert f.evidence == "AssertionError: Can not alloc mamba cache"
 
 

@@ -93,7 +93,7 @@ def test_p1_hybrid_hicache_needs_page_1_up_to_0_5_17(sglang_space: SearchSpace) 
 def test_p2_kernel_io_crashes_on_hybrid(sglang_space: SearchSpace) -> None:
     kernel = hicache(sglang_space, hicache_io_backend="kernel")
     (v,) = [v for v in sglang_space.check(kernel, ctx()) if v.rule_id == "P2"]
-    assert v.kind == "constraint" and "FIELD-NOTES P2" in v.source
+    assert v.kind == "constraint" and v.source == "sglang#24121"
     assert v.failed == ['hicache_io_backend="kernel", required == "direct"']
     # unset means the engine default, kernel: also refused
     assert "P2" in ids(sglang_space, dict(kernel, hicache_io_backend=None), ctx())

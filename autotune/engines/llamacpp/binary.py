@@ -1,7 +1,8 @@
 """Find the llama-server binary and tell which llama.cpp it is (this module does I/O; the adapter
 itself stays pure).
 
-Lookup order: $AUTOTUNE_LLAMA_SERVER (a path), then the cache scripts/build-llama-server fills
+Lookup order: $AUTOTUNE_LLAMA_SERVER (a path), then the cache `autotune engines build
+llama-server` (autotune.engines.llamacpp.build; scripts/build-llama-server) fills
 (`$AUTOTUNE_LLAMA_CACHE` or ~/.cache/autotune/llama-server/<version>[-cuda]/bin/llama-server,
 newest supported version first, CUDA builds first when asked), then `llama-server` on PATH.
 """
@@ -12,16 +13,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from autotune.engines.llamacpp.build import CACHE_ENV as CACHE_ENV  # re-exported
+from autotune.engines.llamacpp.build import PINNED_VERSION as PINNED_VERSION  # re-exported
+from autotune.engines.llamacpp.build import default_cache_root
 from autotune.engines.llamacpp.flags import supported_versions
 from autotune.errors import ConfigError, EngineLaunchError
 
 BINARY_ENV = "AUTOTUNE_LLAMA_SERVER"
-CACHE_ENV = "AUTOTUNE_LLAMA_CACHE"
 BUILD_ENV = "AUTOTUNE_BUILD_LLAMA"
-PINNED_VERSION = "0.3.36"  # scripts/build-llama-server's default
 
 # 0.3.36: `version: 0.5.0-dev (build 1, commit 0c1e570)`; 0.3.16: `version: 1 (4227c9b)`.
 _VERSION_RE = re.compile(
@@ -31,13 +34,12 @@ _VERSION_RE = re.compile(
 
 
 def cache_root() -> Path:
-    env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "autotune" / "llama-server"
+    return default_cache_root()
 
 
 def cached_binary(version: str = PINNED_VERSION, *, cuda: bool = False) -> Path | None:
-    """The cached build of `version`, if scripts/build-llama-server left a complete one (its
-    stamp file is written last)."""
+    """The cached build of `version`, if the build left a complete one (its stamp file is
+    written last)."""
     folder = cache_root() / (f"{version}-cuda" if cuda else version)
     path = folder / "bin" / "llama-server"
     if path.is_file() and os.access(path, os.X_OK) and (folder / "stamp").is_file():
@@ -64,16 +66,19 @@ def find_binary(*, cuda: bool | None = None) -> Path | None:
     return Path(on_path) if on_path else None
 
 
-def build_script() -> Path:
-    return Path(__file__).resolve().parents[3] / "scripts" / "build-llama-server"
-
-
 def build(*, cuda: bool = False, version: str = PINNED_VERSION, timeout_s: float = 7200) -> Path:
-    """Run scripts/build-llama-server (reuses the cache when it is current) -> the binary."""
-    script = build_script()
-    if not script.is_file():
-        raise ConfigError(f"build recipe not found at {script}")
-    argv = [str(script), "--version", version, *(["--cuda"] if cuda else [])]
+    """Run the build (autotune.engines.llamacpp.build, in a child process so its output is
+    kept for the error; reuses the cache when it is current) -> the binary."""
+    from autotune.engines.llamacpp import build as recipe
+
+    argv = [
+        sys.executable,
+        "-I",
+        recipe.__file__,
+        "--version",
+        version,
+        *(["--cuda"] if cuda else []),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise EngineLaunchError(

@@ -65,7 +65,7 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         FailureClass.MAMBA_CACHE_OOM,
         re.compile(r"Can not alloc mamba cache"),
-        "Mamba state slots ran out under load (FIELD-NOTES P7): leave headroom below "
+        "Mamba state slots ran out under load (sglang#36770): leave headroom below "
         "max_total_tokens, raise max_mamba_cache_size or lower max_running_requests",
     ),
     _Rule(

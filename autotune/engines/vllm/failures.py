@@ -73,7 +73,8 @@ _RULES: tuple[_Rule, ...] = (
         FailureClass.CUDA_OOM,
         STARTUP_FREE_RE,
         "the GPU had less free memory at startup than gpu_memory_utilization asks for "
-        "({detail}): lower gpu_memory_utilization or free the GPU (a desktop takes some, F3)",
+        "({detail}): lower gpu_memory_utilization or free the GPU (a desktop session takes "
+        "about 80 MB on GeForce cards)",
     ),
     _Rule(
         FailureClass.KV_CACHE_OOM,
