@@ -13,7 +13,9 @@
     │   └── EngineCrashed                       died after it was ready
     ├── BenchmarkError                 exit 5   the benchmark could not run or the server misbehaved
     ├── StorageError                   exit 6   the database could not be read or written
-    └── TrialInfeasible                exit 7   the planner rejected a configuration (carries reasons)
+    └── TrialInfeasible                exit 7   the planner rejected a configuration (carries reasons);
+                                                `autotune sweep` exits 7 too when no trial met the
+                                                constraints or fit (SweepOutcome.infeasible)
 
 Messages state what was expected and what was received, and name the file, field or flag.
 """

@@ -145,6 +145,8 @@ def print_summary(outcome: SweepOutcome) -> None:
     )
     counts = ", ".join(f"{k} {v}" for k, v in sorted(outcome.counts.items()))
     con.print(f"trials: {counts or 'none'}")
+    if outcome.infeasible:
+        con.print("[bold red]no trial met the constraints (or nothing fit): no winner[/bold red]")
     t = Table(title="baseline vs best", show_lines=False)
     t.add_column("")
     t.add_column("trial")

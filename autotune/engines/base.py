@@ -30,6 +30,8 @@ class FailureClass(StrEnum):
     NEVER_READY = "never_ready"  # still not ready at the deadline
     CRASH_AFTER_READY = "crash_after_ready"  # died (or was killed) while serving
     PORT_IN_USE = "port_in_use"
+    SPAWN_FAILED = "spawn_failed"  # the program could not be started (launcher missing, not +x)
+    AUTH_REJECTED = "auth_rejected"  # the server refused the benchmark (HTTP 401/403: API key)
     BENCHMARK_ERROR = "benchmark_error"  # served garbage, malformed stream, HTTP errors
     WORKER_LOST = "worker_lost"  # the Ray actor running the trial died
     PLANNER_REJECTED = "planner_rejected"  # pruned before launch (never started)

@@ -263,6 +263,7 @@ class ReportData(BaseModel):
     counts: dict[str, int]
     baseline: TrialInfo | None = None
     winner: TrialInfo | None = None
+    feasible: bool = Field(True, description="False: no trial met the constraints, no winner")
     scenarios: list[str] = Field(default_factory=list)
     comparison: list[Comparison] = Field(default_factory=list)
     top: list[RankedTrial] = Field(default_factory=list)
@@ -312,8 +313,24 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
     baseline = _baseline(row, trials, store, notes)
     finalists = _finalists(row)
     winner = _winner(row, trials, direction, finalists)
-    if winner is None:
+    # measured trials but none feasible, or every proposal rejected by the planner
+    feasible = winner is not None or not (
+        any(t.status == "complete" for t in trials)
+        or (trials and all(t.status == "pruned" and t.launch is None for t in trials))
+    )
+    if not feasible:
+        notes.append(
+            "no trial satisfies the constraints (or nothing fits): there is no winner; "
+            "the closest trials are listed under Top configurations"
+        )
+    elif winner is None:
         notes.append("no trial completed: there is no winner yet")
+    early = (row.notes or {}).get("early_stop")
+    if isinstance(early, dict):
+        notes.append(
+            f"the sweep stopped early: {early.get('trials')} trials in a row failed with "
+            f"{early.get('failure_class')}, a fault of the environment ({early.get('reason')})"
+        )
     scenarios = _scenario_order(spec, trials)
     counts: dict[str, int] = defaultdict(int)
     for t in trials:
@@ -343,6 +360,7 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
         counts=dict(sorted(counts.items())),
         baseline=baseline,
         winner=winner,
+        feasible=feasible,
         scenarios=scenarios,
         comparison=_compare(baseline, winner, scenarios),
         top=_top(trials, baseline, winner, direction),
@@ -632,14 +650,14 @@ def _winner(
         sign = 1.0 if direction == "maximize" else -1.0
         top = max(ranked, key=lambda f: sign * (f.mean or 0.0))
         hit = next((t for t in trials if t.number == top.number), None)
-        if hit is not None and hit.status == "complete":
+        if hit is not None and hit.status == "complete" and hit.feasible:
             return hit
     if row.best_trial_id is not None:
         hit = next((t for t in trials if t.id == row.best_trial_id), None)
-        if hit is not None:
+        if hit is not None and hit.feasible:
             return hit
-    done = [t for t in trials if t.status == "complete" and t.value is not None]
-    done = [t for t in done if t.feasible] or done
+    # a trial that breaks a constraint is never the winner
+    done = [t for t in trials if t.status == "complete" and t.value is not None and t.feasible]
     if not done:
         return None
     sign = 1.0 if direction == "maximize" else -1.0
@@ -725,6 +743,8 @@ def _top(
     done = [t for t in trials if t.status == "complete" and t.value is not None]
     sign = 1.0 if direction == "maximize" else -1.0
     done.sort(key=lambda t: (-sign * (t.value or 0.0), t.number or 0))
+    if winner is None:  # no feasible winner: the closest trials (least violation) first
+        done.sort(key=lambda t: sum(max(v, 0.0) for v in t.constraints.values()))
     base_cfg = baseline.config if baseline is not None else None
     base_val = baseline.value if baseline is not None else None
     return [

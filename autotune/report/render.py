@@ -162,6 +162,8 @@ FAILURE_TEXT = {
     "never_ready": "the engine was not ready before the deadline",
     "crash_after_ready": "the engine died while serving",
     "port_in_use": "the port was taken (not the configuration's fault; re-run)",
+    "spawn_failed": "the engine program could not be started (launcher missing or not executable)",
+    "auth_rejected": "the server refused the benchmark's requests (HTTP 401/403: API key)",
     "benchmark_error": "the engine served errors or malformed streams",
     "worker_lost": "the worker running the trial died (not the configuration's fault)",
     "planner_rejected": "rejected before launch by the rules or the VRAM planner (cost no time)",

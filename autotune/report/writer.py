@@ -122,7 +122,7 @@ def _write(path: Path, text: str, red: Redactor, *, verbatim: bool = False) -> N
 def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
     w = data.winner
     if w is None:
-        return None, "no trial completed"
+        return None, "no trial completed" if data.feasible else "no trial met the constraints"
     try:
         spec = build_launch(
             w.config,
@@ -271,6 +271,7 @@ def _winner_json(data: ReportData, launch: LaunchSpec | None, launch_error: str)
             "direction": data.objective_direction,
             "objectives": [{"metric": m, "direction": d} for m, d in data.objectives],
         },
+        "feasible": data.feasible,
         "winner": None,
         "baseline": None,
         "launch": None,

@@ -6,13 +6,14 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.engines.base import FailureClass
+from autotune.engines.base import Failure, FailureClass
+from autotune.errors import EngineError
 from autotune.planner.dispatch import engine_model_path
 from autotune.store.models import SweepStatus, TrialStatus
 from autotune.sweep.planning import Assessment, TrialPlanner, longest_request_tokens
@@ -25,7 +26,7 @@ from autotune.sweep.study import (
     set_constraints,
     user_constraints,
 )
-from autotune.sweep.trial import TrialResult, TrialSpec, order_scenarios
+from autotune.sweep.trial import TrialResult, TrialSpec, order_scenarios, started_nothing
 
 if TYPE_CHECKING:
     import optuna
@@ -41,6 +42,11 @@ log = logging.getLogger(__name__)
 # Failures that say nothing about the configuration: not told to the sampler as infeasible,
 # and the configuration is run once more.
 NOT_THE_CONFIG = frozenset({FailureClass.WORKER_LOST, FailureClass.PORT_IN_USE})
+# Failures of the environment, not of the configuration: once they repeat, every later trial
+# fails alike, so the sweep stops (budget.stop_after_env_failures) instead of burning its budget.
+ENV_FAILURES = frozenset(
+    {FailureClass.SPAWN_FAILED, FailureClass.AUTH_REJECTED, FailureClass.PORT_IN_USE}
+)
 POLL_S = 0.25
 
 
@@ -84,6 +90,7 @@ class Sweep:
         self.sweep_id: int = row.id
         self.budget, self.stop, self.on_trial = budget, stop, on_trial
         self.notes: dict[str, Any] = dict(row.notes or {})
+        self.notes.pop("early_stop", None)  # a resumed run starts with a fresh streak
         engine = spec.target.engine
         # the target model as its engine's planner reads it (a card, or a GGUF header)
         self.card = load_target_model(engine, spec.target.model)
@@ -143,6 +150,8 @@ class Sweep:
         self.incumbent: tuple[int, dict[str, Any]] | None = None
         self.feasible_results: list[tuple[float, int, dict[str, Any]]] = []
         self.local_optima: set[str] = set()
+        self.env_streak: tuple[FailureClass | None, int] = (None, 0)
+        self.early_stop: FailureClass | None = None
         self._refine_turn = 0
         self.t_start = time.monotonic()
         self.study: optuna.Study | None = None
@@ -481,8 +490,6 @@ class Sweep:
         if status == TrialStatus.COMPLETE:
             got = [figures.get(r.metric) for r in self.refs]
             if any(v is None for v in got):
-                from autotune.engines.base import Failure
-
                 missing = [r.metric for r, v in zip(self.refs, got, strict=True) if v is None]
                 status = TrialStatus.FAILED
                 failure = Failure(
@@ -491,10 +498,13 @@ class Sweep:
                 )
             else:
                 values = [float(v) for v in got if v is not None]
-        if status != TrialStatus.INTERRUPTED:  # interrupted trials run again; they do not count
+        # interrupted trials run again, and one that started no process cost nothing: neither
+        # counts against the budget
+        if status != TrialStatus.INTERRUPTED and not started_nothing(res):
             self.launched += 1
             if res.timings.get("total_s"):
                 self.durations.append(res.timings["total_s"])
+        self._watch_env(status, failure)
         if failure is not None:
             self.store.add_failure(
                 item.row_id,
@@ -555,6 +565,31 @@ class Sweep:
                     "values": values,
                     "failure": failure.cls.value if failure else None,
                 }
+            )
+
+    def _watch_env(self, status: TrialStatus, failure: Failure | None) -> None:
+        """Count trials in a row that failed with one environment-level class; at the limit,
+        stop the sweep (running trials finish) with that class as the reason."""
+        if status == TrialStatus.INTERRUPTED:
+            return
+        if status != TrialStatus.FAILED or failure is None or failure.cls not in ENV_FAILURES:
+            self.env_streak = (None, 0)
+            return
+        last, n = self.env_streak
+        n = n + 1 if last == failure.cls else 1
+        self.env_streak = (failure.cls, n)
+        limit = self.spec.budget.stop_after_env_failures
+        if limit and n >= limit and self.early_stop is None:
+            self.early_stop = failure.cls
+            self.notes["early_stop"] = {
+                "failure_class": failure.cls.value,
+                "trials": n,
+                "reason": failure.reason,
+            }
+            self.stop.request(
+                f"stopped early: {n} trials in a row failed with {failure.cls.value}, a fault "
+                f"of the environment, not of the configuration ({failure.reason}); fix it, "
+                "then --resume"
             )
 
     def _update_trial(
@@ -663,6 +698,19 @@ class Sweep:
             deadline_s=left,
         )
 
+    def _best_feasible(self, rows: Sequence[Any]) -> Any:
+        """The complete trial with the best main value that breaks no constraint, or None:
+        a trial that breaks one is never the winner."""
+        sign = 1.0 if (self.refs[0].direction or "maximize") == "maximize" else -1.0
+        ok = [
+            r
+            for r in rows
+            if r.status == TrialStatus.COMPLETE.value
+            and r.value is not None
+            and not any(v > 0 for v in ((r.launch or {}).get("constraints") or {}).values())
+        ]
+        return max(ok, key=lambda r: (sign * r.value, -(r.number or 0)), default=None)
+
     def _pareto(self) -> list[int]:
         """Feasible non-dominated trials of a multi-objective study (Optuna's best_trials)."""
         if self.study is None or len(self.refs) < 2:
@@ -693,8 +741,12 @@ class Sweep:
         counts: dict[str, int] = {}
         for r in rows:
             counts[r.status] = counts.get(r.status, 0) + 1
-        direction = self.refs[0].direction or "maximize"
-        best = self.store.best_trial(self.sweep_id, direction)
+        best = self._best_feasible(rows)
+        # no feasible winner although trials were measured, or nothing fit: "infeasible" (7)
+        infeasible = best is None and (
+            counts.get(TrialStatus.COMPLETE.value, 0) > 0
+            or (bool(rows) and self.launched == 0 and set(counts) == {TrialStatus.PRUNED.value})
+        )
         baseline = next((r for r in rows if (r.launch or {}).get("source") == "baseline"), None)
         if baseline is None:
             baseline = next((r for r in rows if (r.prediction or {}) and r.number == 0), None)
@@ -723,6 +775,8 @@ class Sweep:
             counts=counts,
             failures_by_class=self.store.failures_by_class(self.sweep_id),
             best=brief(best),
+            infeasible=infeasible,
+            early_stop_exit=EngineError.exit_code if self.early_stop is not None else None,
             baseline=brief(baseline),
             finalists=finalists,
             pareto=self._pareto(),

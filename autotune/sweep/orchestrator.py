@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from autotune.errors import ConfigError, StorageError
+from autotune.errors import ConfigError, StorageError, TrialInfeasible
 from autotune.store.models import SweepStatus
-from autotune.sweep.spec import SweepSpec, until_deadline
+from autotune.sweep.spec import SweepSpec, port_workers_error, until_deadline
 
 if TYPE_CHECKING:
     from autotune.store.db import Store
@@ -61,10 +61,20 @@ class SweepOutcome(BaseModel):
     planner_correction: dict[str, Any] = Field(default_factory=dict)
     seeds: list[dict[str, Any]] = Field(default_factory=list)
     signal: int | None = None
+    infeasible: bool = Field(
+        False, description="no trial met the constraints (or nothing fit): there is no winner"
+    )
+    early_stop_exit: int | None = Field(
+        None, description="exit code of the failure class that stopped the sweep early"
+    )
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signal if self.signal else 0
+        if self.signal:
+            return 128 + self.signal
+        if self.early_stop_exit is not None:
+            return self.early_stop_exit
+        return TrialInfeasible.exit_code if self.infeasible else 0
 
 
 @dataclass
@@ -315,22 +325,29 @@ def build_executor(
     from autotune.sweep.executors import InProcessExecutor, RayExecutor, gpu_groups
 
     no_gpu = spec.simulated or spec.target.cpu
+    executor: Executor
     if kind == "inprocess":
         # default slots: 2 simulators, 1 CPU engine (it uses every core), one per GPU group
         n = workers or (2 if spec.simulated else 1 if spec.target.cpu else 1_000_000)
         groups = gpu_groups(n, spec.target.tp, simulate=no_gpu)
         if spec.target.gpus is not None and not no_gpu:
             groups = groups[: max(1, spec.target.gpus // spec.target.tp)]
-        return InProcessExecutor(groups=groups)
-    if kind == "ray":
-        return RayExecutor(
+        executor = InProcessExecutor(groups=groups)
+    elif kind == "ray":
+        executor = RayExecutor(
             workers if workers or not spec.target.cpu else 1,
             tp=spec.target.tp,
             simulate=no_gpu,
             address=ray_address,
             registry_path=registry_path,
         )
-    raise ConfigError(f"unknown executor {kind!r}; valid: inprocess, ray", field="--executor")
+    else:
+        raise ConfigError(f"unknown executor {kind!r}; valid: inprocess, ray", field="--executor")
+    if spec.engine.port is not None and executor.slots > 1:
+        # the spec check cannot see --workers or the GPU groups detected here
+        executor.shutdown()
+        raise port_workers_error(spec.engine.port, f"{executor.slots} (--workers or GPU groups)")
+    return executor
 
 
 def wait_any(futures: list[Future[Any]], timeout_s: float) -> set[Future[Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from autotune.engines.base import FailureClass
 from autotune.store.models import TrialStatus
 from autotune.sweep.study import (
     CONFIG_ATTR,
@@ -17,7 +18,22 @@ from autotune.sweep.study import (
 )
 
 if TYPE_CHECKING:
+    from autotune.store.models import TrialRow
     from autotune.sweep.driver import Sweep
+
+
+def row_launched(row: TrialRow) -> bool:
+    """Whether a stored trial counts as launched: it ran to an end and, as
+    trial.started_nothing, did not fail before any process started."""
+    if row.launch is None or row.status == TrialStatus.INTERRUPTED.value:
+        return False
+    launch = row.launch
+    return not (
+        row.status == TrialStatus.FAILED.value
+        and launch.get("pid") is None
+        and launch.get("report") is None
+        and launch.get("failure_class") != FailureClass.WORKER_LOST.value
+    )
 
 
 def load_state(sweep: Sweep) -> None:
@@ -26,7 +42,7 @@ def load_state(sweep: Sweep) -> None:
 
     for row in sweep.store.get_trials(sweep.sweep_id):
         launch = row.launch or {}
-        launched = row.launch is not None and row.status != TrialStatus.INTERRUPTED.value
+        launched = row_launched(row)
         if launched:
             sweep.launched += 1
             total = (launch.get("timings") or {}).get("total_s")

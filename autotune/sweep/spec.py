@@ -200,6 +200,12 @@ class BudgetSpec(_Section):
     max_idle_asks: int = Field(
         200, ge=1, description="stop after this many proposals in a row launched nothing"
     )
+    stop_after_env_failures: int = Field(
+        3,
+        ge=0,
+        description="stop (exit 4) when this many trials in a row fail alike for a reason of "
+        "the environment (launcher missing, API key refused, port in use); 0: never",
+    )
 
     @field_validator("until")
     @classmethod
@@ -478,6 +484,7 @@ def _check_cross(spec: SweepSpec, source: str) -> None:
             source=source,
             field="target.gpu",
         )
+    _check_port_workers(spec, source)
     labels: list[str] = []
     for i, raw in enumerate(spec.workload.scenarios):
         sc = scenario_from_dict(raw, source=f"{source}: workload.scenarios[{i}]")
@@ -505,6 +512,34 @@ def _check_cross(spec: SweepSpec, source: str) -> None:
     ]
     for field, metric in refs:
         check_metric(metric, labels, source=source, field=field)
+
+
+def port_workers_error(port: int, workers: str, *, source: str | None = None) -> ConfigError:
+    return ConfigError(
+        f"engine.port {port} is fixed but execution.workers is {workers}: every worker would "
+        "start its engine on that one port (port_in_use); remove engine.port (a free port per "
+        "trial) or set execution.workers: 1",
+        source=source,
+        field="engine.port",
+    )
+
+
+def _check_port_workers(spec: SweepSpec, source: str) -> None:
+    """A fixed port serves one engine at a time: reject it with more than one worker where the
+    worker count is known from the spec (the executor checks GPU groups it detects)."""
+    port, workers = spec.engine.port, spec.execution.workers
+    if port is None:
+        return
+    if workers is not None:
+        if workers > 1:
+            raise port_workers_error(port, str(workers), source=source)
+        return
+    if spec.simulated:  # two simulator slots by default
+        raise port_workers_error(port, "unset (2 simulated slots)", source=source)
+    gpus = spec.target.gpus
+    if not spec.target.cpu and gpus is not None and gpus // spec.target.tp > 1:
+        groups = gpus // spec.target.tp
+        raise port_workers_error(port, f"unset ({groups} GPU groups)", source=source)
 
 
 def check_metric(metric: str, scenarios: list[str], *, source: str, field: str) -> None:

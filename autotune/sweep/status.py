@@ -6,21 +6,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from autotune.store.models import TrialStatus
+from autotune.sweep.resume import row_launched
 
 if TYPE_CHECKING:
     from autotune.store.db import Store
+    from autotune.store.models import TrialRow
 
 
-def _direction(notes: dict[str, Any]) -> str:
-    objective = notes.get("objective") or [{}]
-    return str(objective[0].get("direction") or "maximize")
+def _best(best_trial_id: int | None, trials: list[TrialRow]) -> TrialRow | None:
+    """The sweep's best trial that breaks no constraint (the driver records only such a one):
+    an infeasible trial is never shown as the best."""
+    return next((t for t in trials if best_trial_id is not None and t.id == best_trial_id), None)
 
 
 def sweeps_overview(store: Store) -> list[dict[str, Any]]:
     out = []
     for row in store.list_sweeps():
         trials = store.get_trials(row.id or 0)
-        best = store.best_trial(row.id or 0, _direction(row.notes or {}))  # type: ignore[arg-type]
+        best = _best(row.best_trial_id, trials)
         out.append(
             {
                 "name": row.name,
@@ -43,10 +46,8 @@ def sweep_status(store: Store, name: str) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for t in trials:
         counts[t.status] = counts.get(t.status, 0) + 1
-    launched = sum(
-        1 for t in trials if t.launch is not None and t.status != TrialStatus.INTERRUPTED.value
-    )
-    best = store.best_trial(row.id or 0, _direction(notes))  # type: ignore[arg-type]
+    launched = sum(1 for t in trials if row_launched(t))
+    best = _best(row.best_trial_id, trials)
     baseline = next((t for t in trials if (t.launch or {}).get("source") == "baseline"), None)
 
     def brief(t: Any) -> dict[str, Any] | None:

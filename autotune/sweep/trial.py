@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import re
 import socket
 import threading
 import time
@@ -113,6 +115,18 @@ class TrialResult(BaseModel):
                 if isinstance(v, int | float) and not isinstance(v, bool):
                     out[f"launch.{k}"] = float(v)
         return out
+
+
+def started_nothing(res: TrialResult) -> bool:
+    """Failed before any engine process was spawned (port taken, launcher missing): such a
+    trial is not counted as launched. A lost worker may have started one, so it counts."""
+    return (
+        res.status == TrialStatus.FAILED
+        and res.pid is None
+        and res.launch is None
+        and not res.measurements
+        and (res.failure is None or res.failure.cls != FailureClass.WORKER_LOST)
+    )
 
 
 class _Cancelled(Exception):
@@ -315,7 +329,10 @@ def _serve(
     except EngineLaunchError as exc:
         if "already in use" in str(exc):  # another process bound the port after our check
             return TrialStatus.FAILED, Failure(cls=FailureClass.PORT_IN_USE, reason=str(exc)), ""
-        return TrialStatus.FAILED, adapter.classify_failure(str(exc), None, was_ready=False), ""
+        # nothing ran, so there is no log: the OS error ("No such file or directory: ...") is
+        # the only cause there is; keep it as the reason and the tail
+        reason = str(exc).splitlines()[0][:500]
+        return TrialStatus.FAILED, Failure(cls=FailureClass.SPAWN_FAILED, reason=reason), reason
     health = f"http://{spec.host}:{eng.port}{adapter.health_path()}"
     deadline = t_start + spec.startup_timeout_s
     while True:
@@ -361,11 +378,14 @@ def _serve(
     except BenchmarkError as exc:
         if not eng.is_alive():
             return _died(adapter, eng, log_path)
-        return (
-            TrialStatus.FAILED,
-            Failure(cls=FailureClass.BENCHMARK_ERROR, reason=str(exc).splitlines()[0][:500]),
-            eng.log_tail(LOG_TAIL_LINES),
+        reason = str(exc).splitlines()[0][:500]
+        # refused by the server's API key check: the same for every configuration
+        cls = (
+            FailureClass.AUTH_REJECTED
+            if _AUTH_STATUS.search(reason)
+            else FailureClass.BENCHMARK_ERROR
         )
+        return TrialStatus.FAILED, Failure(cls=cls, reason=reason), eng.log_tail(LOG_TAIL_LINES)
     finally:
         res.timings["bench_s"] = round(time.monotonic() - t_bench, 4)
     if res.reason:
@@ -394,15 +414,33 @@ def _read_log(path: Path) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+_AUTH_STATUS = re.compile(r"\bHTTP 40[13]\b")
+
+
+def api_key_of(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """The API key the engine was started with (`--api-key K`, `--api-key=K`, vLLM's
+    VLLM_API_KEY): the benchmark must send it, or every request is refused with HTTP 401."""
+    for i, arg in enumerate(argv):
+        if arg == "--api-key" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--api-key="):
+            return arg.partition("=")[2]
+    return env.get("VLLM_API_KEY") or None
+
+
 def _bench(spec: TrialSpec, eng: EngineProcess, res: TrialResult, cancel: threading.Event) -> None:
     from autotune.bench.scenarios import MAIN_FIGURE, scenario_from_dict
 
     scenarios = [scenario_from_dict(d, source=f"trial {spec.number}") for d in spec.scenarios]
     base_url = f"http://{spec.host}:{eng.port}"
+    key = api_key_of(eng.argv, {**os.environ, **spec.env})
+    headers = {"Authorization": f"Bearer {key}"} if key else None
     sampler = _VramSampler(eng.gpu_indices)
     sampler.start()
     try:
-        asyncio.run(_bench_async(spec, scenarios, base_url, eng, res, cancel, MAIN_FIGURE))
+        asyncio.run(
+            _bench_async(spec, scenarios, base_url, eng, res, cancel, MAIN_FIGURE, headers)
+        )
     finally:
         res.vram_peak_mib = sampler.stop()
 
@@ -415,6 +453,7 @@ async def _bench_async(
     res: TrialResult,
     cancel: threading.Event,
     main_figure: Mapping[str, tuple[str, bool]],
+    headers: Mapping[str, str] | None = None,
 ) -> None:
     import httpx
 
@@ -427,7 +466,7 @@ async def _bench_async(
     limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
 
     async def work() -> None:
-        async with httpx.AsyncClient(limits=limits, trust_env=False) as client:
+        async with httpx.AsyncClient(limits=limits, trust_env=False, headers=headers) as client:
             model = await discover_model(client, base_url)
             for sc in scenarios:
                 try:

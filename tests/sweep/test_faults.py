@@ -126,3 +126,66 @@ def test_engine_reporting_port_in_use_is_retried_then_classified(tmp_path: Path)
     logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
     assert logs == ["server.attempt2.log", "server.attempt3.log", "server.log"]
     assert procs_matching(str(tmp_path / "fake-model")) == []
+
+
+def _env_fault_sweep(store: Any, tmp_path: Path, **changes: Any) -> Any:
+    spec = parse_spec(
+        fake_spec(
+            tmp_path,
+            **{"budget.max_trials": 10, "search.known_good": False, "workload.prune_below": 0},
+            **changes,
+        )
+    )
+    return run_sweep(spec, store=store, out_dir=tmp_path / "out", install_signals=False)
+
+
+def test_missing_launcher_keeps_the_os_error_and_stops_early(store: Any, tmp_path: Path) -> None:
+    """Issue 19.8 (and 19.6): a launcher that does not exist fails every trial alike: the OS
+    error is the reason, nothing counts as launched, the sweep stops after 3 with exit 4."""
+    missing = str(tmp_path / "no-such-engine")
+    out = _env_fault_sweep(store, tmp_path, **{"engine.launcher": [missing]})
+    assert out.launched == 0 and out.exit_code == 4
+    assert out.failures_by_class == {FailureClass.SPAWN_FAILED.value: 3}
+    assert out.stop_reason.startswith("stopped early: 3 trials in a row failed with spawn_failed")
+    for f in store.get_failures(out.sweep_id):
+        assert "No such file or directory" in f.reason and missing in f.reason
+        assert f.log_tail and "No such file or directory" in f.log_tail
+    assert store.get_sweep("t").notes["stop_reason"] == out.stop_reason  # what status shows
+
+
+def test_taken_fixed_port_counts_nothing_and_stops_early(store: Any, tmp_path: Path) -> None:
+    """Issue 19.6: a trial that fails before any process starts is not launched."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = _env_fault_sweep(store, tmp_path, **{"engine.port": port})
+    assert out.launched == 0 and out.exit_code == 4
+    assert out.failures_by_class == {FailureClass.PORT_IN_USE.value: 3}
+    from autotune.sweep.status import sweep_status
+
+    shown = sweep_status(store, "t")
+    assert shown["launched"] == 0 and shown["stop_reason"].startswith("stopped early")
+
+
+def test_engine_api_key_is_sent_by_the_benchmark(store: Any, tmp_path: Path) -> None:
+    """Issue 19.8: an engine started with --api-key answers 401 to a client without it."""
+    spec = make_spec(
+        **{
+            "space.overrides.api_key": "sk-test-19",
+            "budget.max_trials": 2,
+            "search.known_good": False,
+        }
+    )
+    out = run_sweep(parse_spec(spec), store=store, out_dir=tmp_path / "out", install_signals=False)
+    assert out.failures_by_class == {}, out.failures_by_class
+    assert out.counts.get("complete") == 2 and out.exit_code == 0
+
+
+def test_api_key_of_engine_argv() -> None:
+    from autotune.sweep.trial import api_key_of
+
+    assert api_key_of(["sglang", "--api-key", "k1"], {}) == "k1"
+    assert api_key_of(["vllm", "--api-key=k2"], {}) == "k2"
+    assert api_key_of(["vllm"], {"VLLM_API_KEY": "k3"}) == "k3"
+    assert api_key_of(["vllm"], {}) is None

@@ -128,8 +128,32 @@ def test_multi_objective_and_constraints(store: Any, tmp_path: Path) -> None:
     assert done and all(len(t.values) == 2 for t in done)
     # every trial breaks the (impossible) TTFT bound: all infeasible, none is "best"
     assert all(t.constraints and max(t.constraints.values()) > 0 for t in done)
-    assert out.best is not None  # the database's best by value is still reported
+    assert out.best is None and out.infeasible  # a trial that breaks a constraint never wins
+    assert out.exit_code == 7
     assert out.pareto == []  # no feasible trial, so no Pareto front
+
+
+def test_unmet_constraint_means_no_winner(store: Any, tmp_path: Path) -> None:
+    """Issue 19.5: no feasible trial -> no winner in the outcome, report and winner.json; exit 7."""
+    import json
+
+    from autotune.report import write_report
+
+    spec = make_spec(**{"objective.constraints": [{"metric": "tp.ttft_p95_s", "max": 1e-9}]})
+    out = _run(store, tmp_path, spec)
+    assert out.counts.get("complete", 0) > 0
+    assert out.best is None and out.infeasible and out.exit_code == 7
+    from autotune.sweep.status import sweep_status
+
+    assert sweep_status(store, "t")["best"] is None  # `autotune status` agrees
+    write_report(store, "t", tmp_path / "report")
+    doc = json.loads((tmp_path / "report" / "winner.json").read_text())
+    assert doc["feasible"] is False and doc["winner"] is None and doc["launch"] is None
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "**No winner:**" in md and "(winner)" not in md
+    assert "(breaks a constraint)" in md  # the closest trials are still shown
+    ok = _run(store, tmp_path / "ok", make_spec(name="ok"))
+    assert not ok.infeasible and ok.exit_code == 0
 
 
 def test_multi_objective_pareto_front(store: Any, tmp_path: Path) -> None:

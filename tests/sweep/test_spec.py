@@ -110,3 +110,17 @@ def test_demo_spec_is_shipped_verbatim() -> None:
     assert spec.target.model == "qwen3.8-27b-awq-int4"
     assert spec.target.gpu == "rtx-4080-super-32g" and spec.target.engine_version == "0.5.17"
     assert spec.execution.workers == 2 and spec.budget.max_trials >= 40
+
+
+def test_fixed_port_needs_one_worker() -> None:
+    """Issue 19.6: a fixed engine.port with more than one worker collides by construction."""
+    with pytest.raises(ConfigError, match=r"engine.port.*8000.*execution.workers is 2"):
+        parse_spec(make_spec(**{"engine.port": 8000, "execution.workers": 2}))
+    # unset workers: the simulator runs two slots, and two GPU groups run two engines
+    with pytest.raises(ConfigError, match=r"engine.port.*execution.workers is unset"):
+        parse_spec(make_spec(**{"engine.port": 8000, "execution.workers": DROP}))
+    no_sim = make_spec(**{"engine.port": 8000, "execution.workers": DROP, "target.gpus": 4})
+    no_sim.pop("simulate")
+    with pytest.raises(ConfigError, match=r"unset \(4 GPU groups\)"):
+        parse_spec(no_sim)
+    assert parse_spec(make_spec(**{"engine.port": 8000})).engine.port == 8000  # workers: 1
