@@ -9,6 +9,8 @@ parsed value, not by a second parser.
 
 from __future__ import annotations
 
+import contextlib
+
 from packaging.version import InvalidVersion, Version
 
 from autotune.errors import ConfigError
@@ -30,10 +32,8 @@ def parse_version(
     if isinstance(text, Version):
         return text
     if isinstance(text, str):
-        try:
+        with contextlib.suppress(InvalidVersion):  # refused below, naming the valid forms
             return Version(text.strip())
-        except InvalidVersion:
-            pass
     raise ConfigError(
         f"{text!r} is not a version number (expected {VALID_FORMS})", field=field, source=source
     )

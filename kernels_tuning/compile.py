@@ -15,9 +15,10 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernels_tuning.space import KernelConfig, KernelKind
 
@@ -81,12 +82,24 @@ def precompile(
     workers = workers or max(1, (os.cpu_count() or 2) - 1)
     n_chunks = min(len(uniq), workers * 4)
     chunks = [uniq[i::n_chunks] for i in range(n_chunks)]
+    calls = [
+        (_compile_chunk, (kind, [c.as_dict() for c in ch], dtype_name, packing, n, k))
+        for ch in chunks
+    ]
+    return _run_pool(rep, calls, workers, t0)
+
+
+def _run_pool(
+    rep: PrecompileReport,
+    calls: Sequence[tuple[Callable[..., list[tuple[str, str | None, float]]], tuple[Any, ...]]],
+    workers: int,
+    t0: float,
+) -> PrecompileReport:
+    """Run the compile chunks in `workers` spawned processes (never forked after CUDA is
+    initialized) and tally their (config key, error, seconds) into `rep`."""
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-        futs = [
-            ex.submit(_compile_chunk, kind, [c.as_dict() for c in ch], dtype_name, packing, n, k)
-            for ch in chunks
-        ]
+        futs = [ex.submit(fn, *args) for fn, args in calls]
         for fut in as_completed(futs):
             for key, err, secs in fut.result():
                 rep.cpu_s += secs
@@ -155,15 +168,6 @@ def precompile_engine(
     chunks = [
         (mnk, cs[i : i + per_chunk]) for mnk, cs in jobs for i in range(0, len(cs), per_chunk)
     ]
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as ex:
-        futs = [ex.submit(_compile_engine_chunk, tag, arch, cs, *mnk) for mnk, cs in chunks]
-        for fut in as_completed(futs):
-            for key, err, secs in fut.result():
-                rep.cpu_s += secs
-                if err is None:
-                    rep.compiled += 1
-                else:
-                    rep.failed[key] = err
-    rep.wall_s = time.perf_counter() - t0
-    return rep
+    return _run_pool(
+        rep, [(_compile_engine_chunk, (tag, arch, cs, *mnk)) for mnk, cs in chunks], workers, t0
+    )

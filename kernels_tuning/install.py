@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import json
 import os
 import shutil
@@ -285,10 +286,10 @@ def release_facts(found: EngineSite, *, have_target: bool) -> KernelFacts:
             field="--engine-version",
         )
     version = found.version
-    try:
-        version = Version(version).public  # a local build tag (+cpu) names the same sources
-    except InvalidVersion:
-        pass
+    # a local build tag (+cpu) names the same sources; an unparsable one is refused by
+    # facts_for, naming the known releases
+    with contextlib.suppress(InvalidVersion):
+        version = Version(version).public
     facts = facts_for(engine, version)
     if found.site is not None and not (found.site / facts.lookup_module).is_file():
         raise ConfigError(
@@ -501,10 +502,8 @@ def _missing_parents(path: Path) -> list[Path]:
 
 
 def _rmdir_if_empty(path: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # not empty (or already gone): left as it is
         path.rmdir()
-    except OSError:
-        pass
 
 
 # ---------------------------------------------------------------------------------------------

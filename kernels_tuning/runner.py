@@ -924,31 +924,14 @@ def write_outputs(
             p.entries = entries
             return p
 
-        own_entries = {
-            str(r.item.m): {
-                "us": _num(r.best_us),
-                "evaluations": r.evaluations,
-                "space": r.space_size,
-                "default_us": r.default_us,
-            }
-            for r in rs
-        }
+        own_entries = _entries(rs, engine=False)
         if kind == "fp8":
             eng = {
                 r.item.m: r.engine_best.as_dict(engine=True)
                 for r in rs
                 if r.engine_best is not None
             }
-            eng_entries = {
-                str(r.item.m): {
-                    "us": _num(r.engine_best_us),
-                    "evaluations": r.evaluations,
-                    "space": r.space_size,
-                    "default_us": r.default_us,
-                }
-                for r in rs
-                if r.engine_best is not None
-            }
+            eng_entries = _entries(rs, engine=True)
             for sub, name in (
                 ("sglang", O.sglang_filename(n, k, device_name)),
                 ("vllm", O.vllm_filename(n, k, device_name)),
@@ -964,6 +947,20 @@ def write_outputs(
         O.write_provenance(own, prov(own_entries))
         written.append(own)
     return written
+
+
+def _entries(rs: Iterable[ItemResult], *, engine: bool) -> dict[str, dict[str, Any]]:
+    """The sidecar's per-M figures of one file: the engine winner's (`engine`) or our own."""
+    return {
+        str(r.item.m): {
+            "us": _num(r.engine_best_us if engine else r.best_us),
+            "evaluations": r.evaluations,
+            "space": r.space_size,
+            "default_us": r.default_us,
+        }
+        for r in rs
+        if not engine or r.engine_best is not None
+    }
 
 
 def write_engine_file(
@@ -992,15 +989,7 @@ def write_engine_file(
         engine_kernel_fingerprint=facts.kernel_fingerprint,
     )
     prov = O.Provenance.from_json(base)
-    prov.entries = {
-        str(r.item.m): {
-            "us": _num(r.engine_best_us),
-            "evaluations": r.evaluations,
-            "space": r.space_size,
-            "default_us": r.default_us,
-        }
-        for r in rs
-    }
+    prov.entries = _entries(rs, engine=True)
     table = {
         r.item.m: honoured_config(r.engine_best.as_dict(), facts, arch)
         for r in rs

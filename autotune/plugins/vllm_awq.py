@@ -27,6 +27,7 @@ partials and rounds once, so it is the more exact of the two, inside the gate ei
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
@@ -62,11 +63,10 @@ class AwqPluginWarning(UserWarning):
 def triton_awq_in_use() -> bool:
     """vLLM's test: bool(int(VLLM_USE_TRITON_AWQ)); on ROCm vLLM sets it while verifying the
     quantization, possibly after this process loaded its plugins."""
-    try:
+    # a value that is not a number: vLLM's own int() would fail on it; only ROCm then decides
+    with contextlib.suppress(ValueError):
         if int(os.environ.get("VLLM_USE_TRITON_AWQ", "0")):
             return True
-    except ValueError:
-        pass
     import torch
 
     return torch.version.hip is not None
