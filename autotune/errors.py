@@ -125,6 +125,16 @@ class TrialInfeasible(AutotuneError):
         super().__init__("; ".join(self.reasons) or "infeasible")
 
 
+def locate(exc: UserError, field: str) -> UserError:
+    """`exc` with the spec field (or flag) that held the bad value named first, unless it
+    already names one; its class (and exit code) are kept."""
+    if getattr(exc, "field", None):
+        return exc
+    exc.field = field  # type: ignore[attr-defined]
+    exc.args = (f"{field}: {exc}", *exc.args[1:])
+    return exc
+
+
 def did_you_mean(name: str, valid: Sequence[str]) -> str:
     """Return ' (did you mean X?); valid: ...' for an error message."""
     low = name.lower()

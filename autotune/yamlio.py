@@ -4,6 +4,7 @@
   silently, which hides e.g. a second `budget:`).
 - Anchors and aliases are refused: a few nested aliases expand a 2 KB file into gigabytes (and an
   error message that echoes the input), and nothing a user writes needs them.
+- Nesting is limited to MAX_DEPTH levels (a deeper file is an error, not a stack overflow).
 - Errors are ConfigErrors that name the file and the line, and quote at most a short excerpt.
 - `line_of(text, path)` finds the line of a field path, for validation errors found later.
 """
@@ -18,6 +19,7 @@ import yaml
 from autotune.errors import ConfigError
 
 EXCERPT = 80  # characters of the input an error may quote
+MAX_DEPTH = 64  # nesting levels; a spec needs fewer than 10
 
 
 class StrictLoader(yaml.SafeLoader):
@@ -41,7 +43,16 @@ class StrictLoader(yaml.SafeLoader):
                 f"YAML anchors (&{anchor}) are not accepted: write the value out",
                 event.start_mark,
             )
-        return super().compose_node(parent, index)
+        depth = getattr(self, "_depth", 0)
+        if depth >= MAX_DEPTH:  # the composer recurses: a deep file would overflow the stack
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+            )
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
 
 
 def _construct_mapping(loader: StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:

@@ -415,10 +415,12 @@ async def run_benchmark_async(
     transport: httpx.AsyncBaseTransport | None = None,
     model: str | None = None,
     progress: Callable[[str], None] | None = None,
+    api_key: str | None = None,
 ) -> BenchmarkReport:
     """Run `scenarios` in order with one client; stops at the first failing scenario.
 
-    `progress`, if given, is called with a one-line message before each scenario."""
+    `progress`, if given, is called with a one-line message before each scenario; `api_key`
+    is sent as a bearer token (a server started with --api-key refuses requests without it)."""
     if not scenarios:
         raise ConfigError("no scenario to run", field="--scenario")
     base_url = normalize_base_url(base_url)
@@ -426,7 +428,10 @@ async def run_benchmark_async(
     limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
     started = datetime.now(UTC)
     # trust_env=False: a proxy from the environment would sit inside every measured latency.
-    async with httpx.AsyncClient(transport=transport, limits=limits, trust_env=False) as client:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    async with httpx.AsyncClient(
+        transport=transport, limits=limits, trust_env=False, headers=headers
+    ) as client:
         if model is None and any(s.model is None for s in scenarios):
             model = await discover_model(client, base_url)
         results = []
@@ -451,6 +456,7 @@ def run_benchmark(
     transport: httpx.AsyncBaseTransport | None = None,
     model: str | None = None,
     progress: Callable[[str], None] | None = None,
+    api_key: str | None = None,
 ) -> BenchmarkReport:
     """Synchronous wrapper of `run_benchmark_async` (uses ``asyncio.run``).
 
@@ -466,7 +472,12 @@ def run_benchmark(
         # it then discards, which costs ~0.4 s for a report holding 100k ITL samples.
         box.append(
             await run_benchmark_async(
-                base_url, scenarios, transport=transport, model=model, progress=progress
+                base_url,
+                scenarios,
+                transport=transport,
+                model=model,
+                progress=progress,
+                api_key=api_key,
             )
         )
 

@@ -93,14 +93,61 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console entry point: AutotuneError -> message on stderr and its exit code, no traceback
-    (set AUTOTUNE_DEBUG=1 for one)."""
+    """Console entry point: AutotuneError (and an OS error such as an unwritable file) ->
+    message on stderr and its exit code, no traceback (set AUTOTUNE_DEBUG=1 for one). With
+    --json, stdout gets one JSON error object too, so a script reading stdout always gets JSON."""
     import os
 
+    json_mode = "--json" in sys.argv[1:]
     try:
-        app()
+        if not json_mode:
+            app()
+            return
+        rv = app(standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
     except AutotuneError as exc:
         if os.environ.get("AUTOTUNE_DEBUG"):
             raise
-        typer.echo(f"autotune: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
+        _fail(str(exc), exc.exit_code, type(exc).__name__, json_mode, exc)
+    except OSError as exc:
+        if os.environ.get("AUTOTUNE_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(f"{where}{exc.strerror or exc}", 1, type(exc).__name__, json_mode, exc)
+    except typer.Abort:
+        _fail("aborted", 130, "Abort", json_mode, None)
+    except _click_exception() as exc:  # only under --json (standalone_mode=False)
+        exc.show()  # type: ignore[attr-defined]
+        code = int(getattr(exc, "exit_code", 2))
+        message = exc.format_message()  # type: ignore[attr-defined]
+        _fail(message, code, type(exc).__name__, json_mode, exc, echo=False)
+
+
+def _click_exception() -> type[Exception]:
+    """click's ClickException (typer may vendor click: found through BadParameter's bases)."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            return cls
+    return typer.BadParameter
+
+
+def _fail(
+    message: str,
+    code: int,
+    kind: str,
+    json_mode: bool,
+    exc: BaseException | None,
+    *,
+    echo: bool = True,
+) -> None:
+    import json
+
+    if echo:
+        typer.echo(f"autotune: error: {message}", err=True)
+    if json_mode:
+        error: dict[str, object] = {"type": kind, "message": message, "exit_code": code}
+        for attr in ("field", "source"):
+            if getattr(exc, attr, None):
+                error[attr] = getattr(exc, attr)
+        typer.echo(json.dumps({"error": error}, indent=2))
+    sys.exit(code)

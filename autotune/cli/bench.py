@@ -122,6 +122,14 @@ def bench(
     out: Path | None = typer.Option(
         None, "--out", help="Also write the JSON report (with every request) to this file."
     ),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        envvar="OPENAI_API_KEY",
+        show_envvar=True,
+        help="Bearer token for a server started with --api-key (prefer the variable: a flag "
+        "value shows in the process list).",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Benchmark a running server: TTFT, ITL, TPOT, tok/s, cache hits and spec acceptance."""
@@ -140,7 +148,7 @@ def bench(
     def progress(message: str) -> None:
         typer.echo(f"autotune bench: {message}", err=True)
 
-    report = run_benchmark(url, scenarios, model=model, progress=progress)
+    report = run_benchmark(url, scenarios, model=model, progress=progress, api_key=api_key)
     if out is not None:
         out.write_text(report.model_dump_json(indent=1))
     if json_out:

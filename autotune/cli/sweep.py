@@ -17,12 +17,13 @@ if TYPE_CHECKING:
 DB_HELP = "Database: an SQLAlchemy URL or an SQLite file (default: $AUTOTUNE_DB or ./autotune.db)."
 
 
-def open_store(db: str | None) -> Store:
+def open_store(db: str | None, *, create: bool = True) -> Store:
+    """`create=False` for commands that only read: a missing SQLite file is an error."""
     from autotune.store.db import Store
 
     if db is None:
-        return Store()
-    return Store(url=db) if "://" in db else Store(path=Path(db))
+        return Store(create=create)
+    return Store(url=db) if "://" in db else Store(path=Path(db), create=create)
 
 
 def sweep(
@@ -198,10 +199,14 @@ def status(
     db: str | None = typer.Option(None, "--db", help=DB_HELP),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Show sweeps and their progress from the database (safe while a sweep runs)."""
-    from autotune.sweep.status import sweep_status, sweeps_overview
+    """Show sweeps and their progress from the database (safe while a sweep runs).
 
-    store = open_store(db)
+    A sweep marked running whose driver process is gone (killed) shows as "running (driver
+    dead)" (JSON: "driver": "dead"); continue it with `autotune sweep --resume NAME`.
+    """
+    from autotune.sweep.status import DRIVER_DEAD, sweep_status, sweeps_overview
+
+    store = open_store(db, create=False)
     if name is None:
         rows = sweeps_overview(store)
         if json_out:
@@ -211,9 +216,10 @@ def status(
             typer.echo(f"no sweeps in {store.display_url}")
         for r in rows:
             best = "-" if r["best_value"] is None else f"{r['best_value']:,.2f}"
+            dead = "  (driver dead: resume it)" if r.get("driver") == DRIVER_DEAD else ""
             typer.echo(
                 f"{r['name']:28s} {r['status']:9s} {r['trials']:4d} trials  best {best:>10s}  "
-                f"updated {r['updated_at']}"
+                f"updated {r['updated_at']}{dead}"
             )
         return
     info = sweep_status(store, name)
@@ -221,6 +227,12 @@ def status(
         emit_json(info)
         return
     typer.echo(f"sweep {info['name']}: {info['status']} (updated {info['updated_at']})")
+    if info.get("driver") == DRIVER_DEAD:
+        typer.echo(
+            f"driver: dead (pid {info['driver_pid']} on {info['driver_host']} is gone: the "
+            "sweep was killed; its running trials were cut off); continue it with "
+            f"`autotune sweep --resume {info['name']}`"
+        )
     typer.echo(
         "trials: "
         + ", ".join(f"{k} {v}" for k, v in sorted(info["counts"].items()))

@@ -4,13 +4,16 @@ Convention (style-anchors §7.7, FIELD-NOTES P9): argv lists only (never a shell
 per engine so one signal reaches every worker it forks, output to a per-trial log file, readiness
 = health URL answers 200 *and* the engine's own "ready" line was logged, and teardown by process
 group: SIGTERM, grace period, SIGKILL, then verification that no process of the group survived
-and that the port (and GPU memory, where NVML is available) is free again.
+and that the port (and GPU memory, where NVML is available) is free again. Each engine gets a
+watchdog process (autotune.process.watchdog) that stops it if this process dies first, SIGKILL
+included: engines never outlive their driver.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import subprocess
 import time
@@ -18,7 +21,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, BinaryIO, Self
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +33,8 @@ from autotune.process.registry import TOKEN_ENV, PidRegistry
 
 if TYPE_CHECKING:
     import httpx
+
+log = logging.getLogger(__name__)
 
 _TAIL_BYTES = 256 * 1024
 
@@ -85,7 +90,12 @@ class EngineProcess:
         label: str = "",
         gpu_indices: Sequence[int] | None = None,
         registry: PidRegistry | None = None,
+        watchdog: bool = True,
+        hold_fds: Sequence[int] = (),
     ):
+        """``watchdog``: start a guard process that stops the engine if this process dies
+        without stopping it (see autotune.process.watchdog). ``hold_fds``: descriptors the
+        guard keeps open until the engine is gone (the trial's GPU locks)."""
         self.port = port
         self.host = host
         self.label = label
@@ -102,6 +112,9 @@ class EngineProcess:
         self._partial = b""
         self._stop_report: StopReport | None = None
         self._token = ""
+        self._watchdog_on = watchdog
+        self._hold_fds = list(hold_fds)
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     # -- start -------------------------------------------------------------------------------
 
@@ -156,13 +169,15 @@ class EngineProcess:
                 raise EngineLaunchError(
                     f"cannot start {self.argv[0]!r}: {exc}", command=self.argv
                 ) from exc
-        pid = self._popen.pid
-        self._pgid = pid  # start_new_session: the child leads a new session and group
-        try:
-            self._create_time = psutil.Process(pid).create_time()
-        except psutil.NoSuchProcess:
-            self._create_time = None  # already exited; wait_ready reports it
-        _LIVE.add(self)
+            pid = self._popen.pid
+            self._pgid = pid  # start_new_session: the child leads a new session and group
+            try:
+                self._create_time = psutil.Process(pid).create_time()
+            except psutil.NoSuchProcess:
+                self._create_time = None  # already exited; wait_ready reports it
+            _LIVE.add(self)
+            if self._watchdog_on and self._create_time is not None:
+                self._start_watchdog(log_fh)
         if self.registry is not None and self._create_time is not None:
             # An engine that already exited leaves nothing to record (or to reap later).
             with contextlib.suppress(ProcessLookupError):
@@ -176,6 +191,47 @@ class EngineProcess:
                 )
         return pid
 
+    def _start_watchdog(self, log_fh: BinaryIO) -> None:
+        """Start the guard that stops this engine if we die without stopping it (SIGKILL,
+        OOM killer): engines must not outlive their driver (FIELD-NOTES P9)."""
+        from autotune.process import watchdog
+
+        assert self._popen is not None and self._create_time is not None
+        me = psutil.Process()
+        argv = watchdog.command(
+            owner_pid=me.pid,
+            owner_create_time=me.create_time(),
+            pid=self._popen.pid,
+            create_time=self._create_time,
+            token=self._token,
+        )
+        try:
+            # Its own session: a signal to our group must not take the guard down with us.
+            # Its messages go to the engine's log (same open file: no overwriting).
+            self._watchdog = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=self._hold_fds,
+            )
+        except OSError as exc:  # the engine runs; the PID registry is the fallback
+            log.warning("engine %r runs without a watchdog: %s", self.label, exc)
+
+    def _stop_watchdog(self) -> None:
+        wd, self._watchdog = self._watchdog, None
+        if wd is None:
+            return
+        if wd.poll() is None:
+            wd.terminate()  # our unreaped child: its PID is still ours
+            try:
+                wd.wait(timeout=2.0)
+            except subprocess.TimeoutExpired:
+                wd.kill()
+                wd.wait()
+
     # -- state -------------------------------------------------------------------------------
 
     @property
@@ -185,6 +241,11 @@ class EngineProcess:
     @property
     def pgid(self) -> int | None:
         return self._pgid
+
+    @property
+    def watchdog_pid(self) -> int | None:
+        """The guard process's PID while it is ours (None: none started, or stopped)."""
+        return self._watchdog.pid if self._watchdog is not None else None
 
     @property
     def returncode(self) -> int | None:
@@ -345,6 +406,7 @@ class EngineProcess:
             rc: int | None = popen.wait(timeout=max(0.1, kill_wait_s))
         except subprocess.TimeoutExpired:
             rc = popen.poll()
+        self._stop_watchdog()  # after the engine: a guard is needed until then
         port_freed = (
             wait_port_free(self.port, self.host, timeout_s=port_wait_s)
             if self.port is not None

@@ -21,10 +21,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.errors import ConfigError
-from autotune.versions import parse_version, release3
 
-SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-REDACTED = "<redacted>"
+# The secret-name rules live in autotune.secrets (the sweep uses them too); re-exported here.
+from autotune.secrets import REDACTED as REDACTED
+from autotune.secrets import SECRET_WORDS as SECRET_WORDS
+from autotune.secrets import Redactor as Redactor
+from autotune.secrets import is_secret_field as is_secret_field
+from autotune.secrets import is_secret_name as is_secret_name
+from autotune.secrets import redact_mapping as redact_mapping
+from autotune.secrets import ref_name
+from autotune.versions import parse_version, release3
 
 # Fields the target decides (sweep.known_good.TARGET_FIELDS); the script makes them variables.
 TARGET_FIELDS = frozenset({"model_path", "host", "port"})
@@ -51,91 +57,6 @@ P4_DEFAULTS = {
 _PY_RE = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)*)?$")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def is_secret_name(name: str) -> bool:
-    """An environment variable name that holds a secret: it contains TOKEN, KEY, SECRET or
-    PASSWORD anywhere (HF_TOKEN, OPENAI_API_KEY, HUGGINGFACEHUB_API_TOKEN)."""
-    up = name.upper()
-    return any(word in up for word in SECRET_WORDS)
-
-
-_SECRET_SEGMENTS = {"token", "key", "secret", "password", "passwd", "apikey"}
-
-
-def is_secret_field(name: str) -> bool:
-    """An engine field that holds a secret (api_key, admin_api_key, hf_token). Judged by whole
-    name segments, since many fields merely count tokens (max_total_tokens, kv_pool_tokens)."""
-    return any(seg in _SECRET_SEGMENTS for seg in re.split(r"[_\-.]+", name.lower()))
-
-
-def redact_mapping(values: Mapping[str, Any], *, env: bool = False) -> dict[str, Any]:
-    """A copy with the value of every secret key replaced; nested mappings too. `env=True`:
-    keys are environment variable names (substring rule); a nested `env` mapping always is."""
-    out: dict[str, Any] = {}
-    for k, v in values.items():
-        secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
-        if secret and v is not None and not isinstance(v, Mapping):
-            out[k] = REDACTED
-        elif isinstance(v, Mapping):
-            out[k] = redact_mapping(v, env=env or str(k) == "env")
-        else:
-            out[k] = v
-    return out
-
-
-class Redactor:
-    """Removes secrets from free text (log tails, rendered files): the known secret values, and
-    `NAME=value`, `NAME: value`, `--name value` where NAME names a secret."""
-
-    # Short values (true, 1, info) would match everywhere; a real secret is longer.
-    MIN_SECRET_LEN = 8
-    # Whole-segment names (api_key, HF_TOKEN, DB_PASSWORD), not counters like max_total_tokens.
-    _WORD = r"(?:token|key|secret|password|passwd|apikey)"
-    _ASSIGN = re.compile(
-        rf"(?P<name>\b(?:[A-Za-z0-9]+_)*{_WORD}(?:_[A-Za-z0-9]+)*\b)"
-        r"(?P<sep>\s*[=:]\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;)]+)",
-        re.IGNORECASE,
-    )
-    _FLAG = re.compile(
-        rf"(?P<name>--(?:[A-Za-z0-9]+-)*{_WORD}(?:-[A-Za-z0-9]+)*)"
-        r"(?P<sep>=|\s+)(?P<value>'[^']*'|\"[^\"]*\"|[^\s-]\S*)",
-        re.IGNORECASE,
-    )
-
-    _BEARER = re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE)
-
-    def __init__(self, secrets: Sequence[str] = ()):
-        self.secrets = sorted(
-            {s for s in secrets if s and len(s) >= self.MIN_SECRET_LEN}, key=len, reverse=True
-        )
-
-    def add(self, value: Any) -> None:
-        text = "" if value is None else str(value)
-        if len(text) >= self.MIN_SECRET_LEN and text not in self.secrets:
-            self.secrets = sorted([*self.secrets, text], key=len, reverse=True)
-
-    def add_from(self, values: Mapping[str, Any], *, env: bool = False) -> None:
-        """Learn the secret values of a config (or, `env=True`, an environment mapping)."""
-        for k, v in values.items():
-            secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
-            if secret and v is not None and not isinstance(v, bool | Mapping):
-                self.add(v)
-
-    def text(self, text: str) -> str:
-        for s in self.secrets:
-            text = text.replace(s, REDACTED)
-        text = self._ASSIGN.sub(self._assign, text)
-        text = self._BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-        return self._FLAG.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
-
-    @staticmethod
-    def _assign(m: re.Match[str]) -> str:
-        # An identifier (api_key, HF_TOKEN) or `word=`; not prose such as "secret: export".
-        name = m["name"]
-        if "_" in name or name.isupper() or "=" in m["sep"]:
-            return f"{name}{m['sep']}{REDACTED}"
-        return m.group(0)
 
 
 def one_line(text: Any) -> str:
@@ -278,7 +199,12 @@ def build_launch(
     cfg = {k: v for k, v in config.items() if k not in TARGET_FIELDS}
     if tp and tp > 1:
         cfg.setdefault("tp_size", tp)
-    secret_fields = {k: k.upper() for k, v in cfg.items() if is_secret_field(k) and v is not None}
+    # A secret field, or one the sweep kept as a reference ${env:NAME}: a variable to export.
+    secret_fields = {
+        k: ref_name(v) or k.upper()
+        for k, v in cfg.items()
+        if v is not None and (is_secret_field(k) or ref_name(v))
+    }
     for field, var in secret_fields.items():
         cfg[field] = f"__AUTOTUNE_SECRET_{var}__"
     try:
@@ -398,7 +324,7 @@ def _env(
                 )
             )
     for name in sorted(merged):
-        if is_secret_name(name):
+        if is_secret_name(name) or ref_name(merged[name]):
             out.append(
                 EnvVar(name=name, secret=True, note="secret, never written here: export it first")
             )

@@ -40,6 +40,7 @@ from autotune.service.errors import (
 )
 from autotune.service.schemas import (
     NAME_PATTERN,
+    QUEUE_DOC,
     TERMINAL_STATES,
     ErrorOut,
     Health,
@@ -102,7 +103,8 @@ def create_app(service: Service, *, token: str, recover: bool = True) -> FastAPI
         description=(
             "Jobs API of autotune: submit engine sweeps, follow them, stop and resume them, "
             "fetch reports; run the planner and the checkpoint inspector. Every request needs "
-            "`Authorization: Bearer <token>` (the token is in the service's state folder)."
+            "`Authorization: Bearer <token>` (the token is in the service's state folder). "
+            + QUEUE_DOC
         ),
         lifespan=lifespan,
         responses=ERRORS,
@@ -219,7 +221,8 @@ def _routes(app: FastAPI, service: Service) -> None:
         """Submit a sweep: the spec as YAML (Content-Type application/yaml) or as JSON
         (`{"spec": {...}}` or `{"spec_yaml": "..."}`, plus budget overrides). Query
         parameters override the budget too (the JSON body's values win). Returns at once:
-        the sweep runs as a job; follow it at links.events."""
+        the sweep runs as a job, or waits as `queued` (job.queue_position) while jobs on the
+        same GPUs run; follow it at links.events."""
         raw = await request.body()
         ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
         query = {
@@ -295,7 +298,7 @@ def _routes(app: FastAPI, service: Service) -> None:
         name: SweepName, req: Annotated[StopRequest | None, Body()] = None
     ) -> SweepStatusOut:
         """Stop gracefully (SIGTERM: running trials are stopped and marked interrupted; the
-        sweep is resumable), or at once with force."""
+        sweep is resumable), or at once with force. A queued sweep leaves the queue."""
         return service.stop_sweep(name, req)
 
     @app.post(

@@ -30,6 +30,7 @@ from autotune.service.schemas import (
     InspectOut,
     InspectRequest,
     KernelsRequest,
+    KernelsState,
     KernelsStatus,
     PlanRequest,
     Progress,
@@ -82,7 +83,9 @@ class Service:
         self.state = state
         self.store = store
         self.config = config
-        self.policy = Policy(config)
+        # The state folder (token, config, job table, database) is never a readable path, even
+        # under an allowed root; nor is a database kept elsewhere.
+        self.policy = Policy(config, private=[state.root, *_sqlite_files(store)])
         # Jobs find the database through the environment: a URL with a password never
         # appears on a command line.
         self.jobs = JobManager(state, env={"AUTOTUNE_DB": store.storage_url})
@@ -97,9 +100,11 @@ class Service:
 
     def startup(self, *, recover: bool = True) -> list[str]:
         """Start the job monitor; with `recover`, resume the sweeps whose job died while they
-        were running (returns their names)."""
+        were running (returns their names). Recovery goes first: the monitor would record those
+        deaths as plain exits. Queued jobs stay queued; the monitor starts them."""
+        resumed = self.recover() if recover else []
         self.jobs.start_monitor()
-        return self.recover() if recover else []
+        return resumed
 
     def shutdown(self) -> None:
         """Stop watching; the jobs themselves keep running (they outlive the service)."""
@@ -124,17 +129,24 @@ class Service:
         spec = parse_spec(dict(data), source="submitted spec")
         return spec, yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True)
 
-    def check_spec(self, spec: SweepSpec, *, workers: int | None = None) -> None:
-        """Policy (what the local config allows), then what a sweep would load first (model
-        card or GGUF file, GPU or cpu, search space): errors now, not in a job's log a second
-        later."""
+    def check_spec(self, spec: SweepSpec, *, base: Path, workers: int | None = None) -> None:
+        """Policy (what the local config allows; relative paths taken in `base`, the job's
+        working folder), then what a sweep would load first (model card or GGUF file, GPU or
+        cpu, search space): errors now, not in a job's log a second later."""
         from autotune.planner.dispatch import load_target_model, resolve_target_gpu
         from autotune.sweep.driver import build_space
 
-        self.policy.check_spec(spec, workers=workers)
-        load_target_model(spec.target.engine, spec.target.model)
+        self.policy.check_spec(spec, workers=workers, base=base)
+        # Load what the job will load: relative paths from its folder, not the service's cwd.
+        model = self.policy.check_model(spec.target.model, field="target.model", base=base)
+        load_target_model(spec.target.engine, model)
         if spec.target.gpu != "auto":  # auto is detected on the machine that runs the sweep
             resolve_target_gpu(spec.target.engine, spec.target.gpu, field="target.gpu")
+        if spec.space.file != "builtin":
+            space_file = self.policy.allowed_path(spec.space.file, field="space.file", base=base)
+            spec = spec.model_copy(
+                update={"space": spec.space.model_copy(update={"file": str(space_file)})}
+            )
         build_space(spec)
 
     def submit_sweep(
@@ -147,23 +159,32 @@ class Service:
         """Validate, check against the policy, and start `autotune sweep` as a job."""
         ov = overrides or SweepOverrides()
         spec, spec_text = self.parse_spec(text=text, data=data)
-        self.check_spec(spec, workers=ov.workers)
+        refuse_env_refs(spec)
         name = spec.name
+        work = self.state.work_dir("sweep", name)
+        self.check_spec(spec, workers=ov.workers, base=work)
         if self.store.find_sweep(name) is not None:
             raise Conflict(
                 f"sweep {name!r} already exists in {self.store.display_url}; resume it "
                 f"(POST /v1/sweeps/{name}/resume, MCP resume_sweep) or rename it in the spec",
                 field="name",
             )
-        if self.jobs.alive(name):
-            raise Conflict(f"sweep {name!r} is being started by a job already", field="name")
-        # A file per submission: a refused duplicate never rewrites what a starting job reads.
-        spec_file = self.state.spec_file(f"{name}.{uuid.uuid4().hex[:8]}")
+        if self.jobs.busy(name):
+            raise Conflict(f"sweep {name!r} is queued or being started already", field="name")
+        # The spec lives in the job's folder, so the sweep resolves a relative space.file
+        # against the same folder the policy checked it in. A file per submission: a refused
+        # duplicate never rewrites what a starting job reads.
+        work.mkdir(parents=True, exist_ok=True, mode=0o700)
+        spec_file = work / f"spec.{uuid.uuid4().hex[:8]}.yaml"
         spec_file.write_text(spec_text)
         spec_file.chmod(0o600)
         args = ["sweep", str(spec_file), "--out", str(self.state.report_dir(name)), "--json"]
-        rec = self.jobs.start(name, [*args, *ov.cli_flags()], overrides=ov.given())
-        return SubmitResult(name=name, state="starting", job=job_info(rec), links=links(name))
+        rec = self.jobs.start(
+            name, [*args, *ov.cli_flags()], overrides=ov.given(), gpus=job_gpus(spec), cwd=work
+        )
+        return SubmitResult(
+            name=name, state=sweep_state(None, rec, None), job=job_info(rec), links=links(name)
+        )
 
     # -- sweeps: read ------------------------------------------------------------------------
 
@@ -186,6 +207,7 @@ class Service:
                     created_at=row["created_at"],
                     updated_at=row["updated_at"],
                     job=rec.state if rec is not None else None,
+                    queue_position=rec.queue_position if rec is not None else None,
                 )
             )
         for name, rec in jobs.items():
@@ -197,6 +219,7 @@ class Service:
                         status=None,
                         trials=0,
                         job=rec.state,
+                        queue_position=rec.queue_position,
                     )
                 )
         return SweepList(sweeps=out)
@@ -224,7 +247,9 @@ class Service:
                     elapsed_s=elapsed(rec),
                     eta_s=None,
                 ),
-                job=job_info(rec, self.jobs.log_tail(name) if state != "starting" else None),
+                job=job_info(
+                    rec, self.jobs.log_tail(name) if state == "failed_to_start" else None
+                ),
             )
             out.next_steps = next_steps(out)
             return out
@@ -321,7 +346,8 @@ class Service:
     def stop_sweep(self, name: str, req: StopRequest | None = None) -> SweepStatusOut:
         req = req or StopRequest()
         rec = self.jobs.get(name)
-        if rec is None or rec.kind != "sweep" or rec.state != "running":
+        # A queued job is taken out of the queue (jobs.signal), a running one signalled.
+        if rec is None or rec.kind != "sweep" or rec.state not in ("running", "queued"):
             row = self.store.find_sweep(name)
             if row is None and rec is None:
                 raise self._not_found(name)
@@ -347,18 +373,35 @@ class Service:
         row = self.store.find_sweep(name)
         if row is None:
             raise self._not_found(name)
-        if self.jobs.alive(name):
-            raise Conflict(f"sweep {name!r} is already running as a job; stop it first")
+        if self.jobs.busy(name):
+            raise Conflict(f"sweep {name!r} is already running or queued as a job; stop it first")
         base = (row.notes or {}).get("spec_dir")
         spec = spec_from_yaml(
             row.spec_yaml,
             source=f"sweep {name} (stored spec)",
             base_dir=Path(base) if base else None,
         )
-        self.check_spec(spec, workers=req.workers)
-        args = ["sweep", "--resume", name, "--json", *req.cli_flags()]
-        rec = self.jobs.start(name, args, started_by=started_by, overrides=req.given())
-        return SubmitResult(name=name, state="starting", job=job_info(rec), links=links(name))
+        work = self.state.work_dir("sweep", name)
+        self.check_spec(spec, workers=req.workers, base=work)
+        # The file it was submitted with holds its secrets (the database keeps references
+        # only); without one the job needs them in the service's environment.
+        submitted = sorted(work.glob("spec.*.yaml"), key=lambda p: p.stat().st_mtime)
+        spec_arg = [str(submitted[-1])] if submitted else []
+        args = ["sweep", *spec_arg, "--resume", name, "--json", *req.cli_flags()]
+        rec = self.jobs.start(
+            name,
+            args,
+            started_by=started_by,
+            overrides=req.given(),
+            gpus=job_gpus(spec),
+            cwd=work,
+        )
+        return SubmitResult(
+            name=name,
+            state=sweep_state(row.status, rec, None),
+            job=job_info(rec),
+            links=links(name),
+        )
 
     def recover(self) -> list[str]:
         """Resume sweeps whose job died while the sweep was running (a reboot, a kill)."""
@@ -464,6 +507,8 @@ class Service:
             kind="kernels",
             overrides=req.model_dump(exclude_none=True),
             stdout_path=result,
+            gpus=None,  # the tuner takes every GPU it sees
+            cwd=out_dir,
         )
         return self.kernels_status(req.name)
 
@@ -483,7 +528,12 @@ class Service:
             for p in out_dir.rglob("*.json")
             if p.name != "result.json" and not p.name.endswith(".provenance.json")
         )
-        if rec.state == "running":
+        state: KernelsState
+        if rec.state == "queued":
+            state = "queued"
+        elif rec.state == "cancelled":
+            state = "cancelled"
+        elif rec.state == "running":
             state = "stopping" if rec.stop_requested else "running"
         elif rec.exit_code == 0:
             state = "finished"
@@ -517,6 +567,27 @@ class Service:
 # -- helpers ---------------------------------------------------------------------------------
 
 
+def job_gpus(spec: SweepSpec) -> list[str] | None:
+    """The GPUs a sweep's job uses, for the queue: its engine.env CUDA_VISIBLE_DEVICES entries,
+    `cpu` for a CPU target, else None (all GPUs: the sweep takes what NVML shows)."""
+    if spec.target.cpu:
+        return ["cpu"]
+    visible = spec.engine.env.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return None
+    return [d.strip() for d in visible.split(",") if d.strip()]
+
+
+def _sqlite_files(store: Store) -> list[Path]:
+    """The database file when it is SQLite (its -wal/-shm/-journal sit beside it)."""
+    url = getattr(store, "engine", None)
+    url = getattr(url, "url", None)
+    if url is None or not str(url.drivername).startswith("sqlite"):
+        return []
+    db = url.database
+    return [Path(db)] if db and db != ":memory:" else []
+
+
 def _kernels_available() -> None:
     import importlib.util
 
@@ -542,6 +613,29 @@ def _refuse_aliases(text: str) -> None:
                 )
     except yaml.YAMLError as exc:
         raise ConfigError(f"not valid YAML: {exc}", source="submitted spec") from None
+
+
+def refuse_env_refs(spec: Any) -> None:
+    """A submitted spec gives secret values, it does not name the service's environment: a
+    `${env:NAME}` reference would hand the service owner's variable to the requester's
+    engine. (The database stores such references; they are resolved only for a resume.)"""
+    from autotune.secrets import ref_name
+
+    def walk(node: Any, field: str) -> None:
+        if ref_name(node) is not None:
+            raise Forbidden(
+                "a submitted spec cannot refer to the service's environment; give the value "
+                "itself (it is stored as a reference, never in clear)",
+                field=field,
+            )
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{field}.{k}" if field else str(k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{field}[{i}]")
+
+    walk(spec.model_dump(mode="json"), "")
 
 
 __all__ = ["Service", "open_store"]

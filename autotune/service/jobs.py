@@ -8,6 +8,11 @@ holds an flock, so `autotune serve` and `autotune mcp` can share one state folde
 A recorded PID is trusted only while the process with that PID has the recorded start time
 (PIDs are recycled, FIELD-NOTES P9); stop = SIGTERM to the job's process group, which the sweep
 answers by stopping its engines and marking their trials interrupted.
+
+Queue: each job names the GPUs it uses (None: all of the host's). A job whose GPUs overlap those
+of a running job or of a job queued before it is recorded as `queued` (in the table, so a
+restart keeps it) and started, in submission order, once they are free; jobs on disjoint GPUs
+run at once. Every table refresh (the monitor's poll, any read) starts what has become free.
 """
 
 from __future__ import annotations
@@ -43,17 +48,46 @@ CLI_PREFIX = ("-c", "from autotune.cli import main; main()")
 LOG_TAIL_BYTES = 8192
 
 
+JobState = Literal["queued", "running", "exited", "cancelled"]
+
+
+def gpus_overlap(a: Sequence[str] | None, b: Sequence[str] | None) -> bool:
+    """Whether two jobs' GPU sets can share a device. None (all GPUs) overlaps everything;
+    `cpu` (a CPU target) only another `cpu`; indices and UUIDs cannot be matched, so a mix
+    counts as overlapping."""
+    if a is None or b is None:
+        return True
+    sa, sb = set(a), set(b)
+    if "cpu" in sa or "cpu" in sb:
+        return "cpu" in sa and "cpu" in sb
+    if all(x.isdigit() for x in sa | sb) or not any(x.isdigit() for x in sa | sb):
+        return bool(sa & sb)
+    return bool(sa and sb)
+
+
+def _renumber(jobs: dict[str, JobRecord]) -> None:
+    """queue_position: 1-based place among queued jobs in submission order; None otherwise."""
+    queued = sorted(
+        (r for r in jobs.values() if r.state == "queued"),
+        key=lambda r: (r.queued_at or datetime.min.replace(tzinfo=UTC), r.name),
+    )
+    places = {r.name: i for i, r in enumerate(queued, 1)}
+    for name, rec in jobs.items():
+        if rec.queue_position != places.get(name):
+            jobs[name] = rec.model_copy(update={"queue_position": places.get(name)})
+
+
 class JobRecord(BaseModel):
     """One row of the job table."""
 
     name: str
     kind: Literal["sweep", "kernels"] = "sweep"
     argv: list[str]
-    pid: int
-    create_time: float = Field(description="psutil start time: proves the PID is still ours")
+    pid: int | None = Field(None, description="None: not started (queued or cancelled)")
+    create_time: float = Field(0.0, description="psutil start time: proves the PID is ours")
     log_path: str
-    started_at: datetime
-    state: Literal["running", "exited"] = "running"
+    started_at: datetime | None = None
+    state: JobState = "running"
     exit_code: int | None = Field(None, description="None: unknown (not our child) or running")
     ended_at: datetime | None = None
     stop_requested: str | None = Field(None, description="signal sent, e.g. SIGTERM")
@@ -61,6 +95,11 @@ class JobRecord(BaseModel):
     started_by: str = Field("request", description="request or recovery")
     overrides: dict[str, object] = Field(default_factory=dict)
     note: str | None = None
+    gpus: list[str] | None = Field(None, description="GPUs the job uses; None: all")
+    cwd: str | None = Field(None, description="the job's working folder")
+    stdout_path: str | None = Field(None, description="stdout apart from the log (--json)")
+    queued_at: datetime | None = None
+    queue_position: int | None = Field(None, description="1-based, while queued")
 
 
 class JobTable:
@@ -80,6 +119,7 @@ class JobTable:
                 jobs = self._read()
                 before = {k: v.model_dump_json() for k, v in jobs.items()}
                 yield jobs
+                _renumber(jobs)
                 if {k: v.model_dump_json() for k, v in jobs.items()} != before:
                     self._write(jobs)
             finally:
@@ -155,56 +195,135 @@ class JobManager:
         started_by: str = "request",
         overrides: Mapping[str, object] | None = None,
         stdout_path: Path | None = None,
+        gpus: Sequence[str] | None = None,
+        cwd: Path | None = None,
     ) -> JobRecord:
-        """Run `autotune CLI_ARGS...` as job `name`; Conflict if that job is still running.
-        Output goes to the job's log; `stdout_path` takes stdout apart (a --json result)."""
+        """Run `autotune CLI_ARGS...` as job `name` in `cwd` (default: its working folder under
+        STATE/work), or queue it while a running or earlier-queued job holds one of `gpus`
+        (None: all GPUs). Conflict if that job is running or queued. Output goes to the job's
+        log; `stdout_path` takes stdout apart (a --json result)."""
         with self.table.locked() as jobs:
+            self._reap(jobs)
             old = jobs.get(name)
+            if old is not None and old.state == "queued":
+                raise Conflict(
+                    f"job {name!r} is queued (position {old.queue_position}); cancel it first"
+                )
             if old is not None and self._alive(old):
                 raise Conflict(
                     f"job {name!r} is already running (pid {old.pid}); stop it first",
                 )
-            argv = [self.python, *CLI_PREFIX, *cli_args]
-            log_path = self.state.log_file(name)
-            env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
-            with open(log_path, "ab") as fh, open(stdout_path or os.devnull, "wb") as out:
-                stamp = datetime.now(UTC).isoformat(timespec="seconds")
-                fh.write(f"\n=== {stamp} autotune {' '.join(cli_args)}\n".encode())
-                fh.flush()
-                proc = subprocess.Popen(
-                    argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=out if stdout_path is not None else fh,
-                    stderr=fh if stdout_path is not None else subprocess.STDOUT,
-                    env=env,
-                    cwd=self.state.root,
-                    start_new_session=True,  # own group: stop reaches it, Ctrl-C does not
-                    close_fds=True,
-                )
-            try:
-                create_time = psutil.Process(proc.pid).create_time()
-            except psutil.NoSuchProcess:
-                create_time = 0.0  # already gone: the monitor records its exit
-            self._children[name] = proc
             rec = JobRecord(
                 name=name,
                 kind=kind,
-                argv=argv,
-                pid=proc.pid,
-                create_time=create_time,
-                log_path=str(log_path),
-                started_at=datetime.now(UTC),
-                runs=(old.runs + 1) if old is not None else 1,
+                argv=[self.python, *CLI_PREFIX, *cli_args],
+                log_path=str(self.state.log_file(name)),
+                state="queued",
+                runs=old.runs if old is not None else 0,
                 started_by=started_by,
                 overrides=dict(overrides or {}),
+                gpus=list(gpus) if gpus is not None else None,
+                cwd=str(cwd if cwd is not None else self.state.work_dir(kind, name)),
+                stdout_path=str(stdout_path) if stdout_path is not None else None,
+                queued_at=datetime.now(UTC),
             )
-            jobs[name] = rec
-            return rec
+            holders = self._holders(rec, jobs)
+            if holders:
+                jobs[name] = rec
+                _renumber(jobs)
+                self._log_line(rec, f"queued behind {', '.join(holders)} (same GPUs)")
+                return jobs[name]
+            jobs[name] = self._launch(rec)
+            return jobs[name]
+
+    def _holders(self, rec: JobRecord, jobs: Mapping[str, JobRecord]) -> list[str]:
+        """Running jobs and jobs queued before `rec` whose GPUs overlap its own."""
+        key = (rec.queued_at or datetime.now(UTC), rec.name)
+        return [
+            other.name
+            for other in jobs.values()
+            if other.name != rec.name
+            and (
+                other.state == "running"
+                or (
+                    other.state == "queued"
+                    and (other.queued_at or datetime.min.replace(tzinfo=UTC), other.name) < key
+                )
+            )
+            and gpus_overlap(rec.gpus, other.gpus)
+        ]
+
+    def _dispatch(self, jobs: dict[str, JobRecord]) -> None:
+        """Start queued jobs whose GPUs are free, in submission order (call under the lock,
+        after _reap)."""
+        queued = sorted(
+            (r for r in jobs.values() if r.state == "queued"),
+            key=lambda r: (r.queued_at or datetime.min.replace(tzinfo=UTC), r.name),
+        )
+        for rec in queued:
+            if self._holders(rec, jobs):
+                continue
+            try:
+                jobs[rec.name] = self._launch(rec)
+            except OSError as exc:  # a vanished interpreter or folder: not worth a stuck queue
+                log.warning("queued job %s could not start: %s", rec.name, exc)
+                jobs[rec.name] = rec.model_copy(
+                    update={
+                        "state": "exited",
+                        "ended_at": datetime.now(UTC),
+                        "note": f"could not start: {exc.strerror or exc}",
+                    }
+                )
+
+    def _log_line(self, rec: JobRecord, text: str) -> None:
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
+        with contextlib.suppress(OSError), open(rec.log_path, "ab") as fh:
+            fh.write(f"\n=== {stamp} {text}\n".encode())
+
+    def _launch(self, rec: JobRecord) -> JobRecord:
+        """Start a queued record's process; returns the running record."""
+        cli_args = rec.argv[1 + len(CLI_PREFIX) :]
+        cwd = Path(rec.cwd) if rec.cwd else self.state.work_dir(rec.kind, rec.name)
+        cwd.mkdir(parents=True, exist_ok=True, mode=0o700)
+        env = {**os.environ, **self.env, "PYTHONUNBUFFERED": "1"}
+        stdout_path = rec.stdout_path
+        with open(rec.log_path, "ab") as fh, open(stdout_path or os.devnull, "wb") as out:
+            stamp = datetime.now(UTC).isoformat(timespec="seconds")
+            fh.write(f"\n=== {stamp} autotune {' '.join(cli_args)}\n".encode())
+            fh.flush()
+            proc = subprocess.Popen(
+                rec.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out if stdout_path is not None else fh,
+                stderr=fh if stdout_path is not None else subprocess.STDOUT,
+                env=env,
+                # Its own folder, never the state root: a relative path a spec slips past the
+                # policy must not open the token, the configuration or the database.
+                cwd=cwd,
+                start_new_session=True,  # own group: stop reaches it, Ctrl-C does not
+                close_fds=True,
+            )
+        try:
+            create_time = psutil.Process(proc.pid).create_time()
+        except psutil.NoSuchProcess:
+            create_time = 0.0  # already gone: the monitor records its exit
+        self._children[rec.name] = proc
+        return rec.model_copy(
+            update={
+                "state": "running",
+                "pid": proc.pid,
+                "create_time": create_time,
+                "started_at": datetime.now(UTC),
+                "runs": rec.runs + 1,
+                "queue_position": None,
+                "cwd": str(cwd),
+            }
+        )
 
     # -- state -------------------------------------------------------------------------------
 
     def _alive(self, rec: JobRecord) -> bool:
-        if rec.state != "running":
+        if rec.state != "running" or rec.pid is None:
             return False
         child = self._children.get(rec.name)
         if child is not None and child.pid == rec.pid:
@@ -215,20 +334,27 @@ class JobManager:
         except psutil.Error:
             return False
 
+    def _reap(self, jobs: dict[str, JobRecord]) -> None:
+        """Record the exit of running jobs whose process is gone (call under the lock)."""
+        for name, rec in jobs.items():
+            if rec.state == "running" and not self._alive(rec):
+                child = self._children.pop(name, None)
+                code = child.poll() if child is not None and child.pid == rec.pid else None
+                jobs[name] = rec.model_copy(
+                    update={
+                        "state": "exited",
+                        "exit_code": code,
+                        "ended_at": datetime.now(UTC),
+                    }
+                )
+
     def refresh(self) -> dict[str, JobRecord]:
-        """Record the exit of jobs whose process is gone; returns the table."""
+        """Record the exit of jobs whose process is gone and start the queued jobs whose GPUs
+        that freed; returns the table."""
         with self.table.locked() as jobs:
-            for name, rec in jobs.items():
-                if rec.state == "running" and not self._alive(rec):
-                    child = self._children.pop(name, None)
-                    code = child.poll() if child is not None and child.pid == rec.pid else None
-                    jobs[name] = rec.model_copy(
-                        update={
-                            "state": "exited",
-                            "exit_code": code,
-                            "ended_at": datetime.now(UTC),
-                        }
-                    )
+            self._reap(jobs)
+            self._dispatch(jobs)
+            _renumber(jobs)
             return dict(jobs)
 
     def get(self, name: str) -> JobRecord | None:
@@ -237,6 +363,11 @@ class JobManager:
     def alive(self, name: str) -> bool:
         rec = self.get(name)
         return rec is not None and rec.state == "running"
+
+    def busy(self, name: str) -> bool:
+        """Running or queued: the name is taken."""
+        rec = self.get(name)
+        return rec is not None and rec.state in ("running", "queued")
 
     def log_tail(self, name: str, max_bytes: int = LOG_TAIL_BYTES) -> str:
         path = self.state.log_file(name)
@@ -252,13 +383,28 @@ class JobManager:
     # -- stopping ----------------------------------------------------------------------------
 
     def signal(self, name: str, *, force: bool = False) -> JobRecord:
-        """SIGTERM (graceful: the sweep stops its engines) or SIGKILL the job's process group."""
+        """SIGTERM (graceful: the sweep stops its engines) or SIGKILL the job's process group;
+        a queued job is taken out of the queue (state cancelled) instead."""
         sig = signal.SIGKILL if force else signal.SIGTERM
         with self.table.locked() as jobs:
             rec = jobs.get(name)
             if rec is None:
                 raise NotFound(f"no job {name!r} was started by this service")
-            if not self._alive(rec):
+            if rec.state == "queued":
+                rec = rec.model_copy(
+                    update={
+                        "state": "cancelled",
+                        "ended_at": datetime.now(UTC),
+                        "queue_position": None,
+                        "note": "cancelled while queued; it never started",
+                    }
+                )
+                jobs[name] = rec
+                self._log_line(rec, "cancelled while queued")
+                self._reap(jobs)
+                self._dispatch(jobs)  # it may have held back a later job on other GPUs
+                return rec
+            if not self._alive(rec) or rec.pid is None:
                 raise Conflict(f"job {name!r} is not running (state {rec.state})")
             # It may exit between the check and the signal: then there is nothing to stop.
             with contextlib.suppress(ProcessLookupError):
@@ -272,11 +418,12 @@ class JobManager:
             return rec
 
     def wait(self, name: str, timeout_s: float) -> JobRecord | None:
-        """Wait until the job has exited (or the timeout); returns its record."""
+        """Wait until the job has ended (or the timeout); returns its record."""
         deadline = time.monotonic() + timeout_s
         while True:
             rec = self.get(name)
-            if rec is None or rec.state != "running" or time.monotonic() >= deadline:
+            ended = rec is None or rec.state not in ("running", "queued")
+            if ended or time.monotonic() >= deadline:
                 return rec
             time.sleep(0.1)
 
@@ -303,7 +450,8 @@ class JobManager:
     # -- the monitor -------------------------------------------------------------------------
 
     def start_monitor(self) -> None:
-        """A thread that reaps our children (no zombies) and records exits."""
+        """A thread that reaps our children (no zombies), records exits and starts queued jobs
+        when their GPUs free up (also those of jobs another service started)."""
         if self._thread is not None:
             return
         self._stop.clear()
@@ -319,7 +467,6 @@ class JobManager:
     def _run(self) -> None:
         while not self._stop.wait(self.poll_s):
             try:
-                if any(c.poll() is not None for c in list(self._children.values())):
-                    self.refresh()
+                self.refresh()
             except Exception:  # the monitor must outlive a bad read; the next poll retries
                 log.exception("job monitor")

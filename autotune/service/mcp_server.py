@@ -40,6 +40,8 @@ plan (does a configuration fit?) -> start_sweep (a YAML spec; returns at once, t
 as a job) -> sweep_status (poll; `state` and `next_steps` say what to do) -> stop_sweep /
 resume_sweep -> get_report (report.md, launch.sh, winner.json). inspect_checkpoint checks a
 model folder before a night is spent on it. Files must lie under the service's allowed paths.
+Jobs on the same GPUs queue (state queued, job.queue_position) and start by themselves in
+submission order.
 """
 
 
@@ -113,8 +115,9 @@ def build_server(service: Service) -> Any:
         until: Annotated[str | None, Field(description="HH:MM local time")] = None,
         workers: Annotated[int | None, Field(ge=1)] = None,
     ) -> SubmitResult:
-        """Validate a sweep spec and start it as a background job; returns at once with its
-        name (the id for the other tools). Budget arguments override the spec's."""
+        """Validate a sweep spec and start it as a background job (queued while another job
+        holds its GPUs); returns at once with its name (the id for the other tools). Budget
+        arguments override the spec's."""
 
         def run() -> SubmitResult:
             ov = SweepOverrides(
@@ -126,8 +129,9 @@ def build_server(service: Service) -> Any:
 
     @mcp.tool()
     def sweep_status(name: str) -> SweepStatusOut:
-        """A sweep's state (starting/running/stopping/finished/stopped/failed/interrupted/
-        failed_to_start), progress, best so far, failures by class, and next_steps."""
+        """A sweep's state (queued/starting/running/stopping/finished/stopped/failed/
+        interrupted/failed_to_start/cancelled), progress, best so far, failures by class, and
+        next_steps; while queued, job.queue_position."""
         return _call(lambda: service.sweep_status(name))
 
     @mcp.tool()
@@ -142,7 +146,7 @@ def build_server(service: Service) -> Any:
         wait_s: Annotated[float, Field(ge=0, le=300, description="wait for the exit")] = 30.0,
     ) -> SweepStatusOut:
         """Stop a running sweep gracefully: running trials are stopped and marked
-        interrupted; the sweep can be resumed."""
+        interrupted; the sweep can be resumed. A queued sweep leaves the queue (cancelled)."""
         return _call(lambda: service.stop_sweep(name, StopRequest(force=force, wait_s=wait_s)))
 
     @mcp.tool()

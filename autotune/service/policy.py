@@ -3,7 +3,11 @@ keep a submitted spec from running anything the owner did not allow.
 
 A spec reaches engines through three doors, and each is closed unless the config opens it:
 files (model folders, checkpoints, space files, path-valued flags and env values) must lie
-under `allowed_paths` after symlinks are resolved; the engine must be in `allowed_engines` and
+under `allowed_paths` after symlinks are resolved, and never in the service's own state folder
+(token, config, database), whatever the roots; a relative value is what the job would open in
+its own working folder, so it is resolved there first. A flag or variable is path-valued by
+its name (`path_valued`) or by its value (`looks_like_path`). The engine must be in
+`allowed_engines` and
 its binary comes from the adapter (or the simulator): `engine.launcher` is refused unless it is
 exactly one of `allowed_launchers`; environment variables must start with one of
 `allowed_env_prefixes` and never name the loader or interpreter (LD_*, PYTHON*, PATH, ...).
@@ -13,8 +17,9 @@ The engine binds only to `allowed_engine_hosts`, and joins only `allowed_ray_add
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +29,55 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from autotune.errors import ConfigError, UnknownNameError, did_you_mean
 from autotune.service.errors import Forbidden
 
+log = logging.getLogger(__name__)
+
 DEFAULT_BODY_LIMIT = 1024 * 1024
+
+# Flag and variable names whose value is a file or folder although it may carry no `/`
+# (`chat_template: token` opens ./token). Matched on the lower-cased name, `-` as `_`, so the
+# same rule covers SGLang/vLLM fields, llama-server options and environment variables.
+PATH_SUFFIXES = (
+    "_path",
+    "_paths",
+    "_dir",
+    "_dirs",
+    "_file",
+    "_files",
+    "_folder",
+    "_template",
+    "_home",
+    "_root",
+    "_certs",
+    "_certfile",
+    "_keyfile",
+    "_socket",
+)
+PATH_NAMES = frozenset(
+    {
+        "model",  # vLLM --model, llama-server -m
+        "tokenizer",
+        "config",  # SGLang/vLLM --config: a YAML file
+        "mmproj",
+        "lora",
+        "model_draft",
+        "spec_draft_model",
+        "model_vocoder",
+        "path",  # llama-server --path: static files it serves
+        "deepep_config",  # JSON text or a file
+        "hicache_storage_backend_extra_config",  # JSON text or a file
+    }
+)
+# Matching names whose value is not a file: a count, a switch, a URL prefix, a name in a hub.
+NOT_PATH_NAMES = frozenset(
+    {
+        "mamba_max_states_per_path",
+        "export_metrics_to_file",
+        "trust_request_chat_template",
+        "fastapi_root_path",
+        "root_path",
+        "hf_file",
+    }
+)
 
 # Never settable through a spec, whatever the prefixes allow: they choose what gets loaded or
 # executed (dynamic loader, interpreter start-up, shell start-up, search path).
@@ -39,7 +92,7 @@ DEFAULT_CONFIG_TEXT = """\
 
 # Folders under which specs may name model folders, checkpoints, search-space files and
 # path-valued engine flags (and under which POST /v1/inspect may read). Empty: built-in model
-# cards and the built-in search space only.
+# cards and the built-in search space only. The service's own state folder never counts.
 allowed_paths: []
 
 # Engine adapters a spec may use (the adapter, not the request, decides the binary).
@@ -131,42 +184,69 @@ def load_config(path: Path, *, create: bool = True) -> ServiceConfig:
 
 
 class Policy:
-    """The checks, bound to one configuration."""
+    """The checks, bound to one configuration. `private`: folders and files never readable
+    through a request, even under an allowed root (the state folder, the database)."""
 
-    def __init__(self, config: ServiceConfig):
+    def __init__(self, config: ServiceConfig, *, private: Sequence[Path] = ()):
         self.config = config
         self.roots = config.roots()
+        self.private = [Path(os.path.realpath(p)) for p in private]
 
     # -- paths -------------------------------------------------------------------------------
 
-    def allowed_path(self, raw: str, *, field: str) -> Path:
-        """`raw` as a resolved absolute path under an allowed root; Forbidden otherwise."""
-        where = (
-            "allowed_paths in the service's config.yaml is empty"
-            if not self.roots
-            else "allowed roots: " + ", ".join(str(r) for r in self.roots)
-        )
+    def allowed_path(self, raw: str, *, field: str, base: Path | None = None) -> Path:
+        """`raw` as a resolved absolute path under an allowed root and outside the private
+        ones; Forbidden otherwise. A relative `raw` is taken in `base` (the job's working
+        folder), or refused without one. The message names the value as sent and never the
+        resolved path or the roots (a client must not learn symlink targets or the server's
+        layout); the service's log has them."""
         try:
             p = Path(raw).expanduser()
         except (RuntimeError, ValueError):  # ~user with no such user or home
             raise Forbidden(f"{raw!r}: cannot resolve the home folder", field=field) from None
         if "\x00" in raw:
             raise Forbidden(f"{raw!r}: a path cannot hold a NUL character", field=field)
-        if not p.is_absolute():
+        relative = not p.is_absolute()
+        if relative and base is None:
             raise Forbidden(
-                f"{raw!r} is not an absolute path; the service resolves files only as absolute "
-                f"paths under its allowed roots ({where})",
+                f"{raw!r} is not an absolute path; the service reads files only by absolute "
+                "path, under the folders its owner allowed (allowed_paths in its config.yaml)",
                 field=field,
             )
-        real = Path(os.path.realpath(p))
-        if not any(real == r or real.is_relative_to(r) for r in self.roots):
+        real = Path(os.path.realpath(base / p if relative and base is not None else p))
+        private = any(_within(real, q) for q in self.private)
+        if not private and any(real == r or real.is_relative_to(r) for r in self.roots):
+            return real
+        log.info(
+            "refused %s=%r: resolved %s (%s); allowed roots %s",
+            field,
+            raw,
+            real,
+            "in the state folder" if private else "outside the allowed roots",
+            [str(r) for r in self.roots],
+        )
+        if relative:
             raise Forbidden(
-                f"{raw!r} (resolved {real}) is outside the folders this service may read; {where}",
+                f"{raw!r} is a relative path, which the job would resolve from its own "
+                "working folder (not readable through a request); give an absolute path under "
+                "a folder this service may read (allowed_paths in its config.yaml)",
                 field=field,
             )
-        return real
+        if not self.roots:
+            raise Forbidden(
+                f"{raw!r}: this service reads no files (its allowed_paths is empty); use a "
+                "built-in model card and the built-in search space, or ask the service's "
+                "owner to add the folder to allowed_paths in its config.yaml",
+                field=field,
+            )
+        raise Forbidden(
+            f"{raw!r} is outside the folders this service may read (the service's own state "
+            "folder never counts); give a path under them, or ask the service's owner to add "
+            "its folder to allowed_paths in its config.yaml",
+            field=field,
+        )
 
-    def check_model(self, model: str, *, field: str) -> str:
+    def check_model(self, model: str, *, field: str, base: Path | None = None) -> str:
         """A built-in card name as is; a folder resolved under the allowed roots; anything
         else is an unknown card name (UnknownNameError lists the built-in ones)."""
         from autotune.models.builtin import BUILTIN_CARDS
@@ -174,14 +254,17 @@ class Policy:
         if model in BUILTIN_CARDS:
             return model
         if looks_like_path(model):
-            return str(self.allowed_path(model, field=field))
+            return str(self.allowed_path(model, field=field, base=base))
         raise UnknownNameError("model card", model, BUILTIN_CARDS)
 
     # -- a sweep spec ------------------------------------------------------------------------
 
-    def check_spec(self, spec: Any, *, workers: int | None = None) -> None:
+    def check_spec(
+        self, spec: Any, *, workers: int | None = None, base: Path | None = None
+    ) -> None:
         """Refuse a SweepSpec that names a file, engine, binary, variable or host the local
-        configuration does not allow (Forbidden, naming the field)."""
+        configuration does not allow (Forbidden, naming the field). `base`: the job's working
+        folder, where relative paths are resolved (None: they are refused)."""
         cfg = self.config
         t = spec.target
         if t.engine not in cfg.allowed_engines:
@@ -190,15 +273,21 @@ class Policy:
                 f"{', '.join(cfg.allowed_engines) or 'none'}",
                 field="target.engine",
             )
-        self.check_model(t.model, field="target.model")
+        self.check_model(t.model, field="target.model", base=base)
         if t.model_path is not None:
-            self.allowed_path(t.model_path, field="target.model_path")
+            self.allowed_path(t.model_path, field="target.model_path", base=base)
         if spec.space.file != "builtin":
-            self.allowed_path(spec.space.file, field="space.file")
-        for field, value in _strings(spec.space.fixed, "space.fixed"):
-            self._value(value, field)
-        for field, value in _strings(spec.space.overrides, "space.overrides"):
-            self._value(value, field)
+            self.allowed_path(spec.space.file, field="space.file", base=base)
+        for flag, node in spec.space.fixed.items():
+            self._walk(node, f"space.fixed.{flag}", path_valued(str(flag)), base)
+        for flag, node in spec.space.overrides.items():
+            field = f"space.overrides.{flag}"
+            if isinstance(node, dict):  # a parameter: only its choices/default are flag values
+                for key, sub in node.items():
+                    named = path_valued(str(flag)) if key in ("choices", "default") else False
+                    self._walk(sub, f"{field}.{key}", named, base)
+            else:
+                self._walk(node, field, path_valued(str(flag)), base)
         eng = spec.engine
         if eng.launcher is not None and list(eng.launcher) not in cfg.allowed_launchers:
             raise Forbidden(
@@ -208,7 +297,7 @@ class Policy:
                 field="engine.launcher",
             )
         for name, value in eng.env.items():
-            self._env(name, value)
+            self._env(name, value, base)
         if eng.host not in cfg.allowed_engine_hosts:
             raise Forbidden(
                 f"engines may bind only to {', '.join(cfg.allowed_engine_hosts)}; got "
@@ -233,7 +322,7 @@ class Policy:
                 field=field,
             )
 
-    def _env(self, name: str, value: str) -> None:
+    def _env(self, name: str, value: str, base: Path | None) -> None:
         field = f"engine.env.{name}"
         upper = name.upper()
         if upper in _ENV_ALWAYS_REFUSED or upper.startswith(_ENV_ALWAYS_REFUSED_PREFIXES):
@@ -249,11 +338,27 @@ class Policy:
                 "(allowed_env_prefixes in the service's config.yaml)",
                 field=field,
             )
-        self._value(value, field)
+        self._value(value, field, path_valued(name), base)
 
-    def _value(self, value: str, field: str) -> None:
-        """A flag or env value that looks like a path must be an allowed absolute path; JSON
-        text is looked into."""
+    def _walk(self, node: Any, field: str, named: bool, base: Path | None, depth: int = 0) -> None:
+        """Every string of a flag's value; `named`: the enclosing name is path-valued (a key
+        inside a mapping decides for its own value, a list inherits)."""
+        if depth > 32:
+            raise Forbidden("nested deeper than 32 levels", field=field)
+        if isinstance(node, str):
+            self._value(node, field, named, base, depth)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                self._walk(v, f"{field}.{k}", path_valued(str(k)), base, depth + 1)
+        elif isinstance(node, list | tuple):
+            for i, v in enumerate(node):
+                self._walk(v, f"{field}[{i}]", named, base, depth + 1)
+
+    def _value(
+        self, value: str, field: str, named: bool, base: Path | None, depth: int = 0
+    ) -> None:
+        """A value of a path-valued name, or one that looks like a path, must be an allowed
+        path (relative: in the job's folder); JSON text is looked into."""
         text = value.strip()
         if text[:1] in ("{", "["):
             try:
@@ -261,28 +366,30 @@ class Policy:
             except ValueError:
                 parsed = None
             if parsed is not None:
-                for sub_field, sub in _strings(parsed, field):
-                    self._value(sub, sub_field)
+                self._walk(parsed, field, named, base, depth + 1)
                 return
-        if looks_like_path(text):
-            self.allowed_path(text, field=field)
+        if text and (named or looks_like_path(text)):
+            self.allowed_path(text, field=field, base=base)
+
+
+def path_valued(name: str) -> bool:
+    """Whether a flag, field or environment variable named `name` takes a file or folder."""
+    key = name.strip().lstrip("-").lower().replace("-", "_")
+    if key in NOT_PATH_NAMES:
+        return False
+    return key in PATH_NAMES or key.endswith(PATH_SUFFIXES)
+
+
+def _within(path: Path, private: Path) -> bool:
+    """`path` is `private`, inside it, or an SQLite sidecar of it (NAME-wal, -shm, -journal)."""
+    sidecars = {f"{private.name}-{s}" for s in ("wal", "shm", "journal")}
+    return (
+        path == private
+        or path.is_relative_to(private)
+        or (path.parent == private.parent and path.name in sidecars)
+    )
 
 
 def looks_like_path(text: str) -> bool:
     """Absolute, home-relative, dot-relative, or with a separator: the engine would open it."""
     return text.startswith(("/", "~", ".")) or "/" in text or "\\" in text
-
-
-def _strings(node: Any, field: str, depth: int = 0) -> Iterator[tuple[str, str]]:
-    """Every string inside a parsed mapping/list, with its dotted field path (keys included:
-    a choice list may be keyed by value)."""
-    if depth > 32:
-        raise Forbidden("nested deeper than 32 levels", field=field)
-    if isinstance(node, str):
-        yield field, node
-    elif isinstance(node, dict):
-        for k, v in node.items():
-            yield from _strings(v, f"{field}.{k}", depth + 1)
-    elif isinstance(node, list | tuple):
-        for i, v in enumerate(node):
-            yield from _strings(v, f"{field}[{i}]", depth + 1)

@@ -158,9 +158,13 @@ def remote_sweep(url: str, **kw: Any) -> None:
             raise ConfigError("give a spec file, or --resume NAME", field="SPEC")
         name = started["name"]
         if not json_out:
-            typer.echo(
-                f"sweep {name} submitted to {url} (job pid {started['job']['pid']})", err=True
+            job = started["job"]
+            where = (
+                f"queued at position {job.get('queue_position')} behind jobs on the same GPUs"
+                if job.get("state") == "queued"
+                else f"job pid {job['pid']}"
             )
+            typer.echo(f"sweep {name} submitted to {url} ({where})", err=True)
         try:
             final = _follow(c, name, quiet=json_out)
         except KeyboardInterrupt:
@@ -192,7 +196,7 @@ def _follow(c: ServiceClient, name: str, *, quiet: bool) -> dict[str, Any]:
 
 def _exit_code(status: dict[str, Any]) -> int:
     state = status.get("state")
-    if state in ("failed", "failed_to_start", "interrupted"):
+    if state in ("failed", "failed_to_start", "interrupted", "cancelled"):
         return 1
     job = status.get("job") or {}
     if state == "stopped" and job.get("stop_requested"):

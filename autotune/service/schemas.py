@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from autotune.sweep.spec import UNTIL_FORMAT
 
 SweepState = Literal[
+    "queued",  # waiting for GPUs another job holds; starts by itself (job.queue_position)
+    "cancelled",  # taken out of the queue before it ever started
     "starting",  # the job runs but has not written the sweep yet
     "running",
     "stopping",  # stop requested, the job is winding down
@@ -19,7 +21,17 @@ SweepState = Literal[
     "interrupted",  # its process died while the sweep was running; resumable
     "failed_to_start",  # the job exited before it wrote the sweep (see job.log_tail)
 ]
-TERMINAL_STATES = frozenset({"finished", "stopped", "failed", "interrupted", "failed_to_start"})
+TERMINAL_STATES = frozenset(
+    {"finished", "stopped", "failed", "interrupted", "failed_to_start", "cancelled"}
+)
+QUEUE_DOC = (
+    "Jobs that use the same GPUs run one at a time, first in, first out: a job's GPUs are the "
+    "spec's engine.env.CUDA_VISIBLE_DEVICES (a CPU target: the CPU; kernel jobs and specs "
+    "without it: all GPUs of the host); while any of them is held by a running job or one "
+    "queued earlier, the job is `queued` with a 1-based job.queue_position and starts by "
+    "itself when they are free. Jobs on disjoint GPUs run at once. Stopping a queued job takes "
+    "it out of the queue (state cancelled); queued jobs survive a restart of the service."
+)
 
 ScalarValue = str | int | float | bool | None
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -91,9 +103,12 @@ class StopRequest(_Request):
 
 class JobInfo(BaseModel):
     kind: str
-    state: Literal["running", "exited"]
-    pid: int
-    started_at: datetime
+    state: Literal["queued", "running", "exited", "cancelled"] = Field(
+        description="queued: waiting for its GPUs (see queue_position); cancelled: taken out "
+        "of the queue before it started"
+    )
+    pid: int | None = Field(None, description="None while queued (no process yet)")
+    started_at: datetime | None = Field(None, description="None while queued")
     ended_at: datetime | None = None
     exit_code: int | None = None
     runs: int = Field(description="process starts: 1 + resumes")
@@ -103,6 +118,14 @@ class JobInfo(BaseModel):
     log_path: str
     log_tail: str | None = Field(None, description="end of the job's log when it failed")
     note: str | None = None
+    queue_position: int | None = Field(
+        None,
+        description="while queued: 1-based place in the service's queue (submission order; "
+        "1 starts next once its GPUs are free); None otherwise. " + QUEUE_DOC,
+    )
+    gpus: list[str] | None = Field(
+        None, description="GPUs the job uses (CUDA_VISIBLE_DEVICES entries); None: all"
+    )
 
 
 class Links(BaseModel):
@@ -117,7 +140,9 @@ class Links(BaseModel):
 
 class SubmitResult(BaseModel):
     name: str = Field(description="the sweep's id: its name, unique in the database")
-    state: SweepState
+    state: SweepState = Field(
+        description="starting, or queued behind jobs on the same GPUs. " + QUEUE_DOC
+    )
     job: JobInfo
     links: Links
 
@@ -153,7 +178,8 @@ class SweepSummary(BaseModel):
     best_value: float | None = None
     created_at: str | None = None
     updated_at: str | None = None
-    job: Literal["running", "exited"] | None = None
+    job: Literal["queued", "running", "exited", "cancelled"] | None = None
+    queue_position: int | None = Field(None, description="while queued: 1-based place")
 
 
 class SweepList(BaseModel):
@@ -292,11 +318,17 @@ class KernelsRequest(_Request):
         return [*args, "--out", out_dir, "--json"]
 
 
+KernelsState = Literal[
+    "queued", "cancelled", "running", "stopping", "finished", "failed", "stopped", "lost"
+]
+
+
 class KernelsStatus(BaseModel):
     name: str
-    state: Literal["running", "stopping", "finished", "failed", "stopped", "lost"] = Field(
+    state: KernelsState = Field(
         description="lost: the process is gone and its end was not seen (resubmit: the result "
-        "cache resumes)"
+        "cache resumes); queued: waiting for the GPUs (a kernel job uses all of them), see "
+        "job.queue_position; cancelled: stopped while queued"
     )
     job: JobInfo
     result: dict[str, Any] | None = Field(None, description="`kernels tune --json` output")

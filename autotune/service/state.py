@@ -5,7 +5,11 @@ and reports. One folder serves `autotune serve` and `autotune mcp` alike.
     STATE/config.yaml    what a submitted spec may name (allowed_paths, allowed_engines, ...)
     STATE/jobs.json      job table (which process runs which sweep), guarded by jobs.lock
     STATE/autotune.db    the results database unless --db / $AUTOTUNE_DB names another
-    STATE/specs/NAME.yaml, STATE/logs/NAME.log, STATE/reports/NAME/
+    STATE/logs/NAME.log, STATE/reports/NAME/, STATE/kernels/NAME/
+    STATE/work/KIND/NAME/ a job's working folder (its cwd, and the spec it was submitted with):
+                         never the state folder itself, so a relative path in a spec cannot
+                         reach the token, the configuration or the database
+    STATE/specs/         specs submitted before jobs had a working folder (read on resume)
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class StateDir:
         path = path.resolve()
         try:
             path.mkdir(parents=True, exist_ok=True, mode=0o700)
-            for sub in ("specs", "logs", "reports"):
+            for sub in ("specs", "logs", "reports", "work"):
                 (path / sub).mkdir(exist_ok=True, mode=0o700)
         except OSError as exc:
             raise ConfigError(
@@ -94,6 +98,10 @@ class StateDir:
 
     def report_dir(self, name: str) -> Path:
         return self.root / "reports" / name
+
+    def work_dir(self, kind: str, name: str) -> Path:
+        """The working folder of job `name` of `kind` (sweep, kernels); not created here."""
+        return self.root / "work" / kind / name
 
 
 @contextmanager

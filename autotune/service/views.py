@@ -15,8 +15,12 @@ def sweep_state(
     db_status: str | None, rec: JobRecord | None, updated_at: datetime | None
 ) -> SweepState:
     """One word for what is going on, from the database status and the job."""
+    if rec is not None and rec.state == "queued":
+        return "queued"
     alive = rec is not None and rec.state == "running"
     if db_status is None:
+        if rec is not None and rec.state == "cancelled":
+            return "cancelled"
         return "starting" if alive else "failed_to_start"
     if alive:
         assert rec is not None
@@ -25,7 +29,7 @@ def sweep_state(
         if db_status == "running":
             return "running"
         # A resumed job has not yet written its row: the status is the last run's.
-        if updated_at is None or updated_at < rec.started_at:
+        if updated_at is None or rec.started_at is None or updated_at < rec.started_at:
             return "starting"
         return db_status  # type: ignore[return-value]
     if db_status == "running":
@@ -50,6 +54,8 @@ def job_info(rec: JobRecord, log_tail: str | None = None) -> JobInfo:
         log_path=rec.log_path,
         log_tail=log_tail,
         note=rec.note,
+        queue_position=rec.queue_position,
+        gpus=rec.gpus,
     )
 
 
@@ -68,6 +74,15 @@ def links(name: str) -> Links:
 
 def next_steps(s: SweepStatusOut) -> list[str]:
     n = s.name
+    if s.state == "queued":
+        pos = s.job.queue_position if s.job is not None else None
+        return [
+            f"wait: queued (position {pos}) until the jobs ahead of it free its GPUs; it "
+            "starts by itself; poll sweep_status",
+            f"leave the queue: POST /v1/sweeps/{n}/stop (MCP stop_sweep)",
+        ]
+    if s.state == "cancelled":
+        return ["it never started; submit the spec again to queue it anew"]
     if s.state in ("starting", "running"):
         return [
             f"follow: GET /v1/sweeps/{n}/events (SSE) or poll sweep_status",
@@ -108,7 +123,7 @@ def as_int(v: object) -> int | None:
 
 
 def elapsed(rec: JobRecord | None) -> float | None:
-    if rec is None:
+    if rec is None or rec.started_at is None:
         return None
     end = rec.ended_at or datetime.now(UTC)
     return round((end - rec.started_at).total_seconds(), 1)

@@ -302,7 +302,10 @@ class SearchSpace(BaseModel):
                 elif "type" in ov and ov["type"] != params[name]["type"]:
                     params[name] = dict(ov)
                 else:
-                    params[name] = {**params[name], **ov}
+                    params[name] = merged = {**params[name], **ov}
+                    outside = _range_outside(self.parameters[name], merged)
+                    if outside:
+                        problems.append(((name,), outside))
             elif name in fixed or name in fields:
                 if spec and "type" not in ov:
                     problems.append(((name,), "a new parameter needs `type`"))
@@ -321,6 +324,22 @@ class SearchSpace(BaseModel):
             return SearchSpace.model_validate(data, context={"narrowed": True})
         except ValidationError as exc:
             raise config_error(exc, source, data=data) from None
+
+
+def _range_outside(p: ParamBase, merged: Mapping[str, Any]) -> str:
+    """A narrowed numeric range that shares no value with the parameter's domain is refused,
+    like a single value outside it (it would only produce configurations the gate rejects)."""
+    low, high = merged.get("low"), merged.get("high")
+    if not isinstance(p, IntParam | FloatParam) or merged.get("type", p.type) != p.type:
+        return ""
+    if not (isinstance(low, int | float) and isinstance(high, int | float)) or low > high:
+        return ""  # the model validation reports the malformed range
+    if high < p.low or low > p.high:
+        return (
+            f"the range {show(low)}..{show(high)} lies entirely outside {p.domain()}; "
+            "give a range that overlaps it"
+        )
+    return ""
 
 
 def _grid(p: ParamBase, name: str) -> list[Any]:

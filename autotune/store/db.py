@@ -62,6 +62,7 @@ class Store:
         url: any SQLAlchemy URL (``postgresql+psycopg://user:pw@host/db``, ``sqlite:///x.db``).
         path: an SQLite file (parent folders are created). Give at most one of url/path;
             with neither, ``$AUTOTUNE_DB`` (path or URL) or ``./autotune.db``.
+        create: False for readers: a missing SQLite file is a StorageError, not a new file.
 
     Example:
         >>> with Store(path=Path("autotune.db")) as store:
@@ -74,7 +75,12 @@ class Store:
     """
 
     def __init__(
-        self, url: str | None = None, path: Path | str | None = None, *, echo: bool = False
+        self,
+        url: str | None = None,
+        path: Path | str | None = None,
+        *,
+        echo: bool = False,
+        create: bool = True,
     ):
         if url is not None and path is not None:
             raise StorageError("Store: give either url or path, not both")
@@ -86,7 +92,7 @@ class Store:
                 path = Path(env) if env else DEFAULT_DB_PATH
         if url is None:
             assert path is not None
-            url = self._sqlite_file_url(Path(path))
+            url = self._sqlite_file_url(Path(path), create=create)
         self.storage_url: str = url
         self.display_url = mask_url(url)
         self.engine: Engine = self._open(url, echo)
@@ -94,8 +100,13 @@ class Store:
     # -- opening -----------------------------------------------------------------------------
 
     @staticmethod
-    def _sqlite_file_url(path: Path) -> str:
+    def _sqlite_file_url(path: Path, *, create: bool = True) -> str:
         path = path.expanduser().resolve()
+        if not create and not path.exists():  # a reader (status, report) makes no files
+            raise StorageError(
+                f"no database at {path}: no sweep has used it yet; give the --db of a sweep "
+                "(or set AUTOTUNE_DB)"
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

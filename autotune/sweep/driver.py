@@ -26,7 +26,13 @@ from autotune.sweep.study import (
     set_constraints,
     user_constraints,
 )
-from autotune.sweep.trial import TrialResult, TrialSpec, order_scenarios, started_nothing
+from autotune.sweep.trial import (
+    TrialResult,
+    TrialSpec,
+    order_scenarios,
+    scrub_result,
+    started_nothing,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -81,6 +87,7 @@ class Sweep:
         budget: Budget,
         stop: StopController,
         on_trial: Callable[[dict[str, Any]], None] | None = None,
+        secrets: Mapping[str, str] | None = None,
     ):
         from autotune.bench.scenarios import MAIN_FIGURE, scenario_from_dict
         from autotune.planner.dispatch import CPU_TARGET, load_target_model, resolve_target_gpu
@@ -89,6 +96,8 @@ class Sweep:
         self.spec, self.store, self.row, self.out_dir = spec, store, row, out_dir
         self.sweep_id: int = row.id
         self.budget, self.stop, self.on_trial = budget, stop, on_trial
+        # values of the spec's ${env:NAME} references: memory only, handed to the workers
+        self.secrets: dict[str, str] = dict(secrets or {})
         self.notes: dict[str, Any] = dict(row.notes or {})
         self.notes.pop("early_stop", None)  # a resumed run starts with a fresh streak
         engine = spec.target.engine
@@ -232,6 +241,9 @@ class Sweep:
                 self._finish(running.pop(fut), fut)
             self._progress(len(running))
         self._drain(executor, running)
+        if self.stop.graceful.is_set() and self.stop.reason:
+            # A second signal while draining escalates (and says so): report the latest reason.
+            stop_reason = self.stop.reason
         finalists: list[dict[str, Any]] = []
         if not self.stop.graceful.is_set() and self.spec.finalists.top_k:
             finalists = self._finalists(executor)
@@ -253,6 +265,8 @@ class Sweep:
             self._check_deadline()
             if self.stop.hard.is_set():
                 executor.cancel_all()
+            elif self.stop.graceful.is_set():
+                executor.stop_launching()  # no engine launches after a graceful stop
             for fut in wait_any(list(running), POLL_S):
                 self._finish(running.pop(fut), fut)
             self._progress(len(running))
@@ -428,6 +442,7 @@ class Sweep:
             registry_path=str(self.registry_path),
             launcher=list(s.engine.launcher) if s.engine.launcher else None,
             repeat=repeat,
+            secrets=self.secrets,
         )
 
     # -- one result --------------------------------------------------------------------------
@@ -436,9 +451,11 @@ class Sweep:
         from autotune.sweep.executors import lost
 
         try:
-            return fut.result()
+            res = fut.result()
         except Exception as exc:  # the executor itself failed
-            return lost(item.spec, f"executor error: {type(exc).__name__}: {exc}")
+            res = lost(item.spec, f"executor error: {type(exc).__name__}: {exc}")
+        # everything the result says is stored or printed: no secret value may be in it
+        return scrub_result(res, self.secrets.values())
 
     def _launch_record(self, item: _Running, res: TrialResult, t_done: float) -> dict[str, Any]:
         timings = dict(res.timings)

@@ -40,6 +40,10 @@ class Executor(Protocol):
     def cancel_all(self) -> None:
         """Ask running trials to stop now (they come back INTERRUPTED, engines stopped)."""
 
+    def stop_launching(self) -> None:
+        """Graceful stop: trials still waiting for a GPU another sweep holds give up (they come
+        back INTERRUPTED, to run again on resume); trials whose engine runs go on."""
+
     def shutdown(self) -> None: ...
 
 
@@ -51,6 +55,50 @@ def lost(spec: TrialSpec, reason: str, worker: str = "") -> TrialResult:
         worker=worker,
         repeat=spec.repeat,
     )
+
+
+def with_gpu_locks(
+    spec: TrialSpec,
+    gpus: Sequence[int] | None,
+    cancelled: Callable[[], bool],
+    worker: str,
+    run: Callable[[list[int]], TrialResult],
+) -> TrialResult:
+    """``run(lock_fds)`` while holding the host-wide locks of the trial's GPUs (``gpus``: host
+    indices, as NVML numbers them), so that two sweeps on one machine never launch engines on
+    the same GPU at the same time. Simulated and CPU trials use no GPU and take no lock. A trial
+    stopped while it waits comes back INTERRUPTED (run again later); a lock folder that cannot
+    be used fails it as SPAWN_FAILED (an environment fault: repeated, it stops the sweep)."""
+    if spec.simulate or not gpus:
+        return run([])
+    from autotune.errors import HardwareError
+    from autotune.process.gpulock import GpuLocks
+
+    label = f"{spec.sweep}/trial-{spec.number}"
+    try:
+        with GpuLocks(gpus, label=label) as locks:
+            if not locks.acquire(cancelled=cancelled):
+                return TrialResult(
+                    number=spec.number,
+                    status=TrialStatus.INTERRUPTED,
+                    reason=f"interrupted while waiting for GPU(s) {locks.indices}, in use by "
+                    "another sweep (sweep stopping)",
+                    worker=worker,
+                    repeat=spec.repeat,
+                    timings={"gpu_wait_s": locks.waited_s},
+                )
+            res = run(locks.fds)
+            if locks.waited_s >= 0.5:  # the wait is part of the trial's wall time
+                res.timings["gpu_wait_s"] = locks.waited_s
+            return res
+    except HardwareError as exc:
+        return TrialResult(
+            number=spec.number,
+            status=TrialStatus.FAILED,
+            failure=Failure(cls=FailureClass.SPAWN_FAILED, reason=str(exc)[:500]),
+            worker=worker,
+            repeat=spec.repeat,
+        )
 
 
 def gpu_groups(
@@ -97,6 +145,7 @@ class InProcessExecutor:
             self._free.put((i, g))
         self._pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="trial")
         self._cancel = threading.Event()
+        self._no_launch = threading.Event()
         self._trial_fn = trial_fn
         self._host = socket.gethostname()
 
@@ -107,7 +156,19 @@ class InProcessExecutor:
         slot, group = self._free.get()
         worker = f"{self._host}/slot{slot}"
         try:
-            return self._trial_fn(spec, worker=worker, gpu_indices=group, cancel=self._cancel)
+            return with_gpu_locks(
+                spec,
+                group,
+                lambda: self._cancel.is_set() or self._no_launch.is_set(),
+                worker,
+                lambda fds: self._trial_fn(
+                    spec,
+                    worker=worker,
+                    gpu_indices=group,
+                    cancel=self._cancel,
+                    **({"hold_fds": fds} if fds else {}),
+                ),
+            )
         except Exception as exc:  # a bug in the worker must not end the sweep
             log.exception("trial %s crashed its worker thread", spec.number)
             return lost(spec, f"worker thread raised {type(exc).__name__}: {exc}", worker)
@@ -116,6 +177,9 @@ class InProcessExecutor:
 
     def cancel_all(self) -> None:
         self._cancel.set()
+
+    def stop_launching(self) -> None:
+        self._no_launch.set()  # one way: a stopping sweep submits nothing new
 
     def shutdown(self) -> None:
         self._cancel.set()
@@ -146,6 +210,7 @@ def _actor_class() -> Any:
 
         def __init__(self, registry_path: str | None) -> None:
             self._cancel = threading.Event()
+            self._no_launch = threading.Event()
             if registry_path:
                 # Engines a killed predecessor on this node left behind.
                 from autotune.process import PidRegistry
@@ -167,17 +232,28 @@ def _actor_class() -> Any:
             gpus = [int(g) for g in ray.get_gpu_ids()] or None
             worker = f"ray:{_node_ip()}/pid{os.getpid()}"
             # Ray sets CUDA_VISIBLE_DEVICES for the actor; the engine inherits it, and its
-            # GPUs are 0..tp-1 from its own point of view.
-            res = run_trial(
+            # GPUs are 0..tp-1 from its own point of view. The host-wide locks take Ray's
+            # own IDs, the node's GPU indices.
+            res = with_gpu_locks(
                 spec,
-                worker=worker,
-                gpu_indices=list(range(len(gpus))) if gpus else None,
-                cancel=self._cancel,
+                gpus,
+                lambda: self._cancel.is_set() or self._no_launch.is_set(),
+                worker,
+                lambda fds: run_trial(
+                    spec,
+                    worker=worker,
+                    gpu_indices=list(range(len(gpus))) if gpus else None,
+                    cancel=self._cancel,
+                    hold_fds=fds,
+                ),
             )
             return res.model_dump_json()
 
         def cancel(self) -> None:
             self._cancel.set()
+
+        def stop_waiting(self) -> None:
+            self._no_launch.set()
 
     _ACTOR_CLS = ray.remote(max_concurrency=2)(TrialActor)  # type: ignore[call-overload]
     return _ACTOR_CLS
@@ -243,6 +319,8 @@ class RayExecutor:
             self._idle.put(actor)
         self._pending: dict[Any, tuple[Any, TrialSpec, Future[TrialResult]]] = {}
         self._cancelled = False
+        self._no_launch = False
+        self._told_to_stop: set[int] = set()
         self._closing = threading.Event()
         self._waiter = threading.Thread(target=self._wait_loop, name="ray-waiter", daemon=True)
         self._waiter.start()
@@ -269,7 +347,7 @@ class RayExecutor:
 
     def _dispatch(self, spec: TrialSpec, fut: Future[TrialResult]) -> None:
         actor = self._idle.get()  # blocks while every actor is busy
-        if self._cancelled:
+        if self._cancelled or self._no_launch:
             self._idle.put(actor)
             fut.set_result(
                 TrialResult(
@@ -349,6 +427,16 @@ class RayExecutor:
         for actor in self.busy_actors():
             with contextlib.suppress(Exception):  # a dead actor is reported via its pending ref
                 actor.cancel.remote()
+
+    def stop_launching(self) -> None:
+        self._no_launch = True
+        # Called on every poll of a stopping sweep: tell each busy actor once (one dispatched
+        # just before the flag was set shows up busy on a later call).
+        for actor in self.busy_actors():
+            if id(actor) not in self._told_to_stop:
+                self._told_to_stop.add(id(actor))
+                with contextlib.suppress(Exception):  # a dead actor: reported via its ref
+                    actor.stop_waiting.remote()
 
     def shutdown(self) -> None:
         self.cancel_all()

@@ -128,6 +128,7 @@ def run_finalists(sweep: Sweep, executor: Executor) -> list[dict[str, Any]]:
             running[executor.submit(spec)] = item
         if sweep.stop.graceful.is_set():
             queue.clear()
+            executor.stop_launching()  # re-runs waiting for a GPU give up too
             if sweep.stop.hard.is_set():
                 executor.cancel_all()
         for fut in wait_any(list(running), POLL_S):

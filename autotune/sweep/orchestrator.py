@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from autotune.errors import ConfigError, StorageError, TrialInfeasible
+from autotune.errors import ConfigError, StorageError, TrialInfeasible, UserError, locate
+from autotune.secrets import protect_spec, protect_spec_text
 from autotune.store.models import SweepStatus
 from autotune.sweep.spec import SweepSpec, port_workers_error, until_deadline
 
@@ -135,6 +137,20 @@ def default_out_dir(name: str) -> Path:
     return Path("reports") / name
 
 
+def make_out_dir(out: Path, *, field: str) -> None:
+    """Create `out` and prove it writable (ConfigError naming `field` otherwise)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".autotune-write-test-"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            f"cannot write the output folder {str(out)!r}: {reason}; give a writable folder",
+            field=field,
+        ) from None
+
+
 def registry_path_for(store: Store, out_dir: Path) -> Path:
     """The PID registry sits beside an SQLite database (so every sweep that uses that file
     shares it), else in the output folder."""
@@ -183,20 +199,27 @@ def run_sweep(
         max_idle_asks=spec.budget.max_idle_asks,
     )
     stop = stop or StopController()
+    # Secrets become ${env:NAME} references before anything is stored or printed; their values
+    # stay in memory and go only to the workers (autotune.secrets).
+    spec, secrets = protect_spec(spec)
     check_target(spec)  # bad names fail here, before the database is touched
     if not spec_yaml:  # programmatic callers: store a spec that `--resume` can read back
         import yaml
 
         spec_yaml = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
-    row = _sweep_row(store, spec, spec_yaml, resume, spec_dir)
-    # A resumed sweep keeps writing where it started unless told otherwise.
-    stored_out = (row.notes or {}).get("out_dir")
+    else:
+        spec_yaml = protect_spec_text(spec_yaml, secrets, source=f"sweep {spec.name}")
+    # The output folder is made before the sweep row: a folder that cannot be written is a
+    # clear error, not a sweep left marked running (a resumed one keeps its folder).
+    existing = store.find_sweep(spec.name) if resume else None
+    stored_out = ((existing.notes or {}) if existing is not None else {}).get("out_dir")
     out = (
         Path(out_dir)
         if out_dir is not None
         else (Path(stored_out) if stored_out else default_out_dir(spec.name))
     )
-    out.mkdir(parents=True, exist_ok=True)
+    make_out_dir(out, field="--out" if out_dir is not None else "output folder")
+    row = _sweep_row(store, spec, spec_yaml, resume, spec_dir)
     row = store.update_sweep(
         row.id or 0,
         notes={**(row.notes or {}), "out_dir": str(out.resolve()), "driver": _driver_identity()},
@@ -204,7 +227,14 @@ def run_sweep(
     own_executor = executor is None
     n_workers = workers or spec.execution.workers
     sweep = Sweep(
-        spec, store=store, row=row, out_dir=out, budget=budget, stop=stop, on_trial=on_trial
+        spec,
+        store=store,
+        row=row,
+        out_dir=out,
+        budget=budget,
+        stop=stop,
+        on_trial=on_trial,
+        secrets=secrets.values,
     )
     if install_signals:
         stop.install()
@@ -234,7 +264,7 @@ def run_sweep(
             store.update_sweep(
                 row.id or 0,
                 status=SweepStatus.FAILED,
-                notes={**sweep.notes, "error": str(exc)[:500]},
+                notes={**sweep.notes, "error": secrets.hide(str(exc))[:500]},
             )
         raise
     finally:
@@ -250,9 +280,19 @@ def check_target(spec: SweepSpec) -> None:
     from autotune.planner.dispatch import load_target_model, resolve_target_gpu
     from autotune.sweep.driver import build_space
 
-    load_target_model(spec.target.engine, spec.target.model)
-    resolve_target_gpu(spec.target.engine, spec.target.gpu, field="target.gpu")
-    build_space(spec)
+    checks: list[tuple[str, Callable[[], object]]] = [
+        ("target.model", lambda: load_target_model(spec.target.engine, spec.target.model)),
+        (
+            "target.gpu",
+            lambda: resolve_target_gpu(spec.target.engine, spec.target.gpu, field="target.gpu"),
+        ),
+        ("space.file", lambda: build_space(spec)),
+    ]
+    for field_name, run in checks:
+        try:
+            run()
+        except UserError as exc:  # the spec field at fault, not a CLI flag or a bare name
+            raise locate(exc, field_name) from None
 
 
 def _driver_identity() -> dict[str, Any]:
@@ -265,21 +305,11 @@ def _driver_identity() -> dict[str, Any]:
 
 
 def _driver_alive(notes: dict[str, Any]) -> int | None:
-    """PID of the driver recorded in `notes` if it still runs on this host."""
-    import socket
+    """PID of the driver recorded in `notes` if it still runs on this host (the test `autotune
+    status` shows: a killed driver, zombie included, does not block --resume)."""
+    from autotune.sweep.status import DRIVER_ALIVE, driver_state
 
-    import psutil
-
-    d = notes.get("driver") or {}
-    if d.get("host") != socket.gethostname() or not isinstance(d.get("pid"), int):
-        return None
-    try:
-        p = psutil.Process(d["pid"])
-        if abs(p.create_time() - float(d.get("create_time") or 0)) < 0.05 and p.is_running():
-            return int(d["pid"])
-    except (psutil.Error, TypeError, ValueError):
-        return None
-    return None
+    return int(notes["driver"]["pid"]) if driver_state(notes) == DRIVER_ALIVE else None
 
 
 def _sweep_row(

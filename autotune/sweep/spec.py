@@ -108,6 +108,15 @@ class TargetSpec(_Section):
                 data = {**data, "engine_version": PLANNERS[engine].default_version()}
         return data
 
+    @field_validator("engine_version")
+    @classmethod
+    def _version_number(cls, v: str) -> str:
+        from autotune.versions import VALID_FORMS, try_version
+
+        if try_version(v) is None:
+            raise ValueError(f"not a version number (expected {VALID_FORMS})")
+        return v
+
     @property
     def cpu(self) -> bool:
         """No GPU: `gpu: cpu` (llama.cpp on the host's CPU)."""
@@ -259,6 +268,18 @@ class EngineRunSpec(_Section):
         description="argv prefix that starts the engine, e.g. [/opt/sglang/bin/python, -m, "
         "sglang.launch_server]; default: the adapter's (or the simulator's)",
     )
+
+    @field_validator("launcher")
+    @classmethod
+    def _launcher_not_empty(cls, v: list[str] | None) -> list[str] | None:
+        # An empty list used to mean "the default" silently; say what was meant instead.
+        if v is not None and (not v or not all(a.strip() for a in v)):
+            raise ValueError(
+                "an empty launcher (or an empty argument in it) starts nothing; remove "
+                "engine.launcher to use the adapter's default, or give the argv prefix, e.g. "
+                "[/opt/sglang/bin/python, -m, sglang.launch_server]"
+            )
+        return v
 
 
 class ExecutionSpec(_Section):

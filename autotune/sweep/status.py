@@ -3,9 +3,10 @@ writing it: SQLite runs in WAL mode, so these reads never block the sweep)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from autotune.store.models import TrialStatus
+from autotune.store.models import SweepStatus, TrialStatus
 from autotune.sweep.resume import row_launched
 
 if TYPE_CHECKING:
@@ -19,6 +20,43 @@ def _best(best_trial_id: int | None, trials: list[TrialRow]) -> TrialRow | None:
     return next((t for t in trials if best_trial_id is not None and t.id == best_trial_id), None)
 
 
+DRIVER_ALIVE, DRIVER_DEAD, DRIVER_UNKNOWN = "alive", "dead", "unknown"
+
+
+def driver_state(notes: Mapping[str, Any]) -> str:
+    """Whether the process that runs the sweep (recorded at start and resume in
+    ``notes["driver"]``: pid, create_time, host) still does: "alive"; "dead" when on this host
+    its PID is gone, a zombie or reused by another process (creation time differs): the driver
+    was killed, and the sweep, still marked running, is resumable; "unknown" when it ran on
+    another host or nothing was recorded."""
+    import socket
+
+    import psutil
+
+    from autotune.process.tree import same_process
+
+    d = notes.get("driver") or {}
+    pid, born, host = d.get("pid"), d.get("create_time"), d.get("host")
+    if not isinstance(pid, int) or not isinstance(born, int | float) or not host:
+        return DRIVER_UNKNOWN
+    if host != socket.gethostname():
+        return DRIVER_UNKNOWN  # its PID means nothing here
+    try:
+        p = psutil.Process(pid)
+        if same_process(p, float(born)) and p.status() != psutil.STATUS_ZOMBIE:
+            return DRIVER_ALIVE
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        pass
+    except psutil.Error:
+        return DRIVER_UNKNOWN  # cannot look
+    return DRIVER_DEAD
+
+
+def _driver(status: str, notes: Mapping[str, Any]) -> str | None:
+    """driver_state for a sweep marked running; None for the others (nothing drives them)."""
+    return driver_state(notes) if status == SweepStatus.RUNNING.value else None
+
+
 def sweeps_overview(store: Store) -> list[dict[str, Any]]:
     out = []
     for row in store.list_sweeps():
@@ -28,6 +66,7 @@ def sweeps_overview(store: Store) -> list[dict[str, Any]]:
             {
                 "name": row.name,
                 "status": row.status,
+                "driver": _driver(row.status, row.notes or {}),
                 "trials": len(trials),
                 "best_value": best.value if best else None,
                 "created_at": row.created_at.isoformat(timespec="seconds"),
@@ -39,7 +78,8 @@ def sweeps_overview(store: Store) -> list[dict[str, Any]]:
 
 def sweep_status(store: Store, name: str) -> dict[str, Any]:
     """One sweep: counts by status, launched, best, baseline, running trials, failures,
-    the planner's correction, stop reason and finalists."""
+    the planner's correction, stop reason and finalists; for a sweep marked running, whether
+    its driver process still runs (``driver``: see driver_state)."""
     row = store.get_sweep(name)
     notes = dict(row.notes or {})
     trials = store.get_trials(row.id or 0)
@@ -74,9 +114,14 @@ def sweep_status(store: Store, name: str) -> dict[str, Any]:
         (t for t in trials if t.finished_at is not None),
         key=lambda t: t.finished_at,  # type: ignore[arg-type,return-value]
     )[-5:]
+    driver = dict(notes.get("driver") or {})
     return {
         "name": row.name,
         "status": row.status,
+        # for a sweep marked running: "alive", "dead" (killed: resume it) or "unknown"
+        "driver": _driver(row.status, notes),
+        "driver_pid": driver.get("pid"),
+        "driver_host": driver.get("host"),
         "engine": row.engine,
         "engine_version": row.engine_version,
         "model": row.model,

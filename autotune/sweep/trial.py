@@ -16,7 +16,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +76,17 @@ class TrialSpec(BaseModel):
         None, description="argv prefix replacing the engine's program (the simulator's)"
     )
     repeat: int = Field(0, description="0: the search run; >0: a finalist re-run")
+    secrets: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,
+        description="values of the ${env:NAME} references in config and env (never stored)",
+    )
+
+    def engine_env(self) -> dict[str, str]:
+        """`env` with its references resolved: what the engine process gets."""
+        from autotune.secrets import resolve_refs
+
+        return resolve_refs(self.env, self.secrets)
 
 
 class ScenarioMeasurement(BaseModel):
@@ -126,6 +137,35 @@ def started_nothing(res: TrialResult) -> bool:
         and res.launch is None
         and not res.measurements
         and (res.failure is None or res.failure.cls != FailureClass.WORKER_LOST)
+    )
+
+
+def scrub_result(res: TrialResult, secrets: Iterable[str]) -> TrialResult:
+    """`res` with every known secret value removed from its free text (log tail, reasons,
+    the startup log's warnings): the driver stores and prints all of it."""
+    from autotune.secrets import hide
+
+    values = [v for v in secrets if v]
+    if not values:
+        return res
+    failure = res.failure
+    if failure is not None:
+        failure = failure.model_copy(
+            update={
+                "reason": hide(failure.reason, values),
+                "evidence": hide(failure.evidence, values) if failure.evidence else None,
+            }
+        )
+    launch = res.launch
+    if launch is not None and launch.warnings:
+        launch = launch.model_copy(update={"warnings": [hide(w, values) for w in launch.warnings]})
+    return res.model_copy(
+        update={
+            "log_tail": hide(res.log_tail, values),
+            "reason": hide(res.reason, values) if res.reason else res.reason,
+            "failure": failure,
+            "launch": launch,
+        }
     )
 
 
@@ -203,7 +243,9 @@ def engine_command(
     )
     if launcher is not None:
         kwargs["launcher"] = launcher
-    config = dict(spec.config)
+    from autotune.secrets import resolve_refs
+
+    config = resolve_refs(spec.config, spec.secrets)  # the engine gets the values themselves
     if spec.tp > 1:
         config.setdefault("tp_size", spec.tp)
     cmd = adapter.build_command(config, **kwargs)
@@ -224,7 +266,7 @@ def engine_command(
         if spec.host_free_gib is not None:
             argv += ["--sim-host-free-gib", f"{spec.host_free_gib:g}"]
         argv += spec.sim_extra_args
-    env = {**cmd.env, **spec.env}
+    env = {**cmd.env, **spec.engine_env()}
     return argv, env
 
 
@@ -235,9 +277,11 @@ def run_trial(
     gpu_indices: Sequence[int] | None = None,
     cancel: threading.Event | None = None,
     adapter: EngineAdapter | None = None,
+    hold_fds: Sequence[int] = (),
 ) -> TrialResult:
     """Launch, benchmark and stop one configuration; never raises for engine or benchmark
-    trouble (that is the result), only for bugs."""
+    trouble (that is the result), only for bugs. ``hold_fds``: the trial's GPU locks, which the
+    engine's watchdog keeps until the engine is gone (autotune.process.gpulock)."""
     from autotune.engines import get_adapter
     from autotune.process import EngineProcess, PidRegistry, free_port, port_is_free
 
@@ -285,6 +329,7 @@ def run_trial(
             label=f"{spec.sweep}/trial-{spec.number}",
             gpu_indices=None if spec.simulate else gpu_indices,
             registry=registry,
+            hold_fds=hold_fds,
         )
         try:
             outcome = _serve(spec, adapter, eng, argv, env, log_path, res, cancel)
@@ -293,6 +338,10 @@ def run_trial(
             report = eng.stop(grace_s=spec.stop_grace_s)
             res.timings["stop_s"] = round(time.monotonic() - t_stop, 4)
             res.stop = report.model_dump()
+            if spec.secrets:  # the engine may print its arguments (SGLang's server_args)
+                from autotune.secrets import scrub_file
+
+                scrub_file(log_path, spec.secrets.values())
         status, failure, tail = outcome
         retry = (
             failure is not None
@@ -433,7 +482,7 @@ def _bench(spec: TrialSpec, eng: EngineProcess, res: TrialResult, cancel: thread
 
     scenarios = [scenario_from_dict(d, source=f"trial {spec.number}") for d in spec.scenarios]
     base_url = f"http://{spec.host}:{eng.port}"
-    key = api_key_of(eng.argv, {**os.environ, **spec.env})
+    key = api_key_of(eng.argv, {**os.environ, **spec.engine_env()})
     headers = {"Authorization": f"Bearer {key}"} if key else None
     sampler = _VramSampler(eng.gpu_indices)
     sampler.start()

@@ -88,3 +88,28 @@ def test_cli_module_imports_no_benchmark_machinery() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_api_key_is_sent_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server started with --api-key refuses requests without it (issue 19 item 8)."""
+    import httpx
+
+    srv = FakeServer()
+    inner = srv.transport()
+    seen: list[str | None] = []
+
+    class Recording(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            seen.append(request.headers.get("authorization"))
+            return await inner.handle_async_request(request)
+
+    real = autotune.bench.run_benchmark
+    monkeypatch.setattr(
+        autotune.bench, "run_benchmark", functools.partial(real, transport=Recording())
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-bench-key")
+    args = ["bench", "--url", "http://test:30000", "-s", "decode:num_requests=1,output_len=2"]
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    assert seen and set(seen) == {"Bearer sk-bench-key"}
+    assert "sk-bench-key" not in result.stdout

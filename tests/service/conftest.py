@@ -163,7 +163,14 @@ def stop_jobs(state: Path, grace_s: float = 20.0) -> None:
 
     if not (state / "jobs.json").exists():
         return
-    for rec in JobTable(StateDir(state.resolve())).snapshot().values():
+    table = JobTable(StateDir(state.resolve()))
+    with table.locked() as jobs:  # first: a live service would start them as others stop
+        for name, rec in jobs.items():
+            if rec.state == "queued":
+                jobs[name] = rec.model_copy(update={"state": "cancelled"})
+    for rec in table.snapshot().values():
+        if rec.pid is None:
+            continue
         try:
             p = psutil.Process(rec.pid)
             if abs(p.create_time() - rec.create_time) < 0.05:
@@ -197,3 +204,13 @@ def state(tmp_path: Path) -> Iterator[Path]:
     yield path
     stop_jobs(path)
     assert procs_of(path) == [], "jobs or engines of the test outlived it"
+
+
+def fake_python(folder: Path) -> str:
+    """An executable that stands in for the interpreter a JobManager runs jobs with: it takes
+    the CLI arguments, starts in milliseconds and sleeps until it is signalled, so queue and
+    working-folder tests need no real sweep."""
+    path = folder / "fake-python"
+    path.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(600)\n")
+    path.chmod(0o755)
+    return str(path)
