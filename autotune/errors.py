@@ -9,6 +9,7 @@
     ├── HardwareError                  exit 3   no NVIDIA driver / GPU not detectable
     ├── EngineError                    exit 4   an engine process failed
     │   ├── EngineLaunchError                   exited before ready (carries argv, returncode, log tail)
+    │   │   └── PortInUseError                  its port was taken before spawn (carries port, host)
     │   ├── EngineStartupTimeout                never became ready within the deadline
     │   └── EngineCrashed                       died after it was ready
     ├── BenchmarkError                 exit 5   the benchmark could not run or the server misbehaved
@@ -93,6 +94,26 @@ class EngineError(AutotuneError):
 
 class EngineLaunchError(EngineError):
     """The engine exited (or could not be spawned) before it became ready."""
+
+
+class PortInUseError(EngineLaunchError):
+    """The engine's port was already bound by another process, so nothing was spawned.
+
+    Raised by our own pre-spawn check; an engine that prints "Address already in use" itself is
+    classified from its log by the adapter instead.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        port: int,
+        host: str,
+        command: Sequence[str] | None = None,
+    ):
+        self.port = port
+        self.host = host
+        super().__init__(message, command=command)
 
 
 class EngineStartupTimeout(EngineError):

@@ -1,23 +1,37 @@
-"""Render reports/kernels/engine-kernels.md from the H200 data in reports/kernels/data/engine/.
+"""Render reports/kernels/engine-kernels.md from the H200 data in reports/kernels/data/.
 
-    .venv/bin/python benchmarks/engine_kernels_report.py
+    .venv/bin/python benchmarks/engine_kernels_report.py            # write engine-kernels.md
+    .venv/bin/python benchmarks/engine_kernels_report.py --check    # exit 1 if it is out of date
 
-No GPU needed. It reads the confirmation run's side-by-side rows (compare-<version>.jsonl.gz:
-the shipped entry, the release's default, the entry of the files shipped before, cuBLAS
-per-tensor FP8 and bf16, timed interleaved on the release's own kernel), its summary (which
-entries the confirmation switched to the default), the wider-space probe (probe.json) and the
-vLLM AWQ plugin run (vllm_awq_plugin.json), and computes the issue's goal figures.
+No GPU needed. It reads the shipped entries' rows of data/measurements.csv (folders
+sglang/<release>: the confirmation run's side-by-side times of the shipped entry, the release's
+default, the entry of the files shipped before, cuBLAS per-tensor FP8 and bf16, timed interleaved
+on the release's own kernel; an entry the confirmation switched to the default holds the
+default), the wider-space probe (data/engine/probe.json) and the vLLM AWQ plugin run
+(data/engine/vllm_awq_plugin.json), and computes the issue's goal figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kernels_report import (  # noqa: E402
+    CONFIGS,
+    DATA,
+    HISTORY,
+    load,
+    mismatches,
+    parse_cfg,
+    write_or_check,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TP1 = {(14336, 5120), (5120, 6144), (16384, 5120), (34816, 5120), (5120, 17408)}
@@ -34,18 +48,30 @@ def geo(xs: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(x) for x in xs))
 
 
-def rows_as_shipped(data: Path, version: str, summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The confirmation rows; entries it switched to the default time as the default (one
-    config, one binary)."""
-    with gzip.open(data / f"compare-{version}.jsonl.gz", "rt") as f:
-        rows = [json.loads(line) for line in f]
-    switched = summary["releases"][version].get("switched_to_default", [])
-    keys = {json.dumps(s, sort_keys=True) for s in switched}
+def rows_as_shipped(rows: list[dict[str, str]], version: str) -> list[dict[str, Any]]:
+    """The confirmation rows of a release's shipped entries (an entry switched to the default
+    holds the default and its time: one config, one binary)."""
+    out = []
     for r in rows:
-        r["switched"] = json.dumps(r["item"], sort_keys=True) in keys
-        if r["switched"]:
-            r["times_us"]["tuned"] = r["times_us"]["default"]
-    return rows
+        if r["folder"] != f"sglang/{version}":
+            continue
+        times = {
+            "tuned": float(r["us"]),
+            "default": float(r["default_us"]),
+            "previous": float(r["previous_us"]) if r["previous_us"] else None,
+            "cublas_fp8_per_tensor": float(r["cublas_fp8_us"]),
+            "bf16_matmul": float(r["bf16_us"]),
+        }
+        out.append(
+            {
+                "item": {"n": int(r["n"]), "k": int(r["k"]), "m": int(r["m"])},
+                "times_us": times,
+                "errors": {} if r["gate"] == "pass" else {"shipped": "correctness gate"},
+                "switched": r["switched_to_default"] == "1",
+                "engine_best": parse_cfg(r["config"]),
+            }
+        )
+    return out
 
 
 def figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -106,12 +132,11 @@ def side_by_side(rows: list[dict[str, Any]], default_key: str) -> list[str]:
     return out
 
 
-def render(data: Path) -> str:
-    summary = json.loads((data / "summary.json").read_text())
+def render(data: Path, measurements: list[dict[str, str]]) -> str:
     probe = json.loads((data / "probe.json").read_text())
     awq = json.loads((data / "vllm_awq_plugin.json").read_text())
     tmpl = (ROOT / "benchmarks" / "engine_kernels_report.md.in").read_text()
-    shipped = {v: rows_as_shipped(data, v, summary) for v in ("0.5.17", "0.5.23")}
+    shipped = {v: rows_as_shipped(measurements, v) for v in ("0.5.17", "0.5.23")}
     fig: dict[str, Any] = {}
     for v, rows in shipped.items():
         tp1 = [r for r in rows if (r["item"]["n"], r["item"]["k"]) in TP1]
@@ -208,17 +233,25 @@ def render(data: Path) -> str:
         tables="\n".join(tables),
         probe="\n".join(probe_lines),
         awq="\n".join(awq_lines),
+        history=HISTORY,
     )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=ROOT / "reports/kernels/data/engine")
+    ap.add_argument("--measurements", type=Path, default=DATA)
+    ap.add_argument("--configs", type=Path, default=CONFIGS)
     ap.add_argument("--out", type=Path, default=ROOT / "reports/kernels/engine-kernels.md")
+    ap.add_argument("--check", action="store_true", help="exit 1 if --out is not what it renders")
     args = ap.parse_args()
-    args.out.write_text(render(args.data))
-    print(args.out)
+    rows = load(args.measurements)
+    problems = [p for p in mismatches(rows, args.configs) if "'sglang/" in p]
+    for p in problems[:20]:
+        print(f"{args.measurements}: {p}", file=sys.stderr)
+    text = render(args.data, rows)
+    return write_or_check(args.out, text, problems, check=args.check, generator=__file__)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

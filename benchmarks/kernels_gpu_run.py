@@ -5,7 +5,7 @@
 Re-tune only some items with a changed space (e.g. SWAP_AB at small M), keeping the others:
 
     python3 benchmarks/kernels_gpu_run.py --out $OUT --budget-s 560 \
-        --resume reports/kernels/data/cache.jsonl.gz --retune --batch-sizes 1,2,3,4,8,16 \
+        --resume OLD_OUT/cache.jsonl --retune --batch-sizes 1,2,3,4,8,16 \
         --phases precompile,tune,compare
 
 --resume copies an earlier cache (.jsonl or .jsonl.gz) to --out; --retune appends a "retune"

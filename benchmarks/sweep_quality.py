@@ -44,9 +44,9 @@ from autotune.hardware import get_gpu  # noqa: E402
 from autotune.models import load_card  # noqa: E402
 from autotune.store.db import Store  # noqa: E402
 from autotune.sweep.analytic import AnalyticExecutor, evaluate_scenario  # noqa: E402
-from autotune.sweep.driver import build_space  # noqa: E402
 from autotune.sweep.orchestrator import run_sweep  # noqa: E402
 from autotune.sweep.planning import TrialPlanner, longest_request_tokens  # noqa: E402
+from autotune.sweep.setup import build_space  # noqa: E402
 from autotune.sweep.spec import SweepSpec, parse_spec  # noqa: E402
 from autotune.sweep.trial import TrialSpec  # noqa: E402
 

@@ -7,12 +7,18 @@ Modules (heavy imports stay inside functions; torch and triton only where kernel
                 the vLLM AWQ-Triton baseline algorithm;
 - `shapes`      GEMM shapes from a model card and TP size (`gemm_shapes`), batch sizes;
 - `space`       the config space and its pre-compile filters (`build_space`);
+- `problems`    the inputs of one GEMM problem (L2-cold copies) and its reference;
 - `bench`       the correctness gate and CUDA-graph timing (GPU);
 - `strategies/` exhaustive and budgeted (Optuna TPE + neighbourhood) search;
 - `compile`     parallel precompile of every binary a run may launch;
-- `runner`      work items, in-process and Ray executors, the resumable JSONL cache (`tune`,
-                `polish`, `write_outputs`);
+- `runner`      a tuning run (`tune`, `polish`, `tune_and_polish`), over:
+  `work_items` (items, results), `item_search` (the search of one item), `objectives` (the
+  GPU benchmark per item), `executors` (in-process and Ray), `result_cache` (the resumable
+  JSONL cache), `polish` (the cross-check), `engine_defaults` (the engine-default margin) and
+  `result_files` (`write_outputs`);
 - `output`      engine file names, atomic merged writes, provenance sidecars and warnings;
 - `shim`        loader for our own files (nearest-M lookup) and `int4_matmul`;
-- `compare`     side-by-side timings and the budgeted-vs-exhaustive check for the report.
+- `compare`     side-by-side timings and the budgeted-vs-exhaustive check for the report;
+- `install`     installing into an engine release, over `engine_site` (where it is),
+  `tuned_files` (which files), `atomic_copy` (all or none) and `lookup_proof` (its own lookup).
 """

@@ -21,7 +21,6 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from kernels_tuning.runner import ItemResult, WorkItem
 from kernels_tuning.space import (
     DEFAULT_INT4,
     SGLANG_DEFAULT_FP8,
@@ -30,6 +29,7 @@ from kernels_tuning.space import (
     KernelConfig,
     build_space,
 )
+from kernels_tuning.work_items import ItemResult, WorkItem
 
 
 def compare_item(
@@ -47,8 +47,6 @@ def compare_item(
     An item tuned on an engine release's own kernel (`engine`: its loaded EngineKernel) times
     its winner and the release's default on that kernel, plus `extra` configs on it (e.g. the
     entry an earlier file holds for this M)."""
-    import torch
-
     from kernels_tuning import bench
 
     it = res.item
@@ -62,94 +60,17 @@ def compare_item(
         engine=engine,
         engine_arch=engine_arch,
     )
-    cands: dict[str, Callable[[int], Any]] = {}
-    errors: dict[str, str] = {}
-    rel_err: dict[str, float] = {}
-
-    same_as: dict[str, str] = {}  # a name whose config another name already times
-    cfg_of: dict[KernelConfig, str] = {}
-
-    def ours(name: str, cfg: KernelConfig | None) -> None:
-        if cfg is None:
-            return
-        if cfg in cfg_of:  # one config, one timing: e.g. a tuned entry that is the default
-            same_as[name] = cfg_of[cfg]
-            return
-        cfg_of[cfg] = name
-        try:
-            out = p.output(0)
-            out.fill_(float("nan"))
-            p.launch(cfg, 0, poison=True)
-            chk = bench.check_output(p.output(0), p.ref)
-        except Exception as exc:  # e.g. a workspace too large for this M
-            errors[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            return
-        if not chk.ok:
-            errors[name] = f"correctness gate: {chk.detail}"
-            return
-        rel_err[name] = chk.rel_err
-        cands[name] = _launcher(p, cfg)
-
-    def base(name: str, fn: Callable[[int], Any]) -> None:
-        try:
-            fn(0)
-            torch.cuda.synchronize()
-        except Exception as exc:  # a baseline that cannot run this shape is reported
-            errors[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
-            return
-        cands[name] = fn
-
-    s = p.sets
+    c = _Candidates(p)
     if it.kind == "fp8":
-        ours("tuned", res.engine_best)
-        if res.best is not None and res.best != res.engine_best:
-            ours("tuned_splitk", res.best)
-        ours("default", engine.facts_default() if engine is not None else SGLANG_DEFAULT_FP8)
-        for name, cfg in (extra or {}).items():
-            ours(name, cfg)
-        base(
-            "cublas_fp8_per_tensor",
-            lambda i: torch._scaled_mm(
-                s[i]["A_pt"],
-                s[i]["B_pt"].t(),
-                scale_a=s[i]["sa"],
-                scale_b=s[i]["sb"],
-                out_dtype=torch.bfloat16,
-            ),
-        )
-        base("bf16_matmul", lambda i: torch.matmul(s[i]["x_bf16"], s[i]["w_bf16"].t()))
+        _fp8_candidates(c, res, extra, engine)
     else:
-        from kernels_tuning.kernels.vllm_awq_like import awq_gemm_vllm_defaults
-
-        ours("tuned", res.best)
-        ours("default", DEFAULT_INT4)
-        ours("ours_vllm_config", VLLM_AWQ_DEFAULT)
-        base(
-            "vllm_awq_defaults",
-            lambda i: awq_gemm_vllm_defaults(
-                s[i]["x_fp16"], s[i]["qweight"], s[i]["scales_fp16"], s[i]["qzeros"]
-            ),
-        )
-        base("bf16_matmul", lambda i: torch.matmul(s[i]["x"], s[i]["w_bf16_t"].t()))
-    times: dict[str, float | None] = {name: None for name in [*cands, *errors]}
-    names = list(cands)
-    for rnd in range(rounds):
-        # each round starts one later: no candidate always runs first (clock ramp-up)
-        shift = rnd % max(1, len(names))
-        for name in names[shift:] + names[:shift]:
-            fn = cands[name]
-            prev = times[name]
-            if rnd > 0 and prev is not None and prev > 1000.0:
-                continue  # long kernels vary little; a second round would cost seconds
-            us = bench.time_graph(fn, p.n_sets)[0]
-            times[name] = us if prev is None else min(prev, us)
-    for name, other in same_as.items():
-        times[name] = times.get(other)
+        _int4_candidates(c, res)
+    times = _time_rounds(c, rounds)
     return {
         "item": it.to_dict(),
         "times_us": times,
-        "errors": errors,
-        "rel_err": rel_err,
+        "errors": c.errors,
+        "rel_err": c.rel_err,
         "bytes": p.bytes_moved,
         "flops": p.flops,
         "rounds": rounds,
@@ -163,6 +84,125 @@ def compare_item(
         "evaluations": res.evaluations,
         "space_size": res.space_size,
     }
+
+
+class _Candidates:
+    """What compare_item times on one problem, by name: our kernel's configs (once each, after
+    the correctness gate) and the baselines; and why any of them could not run."""
+
+    def __init__(self, problem: Any) -> None:
+        self.p = problem
+        self.cands: dict[str, Callable[[int], Any]] = {}
+        self.errors: dict[str, str] = {}
+        self.rel_err: dict[str, float] = {}
+        self.same_as: dict[str, str] = {}  # a name whose config another name already times
+        self.cfg_of: dict[KernelConfig, str] = {}
+
+    def ours(self, name: str, cfg: KernelConfig | None) -> None:
+        from kernels_tuning import bench
+
+        p = self.p
+        if cfg is None:
+            return
+        if cfg in self.cfg_of:  # one config, one timing: e.g. a tuned entry that is the default
+            self.same_as[name] = self.cfg_of[cfg]
+            return
+        self.cfg_of[cfg] = name
+        try:
+            out = p.output(0)
+            out.fill_(float("nan"))
+            p.launch(cfg, 0, poison=True)
+            chk = bench.check_output(p.output(0), p.ref)
+        except Exception as exc:  # e.g. a workspace too large for this M
+            self.errors[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return
+        if not chk.ok:
+            self.errors[name] = f"correctness gate: {chk.detail}"
+            return
+        self.rel_err[name] = chk.rel_err
+        self.cands[name] = _launcher(p, cfg)
+
+    def base(self, name: str, fn: Callable[[int], Any]) -> None:
+        import torch
+
+        try:
+            fn(0)
+            torch.cuda.synchronize()
+        except Exception as exc:  # a baseline that cannot run this shape is reported
+            self.errors[name] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return
+        self.cands[name] = fn
+
+
+def _fp8_candidates(
+    c: _Candidates,
+    res: ItemResult,
+    extra: Mapping[str, KernelConfig | None] | None,
+    engine: Any,
+) -> None:
+    """FP8: the tuned configs, the default, `extra`, cuBLAS per-tensor FP8 and bf16 matmul."""
+    import torch
+
+    s = c.p.sets
+    c.ours("tuned", res.engine_best)
+    if res.best is not None and res.best != res.engine_best:
+        c.ours("tuned_splitk", res.best)
+    c.ours("default", engine.facts_default() if engine is not None else SGLANG_DEFAULT_FP8)
+    for name, cfg in (extra or {}).items():
+        c.ours(name, cfg)
+    c.base(
+        "cublas_fp8_per_tensor",
+        lambda i: torch._scaled_mm(
+            s[i]["A_pt"],
+            s[i]["B_pt"].t(),
+            scale_a=s[i]["sa"],
+            scale_b=s[i]["sb"],
+            out_dtype=torch.bfloat16,
+        ),
+    )
+    c.base("bf16_matmul", lambda i: torch.matmul(s[i]["x_bf16"], s[i]["w_bf16"].t()))
+
+
+def _int4_candidates(c: _Candidates, res: ItemResult) -> None:
+    """INT4: the tuned config, our default, our kernel with vLLM's AWQ values, vLLM's AWQ
+    algorithm with its defaults and bf16 matmul."""
+    import torch
+
+    from kernels_tuning.kernels.vllm_awq_like import awq_gemm_vllm_defaults
+
+    s = c.p.sets
+    c.ours("tuned", res.best)
+    c.ours("default", DEFAULT_INT4)
+    c.ours("ours_vllm_config", VLLM_AWQ_DEFAULT)
+    c.base(
+        "vllm_awq_defaults",
+        lambda i: awq_gemm_vllm_defaults(
+            s[i]["x_fp16"], s[i]["qweight"], s[i]["scales_fp16"], s[i]["qzeros"]
+        ),
+    )
+    c.base("bf16_matmul", lambda i: torch.matmul(s[i]["x"], s[i]["w_bf16_t"].t()))
+
+
+def _time_rounds(c: _Candidates, rounds: int) -> dict[str, float | None]:
+    """Each candidate's fastest time over `rounds` interleaved rounds (None: it could not run;
+    a name whose config another one timed gets that time)."""
+    from kernels_tuning import bench
+
+    times: dict[str, float | None] = {name: None for name in [*c.cands, *c.errors]}
+    names = list(c.cands)
+    for rnd in range(rounds):
+        # each round starts one later: no candidate always runs first (clock ramp-up)
+        shift = rnd % max(1, len(names))
+        for name in names[shift:] + names[:shift]:
+            fn = c.cands[name]
+            prev = times[name]
+            if rnd > 0 and prev is not None and prev > 1000.0:
+                continue  # long kernels vary little; a second round would cost seconds
+            us = bench.time_graph(fn, c.p.n_sets)[0]
+            times[name] = us if prev is None else min(prev, us)
+    for name, other in c.same_as.items():
+        times[name] = times.get(other)
+    return times
 
 
 def sample_pairs(items: Sequence[WorkItem], n: int = 8, seed: int = 0) -> list[WorkItem]:

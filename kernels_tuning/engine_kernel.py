@@ -277,7 +277,7 @@ def _cached_source(facts: KernelFacts, cache: Path | None) -> Path | None:
 
 
 def _source_from_wheel(facts: KernelFacts, cache: Path | None) -> Path:
-    from autotune.engines.wheel_flags import engine_wheel
+    from autotune.engines.wheels import engine_wheel
 
     try:
         wheel = engine_wheel(facts.engine, facts.version)

@@ -75,7 +75,7 @@ GRID: dict[str, tuple[int, ...]] = {
 }
 # Not only powers of two: an N = 5120 shape has 20 column tiles of 256, so split-K 6 fills 120
 # of an H200's 132 SMs where 4 fills 80 and 8 needs a second wave (INT4 M = 1, 5120x3072:
-# 10.1 us at split 6 against 12.7 at 4, reports/kernels/data/call13).
+# 10.1 us at split 6 against 12.7 at 4, call 13 in reports/kernels/README.md).
 SPLIT_K_VALUES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 GROUP_N = 128  # the weight block's rows (block_shape [128, 128] in every FP8 model we tune)
 # BLOCK_SIZE_M (tokens, the MMA's N side) of swapped configs. Triton 3.6 runs BM 8 on mma.sync

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines.wheel_flags import engine_wheel, wheel_cache
+from autotune.engines.wheels import engine_wheel, wheel_cache
 
 __all__ = ["engine_wheel_or_skip", "pypi_reachable", "wheel_cache"]
 

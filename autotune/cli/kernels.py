@@ -9,19 +9,19 @@ autotune kernels show    PATH [--m 16]
 
 from __future__ import annotations
 
-import math
-import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import typer
 
 from autotune.cli._common import JSON_OPTION, PROGRESS_OPTION, ProgressChoice, emit_json
-from autotune.errors import ConfigError, HardwareError
+from autotune.cli.kernels_plan import engine_note, kernel_kind, precompile_binaries, tune_items
+from autotune.cli.kernels_progress import TuneProgress
+from autotune.errors import HardwareError
 
 if TYPE_CHECKING:
-    from kernels_tuning.space import KernelKind
+    from kernels_tuning.install import InstallResult
+    from kernels_tuning.work_items import TuneSummary
 
 kernels_app = typer.Typer(
     help="Tune and install Triton GEMM configs (FP8 W8A8 block-wise, INT4 W4A16).",
@@ -31,18 +31,6 @@ kernels_app = typer.Typer(
 KindChoice = Literal["fp8", "int4"]
 EngineChoice = Literal["sglang", "vllm"]  # engines whose own kernel is tuned and installed
 KIND_HELP = "fp8 (W8A8 block [128,128]) or int4 (W4A16, group 128); default: from the card."
-
-
-def _kind(card: Any, kind: str | None) -> KernelKind:
-    from kernels_tuning.shapes import kind_for_card
-
-    if kind is None:
-        if card is None:
-            return "fp8"
-        return kind_for_card(card)
-    if kind not in ("fp8", "int4"):
-        raise ConfigError(f"expected fp8 or int4, got {kind!r}", field="--kind")
-    return "fp8" if kind == "fp8" else "int4"
 
 
 @kernels_app.command("shapes")
@@ -57,7 +45,7 @@ def shapes_cmd(
     from kernels_tuning.shapes import batch_sizes, shape_report
 
     card = load_card(model)
-    k = _kind(card, kind)
+    k = kernel_kind(card, kind)
     out: list[dict[str, Any]] = []
     for t in tp:
         rep = shape_report(card, t, k)
@@ -87,128 +75,96 @@ def shapes_cmd(
     typer.echo(f"batch sizes: {','.join(str(m) for m in batch_sizes())}")
 
 
+# `kernels tune`'s options, declared here so that the command reads as what it does.
+_MODEL_OPT = typer.Option(None, "--model", help="Card name or HF folder.")
+_NK_OPT = typer.Option(
+    None, "--nk", help="Explicit shape N,K instead of/besides --model (repeatable)."
+)
+_TP_OPT = typer.Option([1], "--tp", min=1, help="TP size (repeatable).")
+_KIND_OPT = typer.Option(None, "--kind", help=KIND_HELP)
+_BATCH_SIZES_OPT = typer.Option(
+    None, "--batch-sizes", help="Comma-separated M values (default: SGLang's 18 + 3, 8192)."
+)
+_STRATEGY_OPT = typer.Option("budgeted", "--strategy", help="budgeted or exhaustive.")
+_EXECUTOR_OPT = typer.Option("local", "--executor", help="local (one GPU) or ray.")
+_WORKERS_OPT = typer.Option(None, "--workers", help="Ray workers (default: GPUs).")
+_MAX_EVALS_OPT = typer.Option(40, "--max-evals", min=1, help="Budget cap per (shape, M).")
+_BUDGET_FRACTION_OPT = typer.Option(0.1, "--budget-fraction", help="Budget: space share.")
+_PACKING_OPT = typer.Option("awq", "--packing", help="INT4 packing: awq or gptq.")
+_ENGINE_OPT = typer.Option(
+    None,
+    "--engine",
+    help="Tune the engine's own FP8 kernel of --engine-version (sglang or vllm) and write "
+    "the file that release reads (OUT/ENGINE/VERSION/); default: autotune's own kernels.",
+)
+_ENGINE_VERSION_OPT = typer.Option(
+    None, "--engine-version", help="The engine release whose kernel is tuned (with --engine)."
+)
+_OUT_OPT = typer.Option(Path("tuned-kernels"), "--out", help="Output folder for the files.")
+_CACHE_OPT = typer.Option(
+    None, "--cache", help="Result cache JSONL (default: OUT/cache.jsonl; resumes)."
+)
+_PRECOMPILE_OPT = typer.Option(
+    True, "--precompile/--no-precompile", help="Compile all binaries in parallel first."
+)
+_DEADLINE_OPT = typer.Option(None, "--deadline-s", help="Stop after N seconds.")
+_POLISH_OPT = typer.Option(
+    True,
+    "--polish/--no-polish",
+    help="Cross-check each (shape, M) against its neighbours' winners, timed twice.",
+)
+_RETUNE_OPT = typer.Option(
+    False,
+    "--retune",
+    help="Search the items again although the cache has them (after a kernel or space "
+    "change); the cross-check also times their earlier winners.",
+)
+_DETERMINISTIC_OPT = typer.Option(
+    False,
+    "--deterministic",
+    help="Leave out configs whose output can differ from run to run (INT4 ATOMIC_REDUCE: "
+    "split-K partials summed by atomic adds in arrival order).",
+)
+
+
 @kernels_app.command("tune")
 def tune_cmd(
-    model: str | None = typer.Option(None, "--model", help="Card name or HF folder."),
-    nk: list[str] | None = typer.Option(
-        None, "--nk", help="Explicit shape N,K instead of/besides --model (repeatable)."
-    ),
-    tp: list[int] = typer.Option([1], "--tp", min=1, help="TP size (repeatable)."),
-    kind: KindChoice | None = typer.Option(None, "--kind", help=KIND_HELP),
-    batch_sizes: str | None = typer.Option(
-        None, "--batch-sizes", help="Comma-separated M values (default: SGLang's 18 + 3, 8192)."
-    ),
-    strategy: Literal["budgeted", "exhaustive"] = typer.Option(
-        "budgeted", "--strategy", help="budgeted or exhaustive."
-    ),
-    executor: Literal["local", "ray"] = typer.Option(
-        "local", "--executor", help="local (one GPU) or ray."
-    ),
-    workers: int | None = typer.Option(None, "--workers", help="Ray workers (default: GPUs)."),
-    max_evals: int = typer.Option(40, "--max-evals", min=1, help="Budget cap per (shape, M)."),
-    budget_fraction: float = typer.Option(0.1, "--budget-fraction", help="Budget: space share."),
-    packing: Literal["awq", "gptq"] = typer.Option(
-        "awq", "--packing", help="INT4 packing: awq or gptq."
-    ),
-    engine: EngineChoice | None = typer.Option(
-        None,
-        "--engine",
-        help="Tune the engine's own FP8 kernel of --engine-version (sglang or vllm) and write "
-        "the file that release reads (OUT/ENGINE/VERSION/); default: autotune's own kernels.",
-    ),
-    engine_version: str | None = typer.Option(
-        None, "--engine-version", help="The engine release whose kernel is tuned (with --engine)."
-    ),
-    out: Path = typer.Option(Path("tuned-kernels"), "--out", help="Output folder for the files."),
-    cache: Path | None = typer.Option(
-        None, "--cache", help="Result cache JSONL (default: OUT/cache.jsonl; resumes)."
-    ),
-    precompile: bool = typer.Option(
-        True, "--precompile/--no-precompile", help="Compile all binaries in parallel first."
-    ),
-    deadline_s: float | None = typer.Option(None, "--deadline-s", help="Stop after N seconds."),
-    polish: bool = typer.Option(
-        True,
-        "--polish/--no-polish",
-        help="Cross-check each (shape, M) against its neighbours' winners, timed twice.",
-    ),
-    retune: bool = typer.Option(
-        False,
-        "--retune",
-        help="Search the items again although the cache has them (after a kernel or space "
-        "change); the cross-check also times their earlier winners.",
-    ),
-    deterministic: bool = typer.Option(
-        False,
-        "--deterministic",
-        help="Leave out configs whose output can differ from run to run (INT4 ATOMIC_REDUCE: "
-        "split-K partials summed by atomic adds in arrival order).",
-    ),
+    model: str | None = _MODEL_OPT,
+    nk: list[str] | None = _NK_OPT,
+    tp: list[int] = _TP_OPT,
+    kind: KindChoice | None = _KIND_OPT,
+    batch_sizes: str | None = _BATCH_SIZES_OPT,
+    strategy: Literal["budgeted", "exhaustive"] = _STRATEGY_OPT,
+    executor: Literal["local", "ray"] = _EXECUTOR_OPT,
+    workers: int | None = _WORKERS_OPT,
+    max_evals: int = _MAX_EVALS_OPT,
+    budget_fraction: float = _BUDGET_FRACTION_OPT,
+    packing: Literal["awq", "gptq"] = _PACKING_OPT,
+    engine: EngineChoice | None = _ENGINE_OPT,
+    engine_version: str | None = _ENGINE_VERSION_OPT,
+    out: Path = _OUT_OPT,
+    cache: Path | None = _CACHE_OPT,
+    precompile: bool = _PRECOMPILE_OPT,
+    deadline_s: float | None = _DEADLINE_OPT,
+    polish: bool = _POLISH_OPT,
+    retune: bool = _RETUNE_OPT,
+    deterministic: bool = _DETERMINISTIC_OPT,
     json_out: bool = JSON_OPTION,
     progress: ProgressChoice | None = PROGRESS_OPTION,
 ) -> None:
     """Tune configs on this machine's GPU and write the engine-named files under --out."""
     from autotune.sweep.progress import resolve_progress
     from kernels_tuning import runner
-    from kernels_tuning.shapes import (
-        batch_sizes as default_batch_sizes,
+
+    k, target, ms, items = tune_items(
+        model, nk, tp, kind, batch_sizes, packing, engine, engine_version
     )
-    from kernels_tuning.shapes import (
-        explicit_shapes,
-        gemm_shapes,
-        parse_batch_sizes,
-        parse_nk,
-    )
-
-    if model is None and not nk:
-        raise ConfigError("give --model or at least one --nk N,K", field="--model")
-    if packing not in ("awq", "gptq"):
-        raise ConfigError(f"expected awq or gptq, got {packing!r}", field="--packing")
-    card = None
-    if model is not None:
-        from autotune.models import load_card
-
-        card = load_card(model)
-    k = _kind(card, kind)
-    target = _engine_target(engine, engine_version, k)
-    ms = parse_batch_sizes(batch_sizes) if batch_sizes else default_batch_sizes()
-    shapes = []
-    if card is not None:
-        for t in tp:
-            shapes += gemm_shapes(card, t, k)
-    shapes += explicit_shapes([parse_nk(s) for s in nk or []], k)
-    items = runner.make_items(k, shapes, ms, packing, target.tag if target else "")
-    # de-duplicate shapes shared by several TP sizes
-    items = list({i.key(): i for i in items}.values())
-
     limits = _cuda_limits()
     mode = resolve_progress(progress)
     if target is not None:
-        _engine_note(target, limits.arch, json_out)
-    if precompile and target is not None:
-        from kernels_tuning.compile import precompile_engine
-        from kernels_tuning.engine_space import engine_compile_set
-
-        splits, swap = target.options(limits.arch)
-        by_shape = engine_compile_set(
-            ms, sorted({(i.n, i.k) for i in items}), limits, split_k_values=splits, swap_ab=swap
-        )
-        rep = precompile_engine(target.tag, by_shape, arch=limits.arch)
-        if not json_out:
-            typer.echo(
-                f"precompiled {rep.compiled} binaries of {target.tag}'s kernel in "
-                f"{rep.wall_s:.0f}s{f', {len(rep.failed)} failed' if rep.failed else ''}"
-            )
-    elif precompile:
-        from kernels_tuning.compile import precompile as run_precompile
-        from kernels_tuning.space import compile_set
-
-        rep = run_precompile(k, compile_set(k, limits), packing=packing)
-        if not json_out:
-            typer.echo(
-                f"precompiled {rep.compiled} binaries in {rep.wall_s:.0f}s"
-                f"{f', {len(rep.failed)} failed' if rep.failed else ''}"
-            )
+        engine_note(target, limits.arch, json_out)
+    if precompile:
+        precompile_binaries(k, target, ms, items, limits, packing, quiet=json_out)
     bar = TuneProgress(len(items), mode=mode, echo=not json_out)
     params = runner.TuneParams(
         strategy=strategy,
@@ -231,6 +187,11 @@ def tune_cmd(
             log=bar.log,
         )
         bar.finish(summary)
+    _echo_tuned(summary, out, json_out)
+
+
+def _echo_tuned(summary: TuneSummary, out: Path, json_out: bool) -> None:
+    """`kernels tune`'s summary: a JSON object (--json) or one line."""
     result = {
         "items": len(summary.results),
         "skipped": len(summary.skipped),
@@ -244,185 +205,6 @@ def tune_cmd(
         typer.echo(
             f"{result['items']} items, {result['evaluations']} evaluations, "
             f"{result['wall_s']}s; wrote {len(summary.files)} files under {out}"
-        )
-
-
-_ITEM_LINE = re.compile(
-    r"^(?P<item>\S+)\s+best\s+(?P<us>\S+) us .*\sevals (?P<evals>\d+)/(?P<space>\d+)\s+"
-    r"(?P<wall>[\d.]+)s$"
-)
-
-
-class TuneProgress:
-    """`kernels tune` progress on stderr (`--progress`): a rich bar of items done (with the
-    tuner's lines above it), JSON events, or nothing; without either, the tuner's lines go to
-    stdout unless --json.
-
-    JSON events: `start`, `item` (an item finished: `item`, `best_us`, `evals`), `log` (another
-    line of the tuner), `end` (the final state from the run's summary). Each carries the
-    counters `done` (items finished), `total`, `failed` (items with no valid config),
-    `evaluations` and `eta_s`.
-    """
-
-    def __init__(self, total: int, *, mode: str, echo: bool) -> None:
-        self.total, self.mode, self.echo = total, mode, echo
-        self.done: set[str] = set()
-        self.failed: set[str] = set()
-        self.evaluations = 0
-        self.t0 = time.monotonic()
-        self._events: Any = None
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> TuneProgress:
-        self.t0 = time.monotonic()
-        if self.mode == "json":
-            from autotune.sweep.progress import ProgressEvents
-
-            self._events = ProgressEvents(command="kernels tune")
-            self._events.emit("start", **self.counters())
-        elif self.mode == "rich":
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-            self._progress = Progress(
-                TextColumn("[bold]kernels tune"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("evals {task.fields[evals]}"),
-                TextColumn("failed {task.fields[failed]}"),
-                TextColumn("ETA {task.fields[eta]}"),
-                console=Console(stderr=True),
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("", total=self.total, evals=0, failed=0, eta="?")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
-
-    def counters(self, *, eta: float | None = None) -> dict[str, Any]:
-        return {
-            "done": len(self.done),
-            "total": self.total,
-            "failed": len(self.failed),
-            "evaluations": self.evaluations,
-            "eta_s": None if eta is None else round(eta, 1),
-        }
-
-    def eta(self) -> float | None:
-        from autotune.sweep.progress import eta_seconds
-
-        return eta_seconds(
-            done=len(self.done),
-            total=self.total,
-            elapsed_s=time.monotonic() - self.t0,
-            deadline_s=None,
-        )
-
-    def log(self, line: str) -> None:
-        """The tuner's `log` callback: one line per finished item, and notes."""
-        m = _ITEM_LINE.match(line.strip())
-        if m is not None:
-            key, us = m["item"], float(m["us"])
-            if key not in self.done:
-                self.evaluations += int(m["evals"])
-            self.done.add(key)
-            if us != us or us == float("inf"):
-                self.failed.add(key)
-            else:
-                self.failed.discard(key)
-        if self._events is not None:
-            if m is None:
-                self._events.emit("log", text=line, **self.counters(eta=self.eta()))
-            else:
-                self._events.emit(
-                    "item",
-                    item=m["item"],
-                    best_us=float(m["us"]) if math.isfinite(float(m["us"])) else None,
-                    evals=int(m["evals"]),
-                    **self.counters(eta=self.eta()),
-                )
-            return
-        if self._progress is not None:
-            from autotune.sweep.progress import fmt_duration
-
-            self._progress.console.print(line, highlight=False, markup=False)
-            self._progress.update(
-                self._task,
-                completed=len(self.done),
-                evals=self.evaluations,
-                failed=len(self.failed),
-                eta=fmt_duration(self.eta()),
-            )
-        elif self.echo:
-            typer.echo(line)
-
-    def finish(self, summary: Any) -> None:
-        """The final state from the run's summary (items served from the cache included)."""
-        self.evaluations = summary.evaluations
-        self.done = {str(k) for k in summary.results}
-        self.failed = {
-            k for k, r in summary.results.items() if not math.isfinite(float(r.best_us))
-        }
-        if self._events is not None:
-            self._events.emit(
-                "end",
-                items=len(summary.results),
-                skipped=len(summary.skipped),
-                wall_s=round(summary.wall_s, 1),
-                files=len(summary.files),
-                **self.counters(eta=0.0),
-            )
-        elif self._progress is not None:
-            self._progress.update(
-                self._task,
-                completed=len(self.done),
-                evals=self.evaluations,
-                failed=len(self.failed),
-                eta="0:00",
-            )
-
-
-def _engine_target(engine: str | None, version: str | None, kind: str) -> Any:
-    """The engine release whose own kernel is tuned (None: our kernels); its facts must be
-    catalogued (autotune.engines.kernel_facts)."""
-    if engine is None:
-        if version is not None:
-            raise ConfigError("--engine-version needs --engine", field="--engine-version")
-        return None
-    if engine not in ("sglang", "vllm"):
-        raise ConfigError(f"expected sglang or vllm, got {engine!r}", field="--engine")
-    if version is None:
-        raise ConfigError(
-            "--engine needs --engine-version: the kernel differs between releases",
-            field="--engine-version",
-        )
-    if kind != "fp8":
-        raise ConfigError(
-            "--engine tunes the engines' block-FP8 kernel; no engine reads an INT4 W4A16 "
-            "Triton config file (INT4 files: omit --engine)",
-            field="--kind",
-        )
-    from kernels_tuning.engine_space import EngineTarget
-
-    target = EngineTarget(engine, version)
-    target.facts()  # unknown releases fail here, naming the known ones
-    return target
-
-
-def _engine_note(target: Any, arch: str, quiet: bool) -> None:
-    """Say which keys the release honours elsewhere but not on this GPU (left out of its files)."""
-    facts = target.facts()
-    skipped = sorted(key for key in facts.arch_keys if key not in facts.honoured_keys(arch))
-    if skipped and not quiet:
-        where = ", ".join(sorted({a for key in skipped for a in facts.arch_keys[key]}))
-        typer.echo(
-            f"note: {target.tag} honours {', '.join(skipped)} only on {where}; this GPU is "
-            f"{arch}, so they are neither searched nor written",
-            err=True,
         )
 
 
@@ -503,6 +285,11 @@ def install_cmd(
     if json_out:
         emit_json(res.to_json())
         return
+    _echo_install(res)
+
+
+def _echo_install(res: InstallResult) -> None:
+    """What `kernels install` did (or would do), and the proof, in lines."""
     f, found = res.facts, res.found
     typer.echo(
         f"{f.engine} {f.version} ({found.version_source})"

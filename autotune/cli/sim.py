@@ -11,7 +11,7 @@ def sim(ctx: typer.Context) -> None:
     """Run the simulated SGLang engine: SGLang's flags plus --sim-gpu, --sim-engine-version,
     --sim-time-scale, --sim-seed, --sim-model (see `autotune sim --help`); --sim-engine vllm
     impersonates `vllm serve` (its options, log lines, API and metrics)."""
-    from autotune.sim.server import main
+    from autotune.sim.main import main
 
     raise typer.Exit(main(list(ctx.args)))
 

@@ -10,7 +10,7 @@ Invariants for implementers:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -92,8 +92,16 @@ class EngineAdapter(Protocol):
         model: str,
         version: str,
         host: str = "127.0.0.1",
-        port: int = 30000,
-    ) -> LaunchCommand: ...
+        port: int = 30000,  # each engine has its own default (vLLM 8000, llama-server 8080)
+        launcher: Sequence[str] | None = None,
+    ) -> LaunchCommand:
+        """argv + env for one launch of ``config``.
+
+        ``launcher`` is the argv prefix replacing the engine's own (``python3 -m
+        sglang.launch_server``, ``vllm serve``, the llama-server binary): the simulator's module,
+        a venv's interpreter. ``None`` means the engine's default.
+        """
+        ...
 
     def health_path(self) -> str: ...
 

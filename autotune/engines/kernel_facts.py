@@ -22,9 +22,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any, Literal
 
-from packaging.version import InvalidVersion, Version
-
 from autotune.errors import ConfigError
+from autotune.versions import parse_version, try_version
 
 ENGINES = ("sglang", "vllm")
 CATALOG = "data/kernel_facts.json"
@@ -190,15 +189,14 @@ def normalize_arch(arch: str) -> str:
 def facts_for(engine: str, version: str) -> KernelFacts:
     """The catalogued facts of one release; ConfigError when the release is not catalogued."""
     releases = _releases(engine)
-    try:
-        wanted = Version(version)
-    except InvalidVersion:
+    wanted = try_version(version) if isinstance(version, str) else None
+    if wanted is None:
         raise ConfigError(
             f"{version!r} is not a version number; known {engine} releases: {', '.join(releases)}",
             field="--engine-version",
-        ) from None
+        )
     for v, facts in releases.items():
-        if Version(v) == wanted:
+        if parse_version(v) == wanted:
             return facts
     raise ConfigError(
         f"no kernel facts for {engine} {version}: the catalog knows {engine} "
@@ -233,7 +231,7 @@ def _catalog() -> Mapping[str, Mapping[str, KernelFacts]]:
     out: dict[str, Mapping[str, KernelFacts]] = {}
     for engine in ENGINES:
         entries = raw.get(engine, {})
-        ordered = sorted(entries, key=Version)
+        ordered = sorted(entries, key=parse_version)
         out[engine] = MappingProxyType(
             {v: KernelFacts.from_json(engine, v, entries[v]) for v in ordered}
         )

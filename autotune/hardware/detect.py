@@ -1,11 +1,12 @@
-"""Detect local NVIDIA GPUs through NVML (nvidia-ml-py) and match them to the catalog."""
+"""Detect local NVIDIA GPUs through NVML (nvidia-ml-py) and match them to the catalog; resolve
+`--gpu NAME|auto` (a catalog key, or the GPU detected here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from autotune.errors import HardwareError
-from autotune.hardware.gpus import GPUSpec, match_device
+from autotune.hardware.gpus import GPUSpec, get_gpu, match_device
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,14 @@ def detect_gpus() -> list[DetectedGPU]:
         return out
     finally:
         pynvml.nvmlShutdown()
+
+
+def resolve_gpu(name: str) -> GPUSpec:
+    """`--gpu NAME`: a catalog key, or `auto` to detect GPU 0 through NVML."""
+    if name.strip().lower() == "auto":
+        gpus = detect_gpus()
+        return gpus[0].spec
+    return get_gpu(name)
 
 
 def _text(v: str | bytes) -> str:

@@ -268,13 +268,3 @@ def match_device(device_name: str, memory_mib: int) -> GPUSpec | None:
     if not hits:
         return None
     return min(hits, key=lambda g: abs(g.memory_mib - memory_mib))
-
-
-def resolve_gpu(name: str) -> GPUSpec:
-    """`--gpu NAME`: a catalog key, or `auto` to detect GPU 0 through NVML."""
-    if name.strip().lower() == "auto":
-        from autotune.hardware.detect import detect_gpus
-
-        gpus = detect_gpus()
-        return gpus[0].spec
-    return get_gpu(name)

@@ -117,7 +117,7 @@ def resolve_target_gpu(engine: str, gpu: str, *, field: str = "gpu") -> GPUSpec 
                 field=field,
             )
         return None
-    from autotune.hardware.gpus import resolve_gpu
+    from autotune.hardware.detect import resolve_gpu
 
     return resolve_gpu(gpu)
 

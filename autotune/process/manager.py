@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, BinaryIO, Self
 import psutil
 from pydantic import BaseModel, ConfigDict, Field
 
-from autotune.errors import EngineLaunchError, EngineStartupTimeout
+from autotune.errors import EngineLaunchError, EngineStartupTimeout, PortInUseError
 from autotune.process import gpu, tree
 from autotune.process.ports import port_is_free, wait_port_free
 from autotune.process.registry import TOKEN_ENV, PidRegistry
@@ -130,7 +130,8 @@ class EngineProcess:
         """Spawn ``argv`` in a new session with output to ``log_path``; return its PID.
 
         ``env`` is added to this process's environment (or replaces it if ``inherit_env`` is
-        False). Raises EngineLaunchError if the port is taken or the program cannot be spawned.
+        False). Raises PortInUseError (an EngineLaunchError) if the port is taken, EngineLaunchError
+        if the program cannot be spawned.
         """
         if self._popen is not None:
             raise RuntimeError(f"EngineProcess {self.label!r} was already started")
@@ -138,9 +139,11 @@ class EngineProcess:
         if not self.argv:
             raise EngineLaunchError("empty argv: nothing to start", command=[])
         if self.port is not None and not port_is_free(self.port, self.host):
-            raise EngineLaunchError(
+            raise PortInUseError(
                 f"port {self.port} on {self.host} is already in use; pick another with "
                 "free_port() (FailureClass.PORT_IN_USE)",
+                port=self.port,
+                host=self.host,
                 command=self.argv,
             )
         self.log_path = Path(log_path)

@@ -13,7 +13,6 @@ Several workers on one machine may share the file; every read-modify-write holds
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -27,6 +26,7 @@ from typing import Any
 import psutil
 
 from autotune.process import tree
+from autotune.process.filelock import locked
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +49,8 @@ class PidRegistry:
     @contextmanager
     def _locked(self) -> Iterator[None]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self._lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with locked(self._lock_path):
+            yield
 
     def _read(self) -> list[dict[str, Any]]:
         try:

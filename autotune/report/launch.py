@@ -16,11 +16,12 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.errors import ConfigError
+from autotune.report.render import environment, one_line
 
 # The secret-name rules live in autotune.secrets (the sweep uses them too); re-exported here.
 from autotune.secrets import REDACTED as REDACTED
@@ -31,6 +32,9 @@ from autotune.secrets import is_secret_name as is_secret_name
 from autotune.secrets import redact_mapping as redact_mapping
 from autotune.secrets import ref_name
 from autotune.versions import parse_version, release3
+
+if TYPE_CHECKING:
+    from autotune.engines.base import EngineAdapter, LaunchCommand
 
 # Fields the target decides (sweep.known_good.TARGET_FIELDS); the script makes them variables.
 TARGET_FIELDS = frozenset({"model_path", "host", "port"})
@@ -56,13 +60,6 @@ P4_DEFAULTS = {
 
 _PY_RE = re.compile(r"^(?:.*/)?python(?:\d+(?:\.\d+)*)?$")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def one_line(text: Any) -> str:
-    """Text for a comment or a unit's Description: control characters (newlines) removed, so
-    a stored value cannot end the comment and start a command."""
-    return _CONTROL_RE.sub(" ", str(text)).strip()
 
 
 def safe_name(name: str) -> str:
@@ -199,51 +196,18 @@ def build_launch(
     cfg = {k: v for k, v in config.items() if k not in TARGET_FIELDS}
     if tp and tp > 1:
         cfg.setdefault("tp_size", tp)
-    # A secret field, or one the sweep kept as a reference ${env:NAME}: a variable to export.
-    secret_fields = {
-        k: ref_name(v) or k.upper()
-        for k, v in cfg.items()
-        if v is not None and (is_secret_field(k) or ref_name(v))
-    }
-    for field, var in secret_fields.items():
-        cfg[field] = f"__AUTOTUNE_SECRET_{var}__"
+    secret_fields = _hide_secrets(cfg)
     try:
         adapter = get_adapter(engine)
     except (ImportError, AttributeError) as exc:  # adapter module missing or incomplete
         raise ConfigError(f"the {engine} adapter cannot be loaded: {exc}", field="engine") from exc
-    cmd = adapter.build_command(
-        cfg,
-        model=_MODEL_SENTINEL,
-        version=engine_version,
-        host=_HOST_SENTINEL,
-        port=_PORT_SENTINEL,
-    )
-    if any("autotune.sim" in a or "autotune sim" in a for a in cmd.argv):
-        raise ConfigError(
-            "the adapter returned the simulator's command; launch.sh must run the real engine",
-            field="engine",
-        )
+    cmd = _real_command(adapter, cfg, engine_version)
     words = _words(cmd.argv, secret_fields)
-    seen = {w.var for w in words if w.var}
-    missing = {"MODEL_PATH", "PORT"} - seen
-    if missing:
-        raise ConfigError(
-            f"{engine} {engine_version}: the launch command carries no {sorted(missing)} "
-            f"(argv: {cmd.argv[:6]}...); cannot make them script variables",
-            field="engine",
-        )
+    _check_variables(words, cmd.argv, engine, engine_version)
     env_vars, hicache_file, notes = _env(cfg, cmd.env, env or {}, engine_version)
     # The adapter's default interpreter may be autotune's own (sys.executable); the script
     # uses python3 from PATH unless the sweep named the engine's interpreter (engine.launcher).
     python = launcher[0] if launcher and _PY_RE.match(launcher[0]) else "python3"
-    from autotune.models.builtin import BUILTIN_CARDS
-
-    model_note = (
-        f"the sweep used autotune's built-in card {model_path!r}, which is not a path: point "
-        "MODEL_PATH at the model folder or hub id the engine should load"
-        if model_path in BUILTIN_CARDS
-        else ""
-    )
     return LaunchSpec(
         engine=engine,
         engine_version=engine_version,
@@ -257,8 +221,67 @@ def build_launch(
         port=default_port(adapter) if port is None else port,
         simulated_sweep=simulated_sweep,
         hicache_file_tier=hicache_file,
-        model_note=model_note,
+        model_note=_model_note(model_path),
         notes=notes,
+    )
+
+
+def _hide_secrets(cfg: dict[str, Any]) -> dict[str, str]:
+    """Replace in `cfg` each value the script must not hold by a placeholder; return field ->
+    the variable the user exports instead."""
+    # A secret field, or one the sweep kept as a reference ${env:NAME}: a variable to export.
+    secret_fields = {
+        k: ref_name(v) or k.upper()
+        for k, v in cfg.items()
+        if v is not None and (is_secret_field(k) or ref_name(v))
+    }
+    for field, var in secret_fields.items():
+        cfg[field] = f"__AUTOTUNE_SECRET_{var}__"
+    return secret_fields
+
+
+def _real_command(
+    adapter: EngineAdapter, cfg: Mapping[str, Any], engine_version: str
+) -> LaunchCommand:
+    """The adapter's launch command for `cfg`, model, host and port as placeholders (a
+    ConfigError when it is the simulator's)."""
+    cmd = adapter.build_command(
+        cfg,
+        model=_MODEL_SENTINEL,
+        version=engine_version,
+        host=_HOST_SENTINEL,
+        port=_PORT_SENTINEL,
+    )
+    if any("autotune.sim" in a or "autotune sim" in a for a in cmd.argv):
+        raise ConfigError(
+            "the adapter returned the simulator's command; launch.sh must run the real engine",
+            field="engine",
+        )
+    return cmd
+
+
+def _check_variables(
+    words: Sequence[ScriptWord], argv: Sequence[str], engine: str, engine_version: str
+) -> None:
+    """The model path and the port must be script variables (ConfigError otherwise)."""
+    seen = {w.var for w in words if w.var}
+    missing = {"MODEL_PATH", "PORT"} - seen
+    if missing:
+        raise ConfigError(
+            f"{engine} {engine_version}: the launch command carries no {sorted(missing)} "
+            f"(argv: {argv[:6]}...); cannot make them script variables",
+            field="engine",
+        )
+
+
+def _model_note(model_path: str) -> str:
+    from autotune.models.builtin import BUILTIN_CARDS
+
+    return (
+        f"the sweep used autotune's built-in card {model_path!r}, which is not a path: point "
+        "MODEL_PATH at the model folder or hub id the engine should load"
+        if model_path in BUILTIN_CARDS
+        else ""
     )
 
 
@@ -336,18 +359,12 @@ def _env(
 # -- rendering ---------------------------------------------------------------------------------
 
 
-def _environment() -> Any:
-    from autotune.report.render import environment
-
-    return environment()
-
-
 def render_launch_sh(spec: LaunchSpec, *, generated_at: str = "") -> str:
     """launch.sh text; every stored value is quoted or reduced to one comment line."""
     from autotune import __version__
 
     return str(
-        _environment()
+        environment()
         .get_template("launch.sh.j2")
         .render(
             spec=spec,
@@ -402,7 +419,7 @@ def render_unit(spec: LaunchSpec, script_path: Path) -> str:
         )
     ]
     return str(
-        _environment()
+        environment()
         .get_template("autotune.service.j2")
         .render(
             spec=spec,

@@ -130,7 +130,11 @@ def _metric_label(metric: str) -> str:
     return f"{owner}: {figure_name(fig)}" if owner else figure_name(metric)
 
 
-def _tput_points(t: TrialInfo | None) -> list[tuple[int, float, float | None, float | None, str]]:
+# (concurrency, output tok/s, min, max, scenario)
+_TputPoint = tuple[int, float, float | None, float | None, str]
+
+
+def _tput_points(t: TrialInfo | None) -> list[_TputPoint]:
     """(concurrency, output tok/s, min, max, scenario) of a trial's throughput-like scenarios."""
     if t is None:
         return []
@@ -162,27 +166,7 @@ def throughput_vs_concurrency(data: ReportData, path: Path) -> PlotResult:
         ps = pts[label]
         if not ps or t is None:
             continue
-        xs = [p[0] for p in ps]
-        ys = [p[1] for p in ps]
-        err = [
-            [y - (p[2] if p[2] is not None else y) for p, y in zip(ps, ys, strict=True)],
-            [(p[3] if p[3] is not None else y) - y for p, y in zip(ps, ys, strict=True)],
-        ]
-        ax.errorbar(
-            xs,
-            ys,
-            yerr=err,
-            fmt="o-" if len(xs) > 1 else "o",
-            color=color,
-            capsize=4,
-            lw=2,
-            ms=7,
-            label=f"{label} (trial {t.label})",
-        )
-        for x, y, *_, name in ps:
-            ax.annotate(
-                name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7, color=color
-            )
+        _throughput_series(ax, ps, color, f"{label} (trial {t.label})")
     ax.set_xscale("log", base=2)
     ax.set_xticks(levels, [str(c) for c in levels])
     ax.set_xlabel("concurrent requests (streams)")
@@ -209,6 +193,31 @@ def throughput_vs_concurrency(data: ReportData, path: Path) -> PlotResult:
     _banner(fig, data)
     res.path = _save(fig, path)
     return res
+
+
+def _throughput_series(ax: Any, ps: list[_TputPoint], color: str, label: str) -> None:
+    """One configuration's throughput per concurrency level, min-max bars and scenario names."""
+    xs = [p[0] for p in ps]
+    ys = [p[1] for p in ps]
+    err = [
+        [y - (p[2] if p[2] is not None else y) for p, y in zip(ps, ys, strict=True)],
+        [(p[3] if p[3] is not None else y) - y for p, y in zip(ps, ys, strict=True)],
+    ]
+    ax.errorbar(
+        xs,
+        ys,
+        yerr=err,
+        fmt="o-" if len(xs) > 1 else "o",
+        color=color,
+        capsize=4,
+        lw=2,
+        ms=7,
+        label=label,
+    )
+    for x, y, *_, name in ps:
+        ax.annotate(
+            name, (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7, color=color
+        )
 
 
 def pareto(data: ReportData, path: Path) -> PlotResult:

@@ -13,6 +13,13 @@ from functools import cache
 from typing import Any
 
 _BACKTICKS = re.compile(r"`+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: Any) -> str:
+    """Text for a comment or a unit's Description: control characters (newlines) removed, so
+    a stored value cannot end the comment and start a command."""
+    return _CONTROL_RE.sub(" ", str(text)).strip()
 
 
 def shq(value: Any) -> str:
@@ -44,8 +51,6 @@ def cell(value: Any) -> str:
     """Text inside a markdown table cell: one line, pipes escaped."""
     if value is None:
         return "-"
-    from autotune.report.launch import one_line
-
     return one_line(value).replace("|", "\\|")
 
 
@@ -58,8 +63,6 @@ def fence(text: str, lang: str = "") -> str:
 
 def inline_code(text: Any) -> str:
     """`text` as inline code, safe against backticks inside it."""
-    from autotune.report.launch import one_line
-
     s = one_line(text)
     longest = max((len(m.group()) for m in _BACKTICKS.finditer(s)), default=0)
     bar = "`" * (longest + 1)
@@ -178,7 +181,6 @@ def failure_text(cls: str) -> str:
 def environment() -> Any:
     import jinja2
 
-    from autotune.report.launch import one_line
     from autotune.sources import cite
 
     env = jinja2.Environment(

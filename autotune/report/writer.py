@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from autotune.errors import AutotuneError
-from autotune.report.collect import ReportData, change_pct, collect, config_changes, jsonable
+from autotune.report.collect import (
+    ReportData,
+    TrialInfo,
+    change_pct,
+    collect,
+    config_changes,
+    jsonable,
+)
 from autotune.report.launch import (
     REDACTED,
     LaunchSpec,
@@ -282,46 +289,61 @@ def _winner_json(data: ReportData, launch: LaunchSpec | None, launch_error: str)
         "notes": data.notes,
     }
     if w is not None:
-        doc["winner"] = {
-            "trial": w.number,
-            "value": w.value,
-            "values": w.values,
-            "config": redact_mapping(w.config),
-            "params": redact_mapping(w.params),
-            "changes_from_baseline": {
-                k: {"baseline": v[0], "winner": v[1]}
-                for k, v in config_changes(b.config if b else None, w.config).items()
-            },
-            "measurements": {k: jsonable(s) for k, s in w.scenarios.items()},
-            "startup": w.launch,
-            "predicted": _plan_summary(w.plan),
-        }
+        doc["winner"] = _winner_doc(w, b)
     if b is not None:
-        doc["baseline"] = {
-            "trial": b.number,
-            "status": b.status,
-            "value": b.value,
-            "config": redact_mapping(b.config),
-            "measurements": {k: jsonable(s) for k, s in b.scenarios.items()},
-        }
+        doc["baseline"] = _baseline_doc(b)
     if launch is not None:
-        doc["launch"] = {
-            "script": "launch.sh",
-            "systemd_unit": unit_name(data.sweep),
-            "argv": launch.argv(),
-            "env": {e.name: REDACTED if e.secret else e.value for e in launch.env},
-            "required_env": launch.secret_names(),
-            "variables": {
-                "MODEL_PATH": launch.model_path,
-                "HOST": launch.host,
-                "PORT": launch.port,
-                "PYTHON": launch.python,
-            },
-        }
+        doc["launch"] = _launch_doc(data, launch)
     else:
         doc["launch_error"] = launch_error
     doc["generated_at"] = datetime.now(UTC).isoformat()
     return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+def _winner_doc(w: TrialInfo, b: TrialInfo | None) -> dict[str, Any]:
+    """winner.json's winner: its config, the changes from the baseline, measurements, the
+    startup facts and the planner's prediction."""
+    return {
+        "trial": w.number,
+        "value": w.value,
+        "values": w.values,
+        "config": redact_mapping(w.config),
+        "params": redact_mapping(w.params),
+        "changes_from_baseline": {
+            k: {"baseline": v[0], "winner": v[1]}
+            for k, v in config_changes(b.config if b else None, w.config).items()
+        },
+        "measurements": {k: jsonable(s) for k, s in w.scenarios.items()},
+        "startup": w.launch,
+        "predicted": _plan_summary(w.plan),
+    }
+
+
+def _baseline_doc(b: TrialInfo) -> dict[str, Any]:
+    return {
+        "trial": b.number,
+        "status": b.status,
+        "value": b.value,
+        "config": redact_mapping(b.config),
+        "measurements": {k: jsonable(s) for k, s in b.scenarios.items()},
+    }
+
+
+def _launch_doc(data: ReportData, launch: LaunchSpec) -> dict[str, Any]:
+    """winner.json's launch: the command, its env (secrets redacted) and script variables."""
+    return {
+        "script": "launch.sh",
+        "systemd_unit": unit_name(data.sweep),
+        "argv": launch.argv(),
+        "env": {e.name: REDACTED if e.secret else e.value for e in launch.env},
+        "required_env": launch.secret_names(),
+        "variables": {
+            "MODEL_PATH": launch.model_path,
+            "HOST": launch.host,
+            "PORT": launch.port,
+            "PYTHON": launch.python,
+        },
+    }
 
 
 _PLAN_KEYS = (

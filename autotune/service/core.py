@@ -134,7 +134,7 @@ class Service:
         working folder), then what a sweep would load first (model card or GGUF file, GPU or
         cpu, search space): errors now, not in a job's log a second later."""
         from autotune.planner.dispatch import load_target_model, resolve_target_gpu
-        from autotune.sweep.driver import build_space
+        from autotune.sweep.setup import build_space
 
         self.policy.check_spec(spec, workers=workers, base=base)
         # Load what the job will load: relative paths from its folder, not the service's cwd.

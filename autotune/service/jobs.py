@@ -18,7 +18,6 @@ run at once. Every table refresh (the monitor's poll, any read) starts what has 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -37,6 +36,7 @@ from typing import Literal
 import psutil
 from pydantic import BaseModel, Field, ValidationError
 
+from autotune.process import filelock
 from autotune.process.tree import same_process
 from autotune.service.errors import Conflict, NotFound
 from autotune.service.state import StateDir
@@ -113,17 +113,13 @@ class JobTable:
     @contextmanager
     def locked(self) -> Iterator[dict[str, JobRecord]]:
         """The table to read and change; written back when the block ends without error."""
-        with self._thread_lock, open(self.lock_path, "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                jobs = self._read()
-                before = {k: v.model_dump_json() for k, v in jobs.items()}
-                yield jobs
-                _renumber(jobs)
-                if {k: v.model_dump_json() for k, v in jobs.items()} != before:
-                    self._write(jobs)
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with self._thread_lock, filelock.locked(self.lock_path):
+            jobs = self._read()
+            before = {k: v.model_dump_json() for k, v in jobs.items()}
+            yield jobs
+            _renumber(jobs)
+            if {k: v.model_dump_json() for k, v in jobs.items()} != before:
+                self._write(jobs)
 
     def snapshot(self) -> dict[str, JobRecord]:
         with self.locked() as jobs:

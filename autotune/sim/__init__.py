@@ -3,9 +3,11 @@ vLLM's) flags, logs and HTTP API with timings from the roofline perf model
 (`python -m autotune.sim`), and the same scheduler run analytically over a workload without a
 process (`autotune.sim.analytic.evaluate`).
 
-Modules: `args` (SGLang flags by version), `tokens` (fake tokenizer and text), `radix` (prefix
-cache with HiCache and mamba checkpoints), `scheduler` (the discrete-event engine model),
-`analytic` (workloads in virtual time), `api`/`http`/`server`/`metrics`/`startup` (the process).
+Modules: `options` (the simulator's own --sim-* flags), `args` (SGLang flags by version; vLLM's
+in `vllm_args`), `tokens` (fake tokenizer and text), `radix` (prefix cache with HiCache and mamba
+checkpoints), `scheduler` (the discrete-event engine model), `analytic` (workloads in virtual
+time), `main` (the process entry), `api`/`http`/`server`/`vllm_server`/`metrics`/`startup` (the
+process).
 """
 
 from __future__ import annotations

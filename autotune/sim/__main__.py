@@ -2,7 +2,7 @@
 
 import sys
 
-from autotune.sim.server import main
+from autotune.sim.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

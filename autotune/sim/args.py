@@ -1,5 +1,6 @@
 """The simulated engine's command line: exactly SGLang's flags for the chosen engine version, plus
-its own `--sim-*` flags. `--sim-engine vllm` switches to vLLM's options (sim/vllm_args.py).
+its own `--sim-*` flags (sim/options.py). `--sim-engine vllm` switches to vLLM's options
+(sim/vllm_args.py).
 
 SGLang's flags come from the SGLang adapter's catalog (autotune/engines/sglang/_catalog.py, read
 from each PyPI wheel's own argparse parser): every long option of that version with its kind,
@@ -18,10 +19,9 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-SIM_DEFAULT_VERSION = "0.5.17"
+from autotune.sim.options import SIM_DEFAULT_VERSION, SimOptions, add_sim_flags
 
 # Server-side settings with SGLang's defaults; not part of the engine configuration.
 SERVER_DEFAULTS: dict[str, Any] = {
@@ -69,36 +69,6 @@ NON_CONFIG = {
 _TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
 
 
-@dataclass(frozen=True)
-class SimOptions:
-    gpu: str
-    engine_version: str
-    time_scale: float
-    seed: int
-    model: str | None
-    gpu_free_gib: float | None
-    host_free_gib: float | None
-    max_startup_s: float
-    noise: float
-    engine: str = "sglang"  # the engine impersonated (autotune.sim.SIM_ENGINES)
-
-    @classmethod
-    def from_namespace(cls, ns: argparse.Namespace, engine: str = "sglang") -> SimOptions:
-        """The --sim-* flags `add_sim_flags` declared, as parsed."""
-        return cls(
-            gpu=ns.sim_gpu,
-            engine_version=ns.sim_engine_version,
-            time_scale=ns.sim_time_scale,
-            seed=ns.sim_seed,
-            model=ns.sim_model,
-            gpu_free_gib=ns.sim_gpu_free_gib,
-            host_free_gib=ns.sim_host_free_gib,
-            max_startup_s=ns.sim_max_startup_s,
-            noise=ns.sim_noise,
-            engine=engine,
-        )
-
-
 def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
     from autotune.engines.sglang.flags import flag_names, flag_spec
 
@@ -122,61 +92,6 @@ def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
         if spec.deprecated:
             kw["help"] = "(deprecated alias)"
         p.add_argument(flag, **kw)
-
-
-def add_sim_flags(
-    p: argparse.ArgumentParser,
-    *,
-    engine: str = "sglang",
-    default_version: str = SIM_DEFAULT_VERSION,
-) -> None:
-    """The simulator's own flags (the same for every impersonated engine)."""
-    from autotune.sim import SIM_ENGINES
-
-    g = p.add_argument_group("simulation (autotune only)")
-    g.add_argument(
-        "--sim-engine",
-        choices=SIM_ENGINES,
-        default=SIM_ENGINES[0],
-        help="the engine to impersonate: its flags, log lines and HTTP API",
-    )
-    g.add_argument("--sim-gpu", required=True, help="GPU catalog name, e.g. rtx-4080-super-32g")
-    g.add_argument(
-        "--sim-engine-version",
-        default=default_version,
-        help=f"{engine} version whose flags, defaults and log formats to follow",
-    )
-    g.add_argument(
-        "--sim-time-scale",
-        type=float,
-        default=1.0,
-        help="simulated seconds per real second; 0 = never sleep (virtual timings)",
-    )
-    g.add_argument("--sim-seed", type=int, default=0)
-    g.add_argument(
-        "--sim-model",
-        default=None,
-        help="model card to simulate when --model-path is not one (built-in or dir)",
-    )
-    g.add_argument(
-        "--sim-gpu-free-gib",
-        type=float,
-        default=None,
-        help="free GPU memory before weights (default: capacity - reserve)",
-    )
-    g.add_argument(
-        "--sim-host-free-gib",
-        type=float,
-        default=None,
-        help="free host RAM for HiCache (default: read from this machine)",
-    )
-    g.add_argument(
-        "--sim-max-startup-s",
-        type=float,
-        default=3.0,
-        help="cap on the real seconds the simulated startup takes",
-    )
-    g.add_argument("--sim-noise", type=float, default=0.02, help="lognormal step-time sigma")
 
 
 def build_parser(version: str) -> argparse.ArgumentParser:
@@ -204,10 +119,6 @@ def _peek(argv: Sequence[str]) -> tuple[str, str | None]:
     pre.add_argument("--sim-engine-version", default=None)
     known, _ = pre.parse_known_args(list(argv))
     return str(known.sim_engine), known.sim_engine_version
-
-
-def _peek_version(argv: Sequence[str]) -> str:
-    return _peek(argv)[1] or SIM_DEFAULT_VERSION
 
 
 def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Any], SimOptions]:

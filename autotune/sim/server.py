@@ -20,7 +20,6 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from autotune.errors import AutotuneError
@@ -31,9 +30,9 @@ from autotune.planner.perf import PerfModel
 from autotune.planner.rules import parse_version
 from autotune.planner.sglang import DEFAULT_RESERVE_MIB, Plan, plan_sglang
 from autotune.sim import api, tokens
-from autotune.sim.args import SimOptions, parse_args
 from autotune.sim.http import Connection, Request
 from autotune.sim.metrics import SimMetrics
+from autotune.sim.options import SimOptions
 from autotune.sim.scheduler import RequestTooLong, Scheduler, SimRequest, StepResult
 from autotune.sim.startup import BANNER, failure_lines, graph_gib, stamp, startup_lines
 
@@ -44,14 +43,6 @@ FLUSH_OK = (
 BURST_S = 0.003  # at time scale 0: engine steps run this long between I/O turns
 
 log = logging.getLogger("autotune.sim")
-
-
-def _setup_logging(level: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
-    log.handlers[:] = [handler]
-    log.setLevel(getattr(logging, level.upper(), logging.INFO))
-    log.propagate = False
 
 
 class SimServer:
@@ -623,7 +614,9 @@ class SimServer:
 
     def startup_steps(self) -> list[tuple[float, str]]:
         """(fraction of the startup time, line already in the engine's format) pairs."""
-        return startup_lines(self)
+        return startup_lines(
+            self.plan, self.card, self.config, self.sim.engine_version, self.perf.startup_s
+        )
 
     def emit(self, line: str) -> None:
         """Print a line rendered in the engine's format with the placeholder timestamp."""
@@ -663,13 +656,8 @@ def _raw(line: str) -> None:
     sys.stderr.flush()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ns, config, sim = parse_args(sys.argv[1:] if argv is None else argv)
-    _setup_logging(ns.log_level)
-    if sim.engine == "vllm":
-        from autotune.sim.vllm_server import main_vllm
-
-        return main_vllm(ns, config, sim)
+def main_sglang(ns: Any, config: dict[str, Any], sim: SimOptions) -> int:
+    """Plan, refuse or serve as SGLang `sim.engine_version` would (exit status as SGLang's)."""
     log.info("%s", BANNER)
     log.info(
         "sim: gpu=%s engine_version=%s time_scale=%g seed=%d",

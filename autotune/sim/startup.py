@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotune.engines.base import LaunchReport
 from autotune.engines.sglang import SIMULATED_MARKER, format_failure, format_startup_lines
 from autotune.errors import ConfigError
+from autotune.models.card import ModelCard
 from autotune.planner.sglang import GIB, GRAPH_BASE_MIB, GRAPH_PER_BS_MIB, Plan
-
-if TYPE_CHECKING:
-    from autotune.sim.server import SimServer
 
 # The first line of every simulated engine's output (the adapter's marker, then plain words).
 BANNER = f"{SIMULATED_MARKER} SIMULATED: timings from a roofline model, no GPU used."
@@ -109,15 +107,17 @@ def launch_report(plan: Plan, config: dict[str, Any], *, hybrid: bool) -> Launch
     )
 
 
-def startup_lines(server: SimServer) -> list[tuple[float, str]]:
-    """(fraction of the startup time, line) pairs, in order, up to the summary line."""
-    plan, card, cfg = server.plan, server.card, server.config
+def startup_lines(
+    plan: Plan, card: ModelCard, cfg: dict[str, Any], version: str, startup_s: float
+) -> list[tuple[float, str]]:
+    """(fraction of the startup time, line) pairs, in order, up to the summary line, for SGLang
+    `version` starting `card` as planned (startup_s: the perf model's startup time)."""
     hybrid = card.is_hybrid
     report = launch_report(plan, cfg, hybrid=hybrid)
     q = card.quantization
     load_s = card.weights.total / plan.tp / 2.0e9
     lines = format_startup_lines(
-        server.sim.engine_version,
+        version,
         report,
         tp_size=plan.tp,
         model_class=card.architecture,
@@ -130,7 +130,7 @@ def startup_lines(server: SimServer) -> list[tuple[float, str]]:
         timestamp=_TS,
         elapsed_s=load_s,
     )
-    total = max(server.perf.startup_s, 1e-9)
+    total = max(startup_s, 1e-9)
     out = []
     for line in lines:
         if "Load weight begin" in line:

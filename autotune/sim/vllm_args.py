@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from autotune.sim.args import SimOptions, add_sim_flags
+from autotune.sim.options import SimOptions, add_sim_flags
 
 PROG = "vllm serve"
 # Server-side settings (not the engine configuration the planner reads), with vLLM's defaults.

@@ -43,9 +43,9 @@ from autotune.models.card import ModelCard
 from autotune.models.registry import load_card
 from autotune.planner.dispatch import scheduler_plan
 from autotune.planner.vllm import VLLMPlan, plan_vllm
-from autotune.sim.args import SimOptions
 from autotune.sim.http import Connection, Request
 from autotune.sim.metrics import VLLMSimMetrics
+from autotune.sim.options import SimOptions
 from autotune.sim.scheduler import StepResult
 from autotune.sim.server import SimServer
 

@@ -4,15 +4,15 @@ values they can take, rule keys are fields or context facts, conditions have no 
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from autotune.errors import did_you_mean
 from autotune.space.engine_fields import ENGINE_FIELDS
-from autotune.space.params import BoolParam, CategoricalParam, Path, show
-from autotune.space.rules import FACTS, is_version
+from autotune.space.params import BoolParam, CategoricalParam, ParamBase, Path, show
+from autotune.space.rules import FACTS, Rule, is_version
 
-if TYPE_CHECKING:
-    from autotune.space.models import SearchSpace
+Parameters = Mapping[str, ParamBase]
 
 
 def valid_hint(name: str, valid: list[str] | tuple[str, ...]) -> str:
@@ -28,33 +28,37 @@ def field_hint(name: str, fields: frozenset[str]) -> str:
     return "; not a field of the engine's server arguments"
 
 
-def check_names(space: SearchSpace) -> list[tuple[Path, str]]:
-    fields = ENGINE_FIELDS.get(space.engine)
+def check_names(
+    engine: str, parameters: Parameters, fixed: Mapping[str, Any]
+) -> list[tuple[Path, str]]:
+    fields = ENGINE_FIELDS.get(engine)
     if fields is None:
         return [
             (
                 ("engine",),
-                f"unknown engine {space.engine!r}{valid_hint(space.engine, sorted(ENGINE_FIELDS))}",
+                f"unknown engine {engine!r}{valid_hint(engine, sorted(ENGINE_FIELDS))}",
             )
         ]
     problems: list[tuple[Path, str]] = []
-    for name in space.parameters:
+    for name in parameters:
         if name not in fields:
             problems.append((("parameters", name), f"unknown parameter{field_hint(name, fields)}"))
-    for name in space.fixed:
+    for name in fixed:
         if name not in fields:
             problems.append((("fixed", name), f"unknown field{field_hint(name, fields)}"))
-        elif name in space.parameters:
+        elif name in parameters:
             problems.append(
                 (("fixed", name), "is also a parameter; a field is either searched or fixed")
             )
     return problems
 
 
-def check_conditions(space: SearchSpace, *, values: bool) -> list[tuple[Path, str]]:
+def check_conditions(
+    parameters: Parameters, fixed: Mapping[str, Any], *, values: bool
+) -> list[tuple[Path, str]]:
     problems: list[tuple[Path, str]] = []
-    known = [*space.parameters, *space.fixed]
-    for name, p in space.parameters.items():
+    known = [*parameters, *fixed]
+    for name, p in parameters.items():
         groups = p.condition or []
         for i, group in enumerate(groups):
             base: Path = (
@@ -66,8 +70,8 @@ def check_conditions(space: SearchSpace, *, values: bool) -> list[tuple[Path, st
                 if key == name:
                     problems.append(((*base, key), "a parameter cannot depend on itself"))
                     continue
-                target = space.parameters.get(key)
-                if target is None and key not in space.fixed:
+                target = parameters.get(key)
+                if target is None and key not in fixed:
                     hint = valid_hint(key, [k for k in known if k != name])
                     problems.append(((*base, key), f"unknown parameter{hint}"))
                     continue
@@ -84,11 +88,11 @@ def check_conditions(space: SearchSpace, *, values: bool) -> list[tuple[Path, st
     return problems
 
 
-def check_rules(space: SearchSpace) -> list[tuple[Path, str]]:
+def check_rules(engine: str, rules: Sequence[Rule]) -> list[tuple[Path, str]]:
     problems: list[tuple[Path, str]] = []
-    fields = ENGINE_FIELDS.get(space.engine, frozenset())
+    fields = ENGINE_FIELDS.get(engine, frozenset())
     seen: set[str] = set()
-    for i, rule in enumerate(space.rules):
+    for i, rule in enumerate(rules):
         if rule.id in seen:
             problems.append((("rules", i, "id"), f"rule id {rule.id!r} is used twice"))
         seen.add(rule.id)
@@ -110,11 +114,11 @@ def check_rules(space: SearchSpace) -> list[tuple[Path, str]]:
     return problems
 
 
-def topological(space: SearchSpace) -> tuple[tuple[str, ...], list[str]]:
+def topological(parameters: Parameters) -> tuple[tuple[str, ...], list[str]]:
     """Parameters ordered parents first (file order otherwise), or a cycle."""
     deps = {
-        n: [k for g in (p.condition or ()) for k in g if k in space.parameters and k != n]
-        for n, p in space.parameters.items()
+        n: [k for g in (p.condition or ()) for k in g if k in parameters and k != n]
+        for n, p in parameters.items()
     }
     order: list[str] = []
     state: dict[str, int] = {}  # 1 visiting, 2 done
@@ -133,7 +137,7 @@ def topological(space: SearchSpace) -> tuple[tuple[str, ...], list[str]]:
         order.append(n)
         return []
 
-    for n in space.parameters:
+    for n in parameters:
         cycle = visit(n, [])
         if cycle:
             return (), cycle

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from autotune.errors import ConfigError
 from autotune.space._checks import valid_hint
-from autotune.space.params import dotted
+from autotune.space.params import PARAM_TYPES, Problems, dotted
 
 Loc = tuple[str | int, ...]
 
@@ -22,13 +22,10 @@ def config_error(
     *,
     data: Any = None,
     text: str | None = None,
-    root: type[BaseModel] | None = None,
+    root: type[BaseModel],
 ) -> ConfigError:
-    """One ConfigError listing every problem of `exc` (raised validating `data` as `root`)."""
-    if root is None:
-        from autotune.space.models import SearchSpace
-
-        root = SearchSpace
+    """One ConfigError listing every problem of `exc` (raised validating `data` as `root`, the
+    model whose keys an unknown key's hint lists)."""
     problems: list[tuple[Loc, str]] = []
     for err in exc.errors(include_url=False):
         for loc, msg in _explain(err, root, data):
@@ -46,8 +43,6 @@ def config_error(
 
 
 def _explain(err: Any, root: type[BaseModel], data: Any) -> list[tuple[Loc, str]]:
-    from autotune.space.models import PARAM_TYPES, Problems
-
     loc = _clean(tuple(err["loc"]), data)
     kind = err["type"]
     ctx = err.get("ctx") or {}

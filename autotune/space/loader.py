@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from autotune.errors import ConfigError, UnknownNameError
+from autotune.space._validation import config_error
 from autotune.space.models import SearchSpace
 from autotune.yamlio import load_yaml
 
@@ -34,9 +35,7 @@ def parse_space(text: str, source: str = "<string>") -> SearchSpace:
     try:
         return SearchSpace.model_validate(data)
     except ValidationError as exc:
-        from autotune.space._validation import config_error
-
-        raise config_error(exc, source, data=data, text=text) from None
+        raise config_error(exc, source, data=data, text=text, root=SearchSpace) from None
 
 
 def load_space(path: str | Path) -> SearchSpace:

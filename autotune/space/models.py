@@ -31,6 +31,7 @@ from autotune.space._checks import (
     topological,
     valid_hint,
 )
+from autotune.space._validation import config_error
 from autotune.space.engine_fields import ENGINE_FIELDS
 from autotune.space.params import (
     PARAM_TYPES,
@@ -89,9 +90,10 @@ class SearchSpace(BaseModel):
         # Overrides may narrow a parent's choices below the values a child's condition names,
         # so only a file (or direct construction) gets the typo check on condition values.
         narrowed = bool(info.context and info.context.get("narrowed"))
-        problems = check_names(self) + check_conditions(self, values=not narrowed)
-        problems += check_rules(self)
-        order, cycle = topological(self)
+        problems = check_names(self.engine, self.parameters, self.fixed)
+        problems += check_conditions(self.parameters, self.fixed, values=not narrowed)
+        problems += check_rules(self.engine, self.rules)
+        order, cycle = topological(self.parameters)
         if cycle:
             problems.append(
                 (
@@ -318,12 +320,10 @@ class SearchSpace(BaseModel):
                 problems.append(((name,), f"unknown parameter{field_hint(name, fields)}"))
         if problems:
             raise _config_error(problems, source)
-        from autotune.space._validation import config_error
-
         try:
             return SearchSpace.model_validate(data, context={"narrowed": True})
         except ValidationError as exc:
-            raise config_error(exc, source, data=data) from None
+            raise config_error(exc, source, data=data, root=SearchSpace) from None
 
 
 def _range_outside(p: ParamBase, merged: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -149,8 +150,7 @@ class Store:
             engine = create_engine(url, **kwargs)
             if is_sqlite:
                 event.listen(engine, "connect", _sqlite_pragmas)
-            SQLModel.metadata.create_all(engine, tables=[t.__table__ for t in TABLES])  # type: ignore[attr-defined]
-            self._check_schema(engine)
+            self._create_schema(engine, SQLModel.metadata)
             return engine
         except StorageError:
             raise
@@ -169,6 +169,23 @@ class Store:
                 else ""
             )
             raise StorageError(self._message("cannot open", exc, url) + hint) from exc
+
+    def _create_schema(self, engine: Engine, metadata: Any) -> None:
+        """Create the tables and the schema-version row. Two processes opening a new database
+        at once (a sweep and `autotune status`) both see it empty; the loser's CREATE or INSERT
+        fails and a second pass sees what the winner made."""
+        from sqlalchemy.exc import IntegrityError, OperationalError
+
+        tables = [t.__table__ for t in TABLES]  # type: ignore[attr-defined]
+        for attempt in range(3):
+            try:
+                metadata.create_all(engine, tables=tables)
+                self._check_schema(engine)
+                return
+            except (IntegrityError, OperationalError):
+                if attempt == 2:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def _check_schema(self, engine: Engine) -> None:
         from sqlmodel import Session

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from autotune.sweep.analytic import AnalyticExecutor
+    from autotune.sweep.control import StopController
     from autotune.sweep.executors import (
         Executor,
         InProcessExecutor,
         RayExecutor,
     )
-    from autotune.sweep.orchestrator import StopController, SweepOutcome, run_sweep
+    from autotune.sweep.orchestrator import run_sweep
+    from autotune.sweep.outcome import SweepOutcome
     from autotune.sweep.spec import SweepSpec, load_spec, parse_spec, spec_from_yaml
     from autotune.sweep.trial import TrialResult, TrialSpec, run_trial
 
@@ -29,8 +31,8 @@ _WHERE = {
     "InProcessExecutor": "executors",
     "RayExecutor": "executors",
     "AnalyticExecutor": "analytic",
-    "StopController": "orchestrator",
-    "SweepOutcome": "orchestrator",
+    "StopController": "control",
+    "SweepOutcome": "outcome",
     "run_sweep": "orchestrator",
     "SweepSpec": "spec",
     "load_spec": "spec",

@@ -10,23 +10,26 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from autotune.store.models import TrialStatus
+from autotune.sweep.control import POLL_S, check_deadline, wait_any
+from autotune.sweep.recording import collect, store_measurements
+from autotune.sweep.state import Running
 from autotune.sweep.study import config_key
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from autotune.store.models import TrialRow
-    from autotune.sweep.driver import Sweep, _Running
     from autotune.sweep.executors import Executor
+    from autotune.sweep.state import SweepState
     from autotune.sweep.trial import TrialResult
 
 
-def finalist_rows(sweep: Sweep) -> list[TrialRow]:
+def finalist_rows(state: SweepState) -> list[TrialRow]:
     """Top-k complete, feasible trials by the first objective, one per configuration."""
-    maximize = (sweep.refs[0].direction or "maximize") == "maximize"
+    maximize = state.setup.maximize
     rows = [
         r
-        for r in sweep.store.get_trials(sweep.sweep_id, TrialStatus.COMPLETE)
+        for r in state.store.get_trials(state.sweep_id, TrialStatus.COMPLETE)
         if r.value is not None
         and not any(v > 0 for v in ((r.launch or {}).get("constraints") or {}).values())
     ]
@@ -39,14 +42,14 @@ def finalist_rows(sweep: Sweep) -> list[TrialRow]:
             continue
         seen.add(key)
         out.append(r)
-        if len(out) >= sweep.spec.finalists.top_k:
+        if len(out) >= state.setup.spec.finalists.top_k:
             break
     return out
 
 
-def _done_repeats(sweep: Sweep, row: TrialRow) -> set[int]:
-    done = {m.repeat for m in sweep.store.get_measurements(row.id or 0) if m.repeat > 0}
-    for f in sweep.store.get_failures(sweep.sweep_id):
+def _done_repeats(state: SweepState, row: TrialRow) -> set[int]:
+    done = {m.repeat for m in state.store.get_measurements(row.id or 0) if m.repeat > 0}
+    for f in state.store.get_failures(state.sweep_id):
         if f.trial_id == row.id and f.reason.startswith("finalist repeat "):
             try:
                 done.add(int(f.reason.split()[2].rstrip(":")))
@@ -55,33 +58,35 @@ def _done_repeats(sweep: Sweep, row: TrialRow) -> set[int]:
     return done
 
 
-def finalist_jobs(sweep: Sweep) -> list[tuple[int, int, dict[str, Any], int]]:
+def finalist_jobs(state: SweepState) -> list[tuple[int, int, dict[str, Any], int]]:
     """(row id, trial number, config, repeat) still to run; a resumed sweep skips done ones."""
     jobs = []
-    for row in finalist_rows(sweep):
-        done = _done_repeats(sweep, row)
-        for r in range(1, sweep.spec.finalists.repeats + 1):
+    for row in finalist_rows(state):
+        done = _done_repeats(state, row)
+        for r in range(1, state.setup.spec.finalists.repeats + 1):
             if r not in done:
                 jobs.append((row.id or 0, row.number or 0, dict(row.config), r))
     return jobs
 
 
-def objective_of(sweep: Sweep, figures_by_scenario: dict[str, dict[str, Any]]) -> float | None:
-    metric = sweep.refs[0].metric
+def objective_of(
+    state: SweepState, figures_by_scenario: dict[str, dict[str, Any]]
+) -> float | None:
+    metric = state.setup.refs[0].metric
     scenario, _, fig = metric.rpartition(".")
     value = figures_by_scenario.get(scenario, {}).get(fig)
     return float(value) if isinstance(value, int | float) else None
 
 
-def summarize(sweep: Sweep) -> list[dict[str, Any]]:
+def summarize(state: SweepState) -> list[dict[str, Any]]:
     """Mean and spread of the first objective over the search run and the re-runs."""
     out = []
-    for row in finalist_rows(sweep):
+    for row in finalist_rows(state):
         per_repeat: dict[int, dict[str, dict[str, Any]]] = {}
-        for m in sweep.store.get_measurements(row.id or 0):
+        for m in state.store.get_measurements(row.id or 0):
             per_repeat.setdefault(m.repeat, {})[m.scenario] = dict(m.metrics.get("figures") or {})
         values = [
-            v for r in sorted(per_repeat) if (v := objective_of(sweep, per_repeat[r])) is not None
+            v for r in sorted(per_repeat) if (v := objective_of(state, per_repeat[r])) is not None
         ]
         if not values and row.value is not None:
             values = [row.value]
@@ -89,7 +94,7 @@ def summarize(sweep: Sweep) -> list[dict[str, Any]]:
             {
                 "number": row.number,
                 "trial_id": row.id,
-                "metric": sweep.refs[0].metric,
+                "metric": state.setup.refs[0].metric,
                 "values": [round(v, 4) for v in values],
                 "runs": len(values),
                 "mean": round(statistics.fmean(values), 4) if values else None,
@@ -99,7 +104,7 @@ def summarize(sweep: Sweep) -> list[dict[str, Any]]:
                 "config": {k: v for k, v in row.config.items() if v is not None},
             }
         )
-    maximize = (sweep.refs[0].direction or "maximize") == "maximize"
+    maximize = state.setup.maximize
 
     def order(f: dict[str, Any]) -> tuple[bool, float]:
         mean = f["mean"] if isinstance(f["mean"], int | float) else 0.0
@@ -109,56 +114,46 @@ def summarize(sweep: Sweep) -> list[dict[str, Any]]:
     return out
 
 
-def run_finalists(sweep: Sweep, executor: Executor) -> list[dict[str, Any]]:
+def run_finalists(state: SweepState, executor: Executor) -> list[dict[str, Any]]:
     """Re-launch the finalists (in the sweep's slots), then summarise mean and spread."""
-    from autotune.sweep.driver import POLL_S, _Running
-    from autotune.sweep.orchestrator import wait_any
-    from autotune.sweep.study import config_key
-
-    queue = finalist_jobs(sweep)
-    running: dict[Future[TrialResult], _Running] = {}
+    queue = finalist_jobs(state)
+    running: dict[Future[TrialResult], Running] = {}
     while queue or running:
-        sweep._check_deadline()
-        while queue and len(running) < executor.slots and not sweep.stop.graceful.is_set():
+        check_deadline(state.budget, state.stop)
+        while queue and len(running) < executor.slots and not state.stop.graceful.is_set():
             row_id, number, config, repeat = queue.pop(0)
-            spec = sweep._trial_spec(number, config, repeat=repeat)
-            item = _Running(
+            spec = state.trial_spec(number, config, repeat=repeat)
+            item = Running(
                 None, row_id, spec, None, config_key(config), "finalist", time.monotonic()
             )
             running[executor.submit(spec)] = item
-        if sweep.stop.graceful.is_set():
+        if state.stop.graceful.is_set():
             queue.clear()
             executor.stop_launching()  # re-runs waiting for a GPU give up too
-            if sweep.stop.hard.is_set():
+            if state.stop.hard.is_set():
                 executor.cancel_all()
         for fut in wait_any(list(running), POLL_S):
-            sweep._finish(running.pop(fut), fut)
-    out = summarize(sweep)
-    sweep.notes["finalists"] = out
-    sweep._save_notes()
+            item = running.pop(fut)
+            record_repeat(state, item, collect(state, item, fut))
+    out = summarize(state)
+    state.notes["finalists"] = out
+    state.save_notes()
     return out
 
 
-def finish_repeat(sweep: Sweep, item: _Running, res: TrialResult) -> None:
+def record_repeat(state: SweepState, item: Running, res: TrialResult) -> None:
     """Store a re-run as measurements (repeat r) or a failure of the original trial."""
     r = item.spec.repeat
-    for m in res.measurements:
-        sweep.store.add_measurement(
-            item.row_id,
-            m.scenario,
-            {"figures": m.figures, "result": m.result},
-            repeat=r,
-            value=m.value,
-        )
+    store_measurements(state.store, item.row_id, res, repeat=r)
     if res.failure is not None:
-        sweep.store.add_failure(
+        state.store.add_failure(
             item.row_id,
             res.failure.cls.value,
             f"finalist repeat {r}: {res.failure.reason}",
             evidence=res.failure.evidence,
             log_tail=res.log_tail,
         )
-    sweep._note(
+    state.note(
         item.spec.number,
         f"finalist r{r} {res.status.value}",
         res.reason or "",

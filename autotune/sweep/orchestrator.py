@@ -12,125 +12,33 @@ engines are reaped, interrupted trials are re-queued, and Optuna's state is reco
 from __future__ import annotations
 
 import logging
-import signal
 import tempfile
-import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
-from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
-from autotune.errors import ConfigError, StorageError, TrialInfeasible, UserError, locate
+from autotune.errors import ConfigError, StorageError, UserError, locate
 from autotune.secrets import protect_spec, protect_spec_text
 from autotune.store.models import SweepStatus
+from autotune.sweep import driver
+from autotune.sweep.control import Budget, StopController
+from autotune.sweep.outcome import SweepOutcome
+from autotune.sweep.setup import build_space, prepare, reap_orphans, registry_path_for
 from autotune.sweep.spec import SweepSpec, port_workers_error, until_deadline
+from autotune.sweep.state import start_notes
+from autotune.sweep.status import DRIVER_ALIVE, driver_state
+from autotune.sweep.study import study_name
 
 if TYPE_CHECKING:
+    from autotune.secrets import SpecSecrets
     from autotune.store.db import Store
+    from autotune.store.models import SweepRow
     from autotune.sweep.executors import Executor
+    from autotune.sweep.progress import SweepProgress
+    from autotune.sweep.setup import SweepSetup
 
 log = logging.getLogger(__name__)
-
-
-class SweepOutcome(BaseModel):
-    """What `run_sweep` hands back (the report is built from the database by name)."""
-
-    name: str
-    sweep_id: int
-    db_url: str = Field(
-        exclude=True,
-        description="SQLAlchemy URL of the database (password included: never dumped)",
-    )
-    db_display: str = Field(description="the URL with its password masked")
-    status: str
-    stop_reason: str
-    out_dir: str
-    elapsed_s: float
-    launched: int = Field(description="trials that started an engine (this sweep, all runs)")
-    counts: dict[str, int] = Field(default_factory=dict, description="trials by status")
-    failures_by_class: dict[str, int] = Field(default_factory=dict)
-    best: dict[str, Any] | None = None
-    baseline: dict[str, Any] | None = None
-    finalists: list[dict[str, Any]] = Field(default_factory=list)
-    pareto: list[int] = Field(
-        default_factory=list, description="multi-objective: trial numbers on the Pareto front"
-    )
-    planner_correction: dict[str, Any] = Field(default_factory=dict)
-    seeds: list[dict[str, Any]] = Field(default_factory=list)
-    signal: int | None = None
-    infeasible: bool = Field(
-        False, description="no trial met the constraints (or nothing fit): there is no winner"
-    )
-    early_stop_exit: int | None = Field(
-        None, description="exit code of the failure class that stopped the sweep early"
-    )
-
-    @property
-    def exit_code(self) -> int:
-        if self.signal:
-            return 128 + self.signal
-        if self.early_stop_exit is not None:
-            return self.early_stop_exit
-        return TrialInfeasible.exit_code if self.infeasible else 0
-
-
-@dataclass
-class Budget:
-    max_trials: int | None = None
-    wall_clock_s: float | None = None
-    deadline: datetime | None = None  # absolute (from --until)
-    max_idle_asks: int = 200
-    t0: float = field(default_factory=time.monotonic)
-
-    def seconds_left(self) -> float | None:
-        left: list[float] = []
-        if self.wall_clock_s is not None:
-            left.append(self.wall_clock_s - (time.monotonic() - self.t0))
-        if self.deadline is not None:
-            left.append((self.deadline - datetime.now().astimezone()).total_seconds())
-        return min(left) if left else None
-
-
-class StopController:
-    """Signals -> stop requests. `graceful`: start no new trial; `hard`: stop running ones."""
-
-    def __init__(self) -> None:
-        self.graceful = threading.Event()
-        self.hard = threading.Event()
-        self.reason = ""
-        self.signum: int | None = None
-        self._old: dict[int, Any] = {}
-
-    def request(self, reason: str, *, hard: bool = False) -> None:
-        if not self.reason or (hard and not self.hard.is_set()):
-            self.reason = reason
-        self.graceful.set()
-        if hard:
-            self.hard.set()
-
-    def _handler(self, signum: int, _frame: Any) -> None:
-        name = signal.Signals(signum).name
-        self.signum = signum
-        if signum == signal.SIGINT and not self.graceful.is_set():
-            self.request(f"{name}: finishing running trials (send again to stop them now)")
-        else:
-            self.request(f"{name}: running trials stopped and marked interrupted", hard=True)
-
-    def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return  # signal handlers can only be set from the main thread
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            self._old[sig] = signal.signal(sig, self._handler)
-
-    def restore(self) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
-        self._old.clear()
 
 
 def default_out_dir(name: str) -> Path:
@@ -149,17 +57,6 @@ def make_out_dir(out: Path, *, field: str) -> None:
             f"cannot write the output folder {str(out)!r}: {reason}; give a writable folder",
             field=field,
         ) from None
-
-
-def registry_path_for(store: Store, out_dir: Path) -> Path:
-    """The PID registry sits beside an SQLite database (so every sweep that uses that file
-    shares it), else in the output folder."""
-    from sqlalchemy.engine import make_url
-
-    url = make_url(store.storage_url)
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
-        return Path(url.database).with_name(Path(url.database).name + ".pids.jsonl")
-    return out_dir / "pids.jsonl"
 
 
 def run_sweep(
@@ -189,28 +86,133 @@ def run_sweep(
     (tests, the analytic benchmark); otherwise one is built and shut down here. `progress`:
     True/False (the rich bar or nothing) or a `--progress` choice (auto, rich, json, none).
     """
-    from autotune.sweep.driver import Sweep
-
-    until_text = until or spec.budget.until
-    budget = Budget(
-        max_trials=max_trials if max_trials is not None else spec.budget.max_trials,
-        wall_clock_s=wall_clock_s if wall_clock_s is not None else spec.budget.wall_clock_s,
-        deadline=until_deadline(until_text) if until_text else None,
-        max_idle_asks=spec.budget.max_idle_asks,
-    )
+    budget = budget_for(spec, max_trials=max_trials, wall_clock_s=wall_clock_s, until=until)
     stop = stop or StopController()
     # Secrets become ${env:NAME} references before anything is stored or printed; their values
     # stay in memory and go only to the workers (autotune.secrets).
     spec, secrets = protect_spec(spec)
     check_target(spec)  # bad names fail here, before the database is touched
-    if not spec_yaml:  # programmatic callers: store a spec that `--resume` can read back
+    spec_yaml = _stored_yaml(spec, spec_yaml, secrets)
+    row, out = _open_sweep(
+        store, spec, spec_yaml, resume=resume, out_dir=out_dir, spec_dir=spec_dir
+    )
+    notes = start_notes(row)
+    setup = prepare(spec, store=store, row=row, out_dir=out, notes=notes, secrets=secrets.values)
+    return _drive(
+        setup,
+        store=store,
+        notes=notes,
+        budget=budget,
+        stop=stop,
+        secrets=secrets,
+        executor=executor,
+        build=partial(
+            build_executor,
+            spec,
+            kind=executor_kind or spec.execution.executor,
+            workers=workers or spec.execution.workers,
+            ray_address=ray_address or spec.execution.ray_address,
+            registry_path=str(setup.registry_path),
+        ),
+        progress=progress,
+        resumed=resume,
+        on_trial=on_trial,
+        install_signals=install_signals,
+    )
+
+
+def _drive(
+    setup: SweepSetup,
+    *,
+    store: Store,
+    notes: dict[str, Any],
+    budget: Budget,
+    stop: StopController,
+    secrets: SpecSecrets,
+    executor: Executor | None,
+    build: Callable[[], Executor],
+    progress: bool | str,
+    resumed: bool,
+    on_trial: Callable[[dict[str, Any]], None] | None,
+    install_signals: bool,
+) -> SweepOutcome:
+    """Run the prepared sweep: orphaned engines reaped, the executor built (and shut down
+    here) unless one is given, signals handled meanwhile. A sweep that ends in an error is
+    marked FAILED with it (secrets hidden)."""
+    own_executor = executor is None
+    if install_signals:
+        stop.install()
+    try:
+        reap_orphans(setup.registry_path, notes)
+        if executor is None:
+            executor = build()
+        with _progress_bar(setup.spec, progress, budget) as bar:
+            return driver.run(
+                setup,
+                store=store,
+                notes=notes,
+                budget=budget,
+                stop=stop,
+                executor=executor,
+                bar=bar,
+                resumed=resumed,
+                on_trial=on_trial,
+            )
+    except BaseException as exc:
+        if not isinstance(exc, KeyboardInterrupt | SystemExit):
+            store.update_sweep(
+                setup.sweep_id,
+                status=SweepStatus.FAILED,
+                notes={**notes, "error": secrets.hide(str(exc))[:500]},
+            )
+        raise
+    finally:
+        if own_executor and executor is not None:
+            executor.shutdown()
+        if install_signals:
+            stop.restore()
+
+
+def budget_for(
+    spec: SweepSpec,
+    *,
+    max_trials: int | None = None,
+    wall_clock_s: float | None = None,
+    until: str | None = None,
+) -> Budget:
+    """The spec's budget, with the CLI's flags in place of its fields where given."""
+    until_text = until or spec.budget.until
+    return Budget(
+        max_trials=max_trials if max_trials is not None else spec.budget.max_trials,
+        wall_clock_s=wall_clock_s if wall_clock_s is not None else spec.budget.wall_clock_s,
+        deadline=until_deadline(until_text) if until_text else None,
+        max_idle_asks=spec.budget.max_idle_asks,
+    )
+
+
+def _stored_yaml(spec: SweepSpec, spec_yaml: str, secrets: SpecSecrets) -> str:
+    """The spec text the sweep row keeps, secrets as references: the given text, or for
+    programmatic callers a dump of `spec` that `--resume` can read back."""
+    if not spec_yaml:
         import yaml
 
-        spec_yaml = yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
-    else:
-        spec_yaml = protect_spec_text(spec_yaml, secrets, source=f"sweep {spec.name}")
-    # The output folder is made before the sweep row: a folder that cannot be written is a
-    # clear error, not a sweep left marked running (a resumed one keeps its folder).
+        return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+    return protect_spec_text(spec_yaml, secrets, source=f"sweep {spec.name}")
+
+
+def _open_sweep(
+    store: Store,
+    spec: SweepSpec,
+    spec_yaml: str,
+    *,
+    resume: bool,
+    out_dir: Path | None,
+    spec_dir: Path | None,
+) -> tuple[SweepRow, Path]:
+    """The sweep's row (created, or marked running again) and its output folder, noted in
+    the row with this driver's identity. The folder is made before the row: a folder that
+    cannot be written is a clear error, not a sweep left marked running (a resumed one keeps
+    its folder)."""
     existing = store.find_sweep(spec.name) if resume else None
     stored_out = ((existing.notes or {}) if existing is not None else {}).get("out_dir")
     out = (
@@ -224,61 +226,26 @@ def run_sweep(
         row.id or 0,
         notes={**(row.notes or {}), "out_dir": str(out.resolve()), "driver": _driver_identity()},
     )
-    own_executor = executor is None
-    n_workers = workers or spec.execution.workers
-    sweep = Sweep(
-        spec,
-        store=store,
-        row=row,
-        out_dir=out,
-        budget=budget,
-        stop=stop,
-        on_trial=on_trial,
-        secrets=secrets.values,
-    )
-    if install_signals:
-        stop.install()
-    try:
-        sweep.reap_orphans()
-        if executor is None:
-            executor = build_executor(
-                spec,
-                kind=executor_kind or spec.execution.executor,
-                workers=n_workers,
-                ray_address=ray_address or spec.execution.ray_address,
-                registry_path=str(sweep.registry_path),
-            )
-        from autotune.sweep.progress import SweepProgress, resolve_progress
+    return row, out
 
-        mode = resolve_progress(progress) if isinstance(progress, str) else None
-        with SweepProgress(
-            spec.name,
-            enabled=bool(progress),
-            metric=spec.objective_refs()[0].metric,
-            mode=mode,
-            total=budget.max_trials,
-        ) as bar:
-            return sweep.run(executor, bar, resumed=resume)
-    except BaseException as exc:
-        if not isinstance(exc, KeyboardInterrupt | SystemExit):
-            store.update_sweep(
-                row.id or 0,
-                status=SweepStatus.FAILED,
-                notes={**sweep.notes, "error": secrets.hide(str(exc))[:500]},
-            )
-        raise
-    finally:
-        if own_executor and executor is not None:
-            executor.shutdown()
-        if install_signals:
-            stop.restore()
+
+def _progress_bar(spec: SweepSpec, progress: bool | str, budget: Budget) -> SweepProgress:
+    from autotune.sweep.progress import SweepProgress, resolve_progress
+
+    mode = resolve_progress(progress) if isinstance(progress, str) else None
+    return SweepProgress(
+        spec.name,
+        enabled=bool(progress),
+        metric=spec.objective_refs()[0].metric,
+        mode=mode,
+        total=budget.max_trials,
+    )
 
 
 def check_target(spec: SweepSpec) -> None:
     """Resolve the model (card or GGUF file), the GPU (or cpu) and the search space once, for
     their clear errors."""
     from autotune.planner.dispatch import load_target_model, resolve_target_gpu
-    from autotune.sweep.driver import build_space
 
     checks: list[tuple[str, Callable[[], object]]] = [
         ("target.model", lambda: load_target_model(spec.target.engine, spec.target.model)),
@@ -307,14 +274,12 @@ def _driver_identity() -> dict[str, Any]:
 def _driver_alive(notes: dict[str, Any]) -> int | None:
     """PID of the driver recorded in `notes` if it still runs on this host (the test `autotune
     status` shows: a killed driver, zombie included, does not block --resume)."""
-    from autotune.sweep.status import DRIVER_ALIVE, driver_state
-
     return int(notes["driver"]["pid"]) if driver_state(notes) == DRIVER_ALIVE else None
 
 
 def _sweep_row(
     store: Store, spec: SweepSpec, spec_yaml: str, resume: bool, spec_dir: Path | None
-) -> Any:
+) -> SweepRow:
     existing = store.find_sweep(spec.name)
     if resume:
         if existing is None:
@@ -339,7 +304,7 @@ def _sweep_row(
         engine_version=spec.target.engine_version,
         model=spec.target.model,
         gpu=spec.target.gpu,
-        optuna_study_name=f"autotune/{spec.name}",
+        optuna_study_name=study_name(spec),
         notes={"simulated": spec.simulated, "spec_dir": str(spec_dir) if spec_dir else None},
     )
 
@@ -380,22 +345,11 @@ def build_executor(
     return executor
 
 
-def wait_any(futures: list[Future[Any]], timeout_s: float) -> set[Future[Any]]:
-    if not futures:
-        time.sleep(min(timeout_s, 0.05))
-        return set()
-    done, _ = wait(futures, timeout=timeout_s, return_when=FIRST_COMPLETED)
-    return set(done)
-
-
-def study_name(spec: SweepSpec) -> str:
-    return f"autotune/{spec.name}"
-
-
 __all__ = [
     "Budget",
     "StopController",
     "SweepOutcome",
     "build_executor",
+    "registry_path_for",
     "run_sweep",
 ]

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 from autotune.errors import ConfigError
 from autotune.space.models import BoolParam, CategoricalParam, SearchSpace
 from autotune.space.rules import same
+from autotune.sweep.study import config_key, enqueue
 
 if TYPE_CHECKING:
-    from autotune.sweep.driver import Sweep
+    from autotune.sweep.state import SweepState
 
 
 def neighbours(space: SearchSpace, config: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -136,40 +137,37 @@ def next_neighbour(
     return None
 
 
-def enqueue_neighbour(sweep: Sweep) -> None:
+def enqueue_neighbour(state: SweepState) -> None:
     """Queue the next untried neighbour of a climbing start, taking turns between the best
     configuration and the best of each branch; a start with no neighbour left is a local
     optimum and drops out."""
-    from autotune.sweep.study import config_key, enqueue
-
-    assert sweep.study is not None
-    if sweep._waiting():
+    if state.waiting():
         return  # something (a rerun, a neighbour) is already queued
 
     def tried(c: Mapping[str, Any]) -> bool:
         k = config_key(c)
-        return k in sweep.done_by_key or k in sweep.running_keys or k in sweep.rejected_keys
+        return k in state.done_by_key or k in state.running_keys or k in state.rejected_keys
 
-    maximize = (sweep.refs[0].direction or "maximize") == "maximize"
-    score = marginal_gain(sweep.feasible_results, maximize=maximize)
+    setup = state.setup
+    score = marginal_gain(state.feasible_results, maximize=setup.maximize)
     open_starts = [
         st
-        for st in starts(sweep.space, sweep.feasible_results, maximize=maximize)
-        if config_key(st[1]) not in sweep.local_optima
+        for st in starts(setup.space, state.feasible_results, maximize=setup.maximize)
+        if config_key(st[1]) not in state.local_optima
     ]
     for i in range(len(open_starts)):
-        number, config = open_starts[(sweep._refine_turn + i) % len(open_starts)]
+        number, config = open_starts[(state.refine_turn + i) % len(open_starts)]
         cand = next_neighbour(
-            sweep.space,
+            setup.space,
             config,
-            seed=sweep.spec.search.seed + number,
+            seed=setup.spec.search.seed + number,
             tried=tried,
-            feasible=lambda c: sweep.planner.assess(c).fits,
+            feasible=lambda c: setup.planner.assess(c).fits,
             score=score,
         )
         if cand is None:
-            sweep.local_optima.add(config_key(config))
+            state.local_optima.add(config_key(config))
             continue
-        sweep._refine_turn += 1
-        enqueue(sweep.study, sweep.space, cand, f"refine:#{number}")
+        state.refine_turn += 1
+        enqueue(state.study, setup.space, cand, f"refine:#{number}")
         return

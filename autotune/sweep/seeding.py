@@ -20,9 +20,11 @@ from autotune.space.rules import same
 from autotune.sweep.known_good import Seed, applicable
 from autotune.sweep.planning import TrialPlanner
 from autotune.sweep.spec import SweepSpec
+from autotune.sweep.study import enqueue
 
 if TYPE_CHECKING:
     from autotune.planner.dispatch import TargetModel
+    from autotune.sweep.state import SweepState
 
 GRID_LIMIT = 100_000
 
@@ -142,3 +144,14 @@ def seed_configs(
 
 def describe(seeds: list[Seed]) -> list[Mapping[str, Any]]:
     return [s.model_dump(exclude={"config"}) for s in seeds if s.id != "grid"]
+
+
+def queue_seeds(state: SweepState) -> None:
+    """Queue a fresh sweep's seeds in the study (Optuna hands enqueued trials out before it
+    samples) and note them (the report lists each, with why one was left out)."""
+    setup = state.setup
+    seeds = seed_configs(setup.spec, setup.space, setup.planner, setup.card, setup.gpu)
+    for s in seeds:
+        if s.enqueued:
+            enqueue(state.study, setup.space, s.config, s.id)
+    state.notes["seeds"] = describe(seeds)

@@ -88,6 +88,11 @@ def make_sampler(
     )
 
 
+def study_name(spec: SweepSpec) -> str:
+    """The sweep's study in the project database (and the sweep row's optuna_study_name)."""
+    return f"autotune/{spec.name}"
+
+
 def open_study(spec: SweepSpec, *, url: str, study_name: str, workers: int) -> optuna.Study:
     import optuna
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.engines.base import Failure, FailureClass, LaunchReport
-from autotune.errors import BenchmarkError, EngineLaunchError, EngineStartupTimeout
+from autotune.errors import BenchmarkError, EngineLaunchError, EngineStartupTimeout, PortInUseError
 from autotune.store.models import TrialStatus
 from autotune.sweep.spec import LATENCY_FIGURE
 
@@ -238,17 +238,19 @@ def engine_command(
         if spec.launcher
         else (sim_launcher(spec.engine) if spec.simulate else None)
     )
-    kwargs: dict[str, Any] = dict(
-        model=spec.model, version=spec.engine_version, host=spec.host, port=port
-    )
-    if launcher is not None:
-        kwargs["launcher"] = launcher
     from autotune.secrets import resolve_refs
 
     config = resolve_refs(spec.config, spec.secrets)  # the engine gets the values themselves
     if spec.tp > 1:
         config.setdefault("tp_size", spec.tp)
-    cmd = adapter.build_command(config, **kwargs)
+    cmd = adapter.build_command(
+        config,
+        model=spec.model,
+        version=spec.engine_version,
+        host=spec.host,
+        port=port,
+        launcher=launcher,
+    )
     argv = list(cmd.argv)
     if spec.simulate:
         argv += [
@@ -375,9 +377,9 @@ def _serve(
     t_start = time.monotonic()
     try:
         res.pid = eng.start(argv, env, log_path)
+    except PortInUseError as exc:  # another process bound the port after our check
+        return TrialStatus.FAILED, Failure(cls=FailureClass.PORT_IN_USE, reason=str(exc)), ""
     except EngineLaunchError as exc:
-        if "already in use" in str(exc):  # another process bound the port after our check
-            return TrialStatus.FAILED, Failure(cls=FailureClass.PORT_IN_USE, reason=str(exc)), ""
         # nothing ran, so there is no log: the OS error ("No such file or directory: ...") is
         # the only cause there is; keep it as the reason and the tail
         reason = str(exc).splitlines()[0][:500]

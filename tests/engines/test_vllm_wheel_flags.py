@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines.wheel_flags import (
+from autotune.errors import ConfigError
+from tests.engines.wheel_flags import (
     FlagInfo,
     field_choices_from_wheel,
     flag_table_from_sources,
@@ -17,7 +18,6 @@ from autotune.engines.wheel_flags import (
     flags_from_source,
     flags_from_wheel,
 )
-from autotune.errors import ConfigError
 
 ARG_UTILS = """
 import argparse, json

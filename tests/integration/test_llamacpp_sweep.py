@@ -26,7 +26,7 @@ EXAMPLE = ROOT / "examples" / "llamacpp-cpu.yaml"
 
 def test_example_spec_is_valid() -> None:
     from autotune.space import builtin_space
-    from autotune.sweep.driver import build_space
+    from autotune.sweep.setup import build_space
     from autotune.sweep.spec import load_spec
 
     spec, _ = load_spec(EXAMPLE)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from autotune.engines.wheel_flags import flags_from_wheel
 from tests.engines.test_vllm_catalog import wheel
+from tests.engines.wheel_flags import flags_from_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "vllm-sim.yaml"
@@ -37,7 +37,7 @@ def launch_argv(script: str) -> list[str]:
 def test_example_spec_plans_and_fits() -> None:
     from autotune.hardware import get_gpu
     from autotune.planner.dispatch import plan_for
-    from autotune.sweep.driver import build_space
+    from autotune.sweep.setup import build_space
     from autotune.sweep.spec import load_spec
 
     spec, _ = load_spec(EXAMPLE)

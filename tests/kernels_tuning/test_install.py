@@ -216,10 +216,10 @@ def test_replaced_file_is_reported_and_restored_on_failure(
             raise OSError("disk full")
         real(a, b)
 
-    monkeypatch.setattr(inst.os, "replace", failing)
+    monkeypatch.setattr(os, "replace", failing)  # the copy (atomic_copy) renames through os
     with pytest.raises(OSError, match="disk full"):
         inst.install("sglang", source=tmp_path / "t", site_packages=sp)
-    monkeypatch.setattr(inst.os, "replace", real)
+    monkeypatch.setattr(os, "replace", real)
     assert snapshot(sp) == before  # nothing half-written, the old file back
     res = inst.install("sglang", source=tmp_path / "t", site_packages=sp)
     assert res.replaced == [existing.name] and res.proof.ok

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from autotune.errors import EngineLaunchError, EngineStartupTimeout
+from autotune.errors import EngineLaunchError, EngineStartupTimeout, PortInUseError
 from autotune.process import EngineProcess, StopReport, port_is_free, tree
 from tests.process.conftest import is_ready_line
 
@@ -144,9 +144,12 @@ def test_port_in_use_is_refused_before_spawn(engine_argv, tmp_path: Path) -> Non
         s.bind(("127.0.0.1", port))
         s.listen()
         eng = EngineProcess(port=port)
-        with pytest.raises(EngineLaunchError, match=f"port {port} .* already in use"):
+        with pytest.raises(EngineLaunchError, match=f"port {port} .* already in use") as info:
             eng.start(argv, {}, tmp_path / "s.log")
         assert eng.pid is None
+        # typed, so callers classify it without reading the message
+        assert isinstance(info.value, PortInUseError)
+        assert (info.value.port, info.value.host) == (port, "127.0.0.1")
 
 
 def test_missing_program_is_launch_error(tmp_path: Path) -> None:

@@ -136,3 +136,13 @@ def test_host_ram_headroom_with_hicache(tmp_path: Path) -> None:
     assert cap.host_pool_gb is not None and cap.host_available_gib == 64.0
     used_gib = (cap.host_pool_gb + (cap.host_mamba_gb or 0)) * 1e9 / 2**30
     assert cap.host_headroom_gib == pytest.approx(64.0 - used_gib, abs=0.01)
+
+
+def test_a_running_sweep_says_so(tmp_path: Path) -> None:
+    """The notes added after the model was built used to be lost (it copies the list)."""
+    built = build_sweep(tmp_path, n_complete=2, with_failures=False)
+    sweep = built.store.get_sweep(built.sweep)
+    built.store.update_sweep_status(sweep.id or 0, "running")
+    data = collect(built.store, built.sweep)
+    assert data.notes and data.notes[0].startswith("the sweep is still running")
+    built.store.close()

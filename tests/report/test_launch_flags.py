@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines.wheel_flags import download_wheel, flags_from_wheel
+from autotune.engines.wheels import download_wheel
 from autotune.report.launch import build_launch, render_launch_sh
+from tests.engines.wheel_flags import flags_from_wheel
 
 from .conftest import build_sweep
 from .test_launch import Runner, free_port

@@ -32,7 +32,7 @@ def main() -> int:
     if os.environ.get("SIM_FAIL") == "1":
         print("RuntimeError: simulated failure at startup", flush=True)
         return 1
-    from autotune.sim.server import main as sim_main
+    from autotune.sim.main import main as sim_main
 
     return sim_main(argv)
 

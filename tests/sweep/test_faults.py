@@ -8,8 +8,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autotune.engines.base import FailureClass
-from autotune.process import PidRegistry
+from autotune.process import PidRegistry, free_port
 from autotune.store.models import TrialStatus
 from autotune.sweep.orchestrator import run_sweep
 from autotune.sweep.spec import parse_spec
@@ -117,6 +119,20 @@ def test_fixed_port_in_use_fails_before_launch(tmp_path: Path) -> None:
         res = run_trial(_trial(tmp_path, port=port))
     assert res.status == TrialStatus.FAILED and res.failure is not None
     assert res.failure.cls == FailureClass.PORT_IN_USE and str(port) in res.failure.reason
+    assert res.pid is None  # nothing was started
+
+
+def test_port_taken_after_the_check_is_classified_by_type(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process binds the port between run_trial's check and the spawn: EngineProcess
+    raises PortInUseError, which the trial maps to PORT_IN_USE by its type."""
+    from autotune.process import manager
+
+    monkeypatch.setattr(manager, "port_is_free", lambda port, host="127.0.0.1": False)
+    res = run_trial(_trial(tmp_path, port=free_port()))
+    assert res.status == TrialStatus.FAILED and res.failure is not None
+    assert res.failure.cls == FailureClass.PORT_IN_USE and "already in use" in res.failure.reason
     assert res.pid is None  # nothing was started
 
 

@@ -5,9 +5,9 @@ import yaml
 from autotune.cli.demo import DEMO_SPEC
 from autotune.hardware import get_gpu
 from autotune.models import load_card
-from autotune.sweep.driver import build_space
 from autotune.sweep.planning import TrialPlanner
 from autotune.sweep.seeding import seed_configs
+from autotune.sweep.setup import build_space
 from autotune.sweep.spec import parse_spec
 
 

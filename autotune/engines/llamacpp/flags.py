@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from autotune.engines._flags import by_canonical_field
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+from autotune.versions import try_version
 
 Kind = Literal["v", "2", "b", "n"]
 ValueType = Literal["int", "str", "num", "any"]
@@ -41,29 +42,40 @@ def supported_versions() -> tuple[str, ...]:
     return tuple(VERSIONS)
 
 
-def version_index(version: str) -> int:
-    """Position of a supported llama-cpp-python version in the catalog.
+def catalog_version(version: str) -> str:
+    """The catalogued sdist release `version` names (`v0.3.36` -> `0.3.36`). Parsed by
+    autotune.versions (PEP 440); only an exact release counts, since each sdist vendors its own
+    llama.cpp commit.
 
     Raises:
         ConfigError: for any other version, naming --engine-version and the supported ones.
     """
     versions = supported_versions()
-    v = version.strip().removeprefix("v") if isinstance(version, str) else ""
+    parsed = try_version(version) if isinstance(version, str) else None
+    v = str(parsed) if parsed is not None else ""
     if v not in versions:
         raise ConfigError(
             f"unsupported llama-cpp-python version {version!r} for llama-server; supported: "
             f"{', '.join(versions)} (the sdist version scripts/build-llama-server builds)",
             field="--engine-version",
         )
-    return versions.index(v)
+    return v
+
+
+def version_index(version: str) -> int:
+    """Position of a supported llama-cpp-python version in the catalog.
+
+    Raises:
+        ConfigError: for any other version, naming --engine-version and the supported ones.
+    """
+    return supported_versions().index(catalog_version(version))
 
 
 def llama_cpp_commit(version: str) -> str:
     """The llama.cpp commit (prefix) vendored by a supported sdist version."""
     from autotune.engines.llamacpp._catalog import VERSIONS
 
-    version_index(version)
-    return VERSIONS[version.strip().removeprefix("v")]
+    return VERSIONS[catalog_version(version)]
 
 
 def value_set(version: str, name: Literal["cache_types", "spec_types"]) -> tuple[str, ...]:

@@ -1,0 +1,102 @@
+"""Typed reads of config.json fields with errors that name the file and field, and the
+architecture facts read that way: full-attention layers, the linear-attention (GDN) shape and
+the weights' dtype."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import ModelLoadError
+from autotune.models.card import LinearAttention
+
+
+class ConfigFields:
+    """Typed access to a config dict with error messages that name the file and field."""
+
+    def __init__(self, data: Mapping[str, Any], source: Path, prefix: str = ""):
+        self.data = data
+        self.source = source
+        self.prefix = prefix
+
+    def error(self, key: str, msg: str) -> ModelLoadError:
+        return ModelLoadError(f"{self.source}: field '{self.prefix}{key}' {msg}")
+
+    def get_int(self, key: str, default: int | None = None, *, minimum: int = 1) -> int:
+        v = self.data.get(key)
+        if v is None:
+            if default is None:
+                raise self.error(key, f"is missing; expected an integer >= {minimum}")
+            return default
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise self.error(key, f"must be an integer >= {minimum}, got {v!r}")
+        return v
+
+    def opt_int(self, key: str, *, minimum: int = 1) -> int | None:
+        return None if self.data.get(key) is None else self.get_int(key, minimum=minimum)
+
+    def get_bool(self, key: str, default: bool) -> bool:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise self.error(key, f"must be true or false, got {v!r}")
+        return v
+
+    def get_str(self, key: str, default: str | None = None) -> str | None:
+        v = self.data.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str):
+            raise self.error(key, f"must be a string, got {v!r}")
+        return v
+
+
+def full_attention_layers(
+    text: Mapping[str, Any], source: Path, prefix: str = ""
+) -> tuple[int, ...]:
+    """Full-attention layer ids, as SGLang derives them (sglang-internals §6): from
+    `full_attention_interval` when present, else from `layer_types`, else every layer."""
+    f = ConfigFields(text, source, prefix)
+    n = f.get_int("num_hidden_layers")
+    interval = f.opt_int("full_attention_interval")
+    if interval is not None:
+        return tuple(i for i in range(n) if (i + 1) % interval == 0)
+    types = text.get("layer_types")
+    if types is not None:
+        if not isinstance(types, list) or len(types) != n:
+            raise f.error("layer_types", f"must be a list of {n} layer types, got {types!r}")
+        # Sliding-window attention is still attention; only linear_attention is GDN state.
+        return tuple(i for i, t in enumerate(types) if t != "linear_attention")
+    if text.get("linear_num_value_heads") is not None:
+        raise f.error(
+            "full_attention_interval",
+            "is missing, and so is layer_types: a hybrid (linear-attention) config needs one "
+            "of them to say which layers are full attention",
+        )
+    return tuple(range(n))
+
+
+def linear_attention(
+    text: Mapping[str, Any], source: Path, prefix: str, conv_dtype: str
+) -> LinearAttention:
+    f = ConfigFields(text, source, prefix)
+    return LinearAttention(
+        num_key_heads=f.get_int("linear_num_key_heads"),
+        num_value_heads=f.get_int("linear_num_value_heads"),
+        key_head_dim=f.get_int("linear_key_head_dim"),
+        value_head_dim=f.get_int("linear_value_head_dim"),
+        conv_kernel=f.get_int("linear_conv_kernel_dim"),
+        ssm_dtype=f.get_str("mamba_ssm_dtype") or "float32",
+        conv_dtype=conv_dtype,
+    )
+
+
+def config_dtype(cfg: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    for c in (text, cfg):
+        for key in ("torch_dtype", "dtype"):
+            v = c.get(key)
+            if isinstance(v, str):
+                return v.removeprefix("torch.")
+    return "bfloat16"

@@ -1,0 +1,91 @@
+"""Which trials the report measures against: the baseline (engine defaults), the finalists
+launched again, and the winner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from autotune.report.collect.data import Direction, Finalist, TrialInfo, num
+from autotune.report.collect.study import baseline_from_study
+
+if TYPE_CHECKING:
+    from autotune.store.db import Store
+    from autotune.store.models import SweepRow
+
+
+def find_baseline(
+    row: SweepRow, trials: Sequence[TrialInfo], store: Store, notes: list[str]
+) -> TrialInfo | None:
+    """Trial 0 = engine defaults (DESIGN: orchestrator). The sweep marks it with source
+    "baseline" in the launch record and in the Optuna trial's user attributes (a baseline the
+    planner pruned was never launched, so only the study knows it)."""
+    by_source = next((t for t in trials if t.source == "baseline"), None)
+    if by_source is not None:
+        by_source.baseline = True
+        return by_source
+    number: int | None = None
+    meta = row.notes if isinstance(row.notes, Mapping) else {}
+    for key in ("baseline_trial", "baseline_trial_number", "baseline"):
+        v = meta.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            number = v
+            break
+        if isinstance(v, Mapping) and isinstance(v.get("number"), int):
+            number = int(v["number"])
+            break
+    if number is None:
+        number = baseline_from_study(store, row)
+    if number is None and any(t.number == 0 for t in trials):
+        number = 0
+    found = next((t for t in trials if t.number == number), None) if number is not None else None
+    if found is None:
+        notes.append("no baseline trial (engine defaults) was found: changes are shown as values")
+        return None
+    found.baseline = True
+    return found
+
+
+def read_finalists(row: SweepRow) -> list[Finalist]:
+    meta = row.notes if isinstance(row.notes, Mapping) else {}
+    out = []
+    for f in meta.get("finalists") or []:
+        if isinstance(f, Mapping):
+            out.append(
+                Finalist(
+                    number=f.get("number"),
+                    runs=int(f.get("runs") or 0),
+                    mean=num(f.get("mean")),
+                    stdev=num(f.get("stdev")),
+                    min=num(f.get("min")),
+                    max=num(f.get("max")),
+                )
+            )
+    return out
+
+
+def pick_winner(
+    row: SweepRow,
+    trials: Sequence[TrialInfo],
+    direction: Direction,
+    finalists: Sequence[Finalist] = (),
+) -> TrialInfo | None:
+    """The best finalist by its mean over fresh launches (sweep.finalists), else the sweep's
+    best trial, else the best complete trial that breaks no constraint."""
+    ranked = [f for f in finalists if f.mean is not None and f.runs > 0]
+    if ranked:
+        sign = 1.0 if direction == "maximize" else -1.0
+        top = max(ranked, key=lambda f: sign * (f.mean or 0.0))
+        hit = next((t for t in trials if t.number == top.number), None)
+        if hit is not None and hit.status == "complete" and hit.feasible:
+            return hit
+    if row.best_trial_id is not None:
+        hit = next((t for t in trials if t.id == row.best_trial_id), None)
+        if hit is not None and hit.feasible:
+            return hit
+    # a trial that breaks a constraint is never the winner
+    done = [t for t in trials if t.status == "complete" and t.value is not None and t.feasible]
+    if not done:
+        return None
+    sign = 1.0 if direction == "maximize" else -1.0
+    return max(done, key=lambda t: (sign * (t.value or 0.0), -(t.number or 0)))

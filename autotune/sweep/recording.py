@@ -1,0 +1,345 @@
+"""What a finished search trial leaves behind. The result is scrubbed of secrets and judged
+once (a Verdict: complete, pruned, failed, failed for a reason that is not the configuration's,
+or interrupted); then, in this order, the verdict is written to the database, told to Optuna
+and kept in the sweep state; last, the trial's line and the on_trial callback.
+
+    complete          stored with its values and measured constraints; told COMPLETE; the
+                      dedupe map and the best so far learn it
+    pruned            told PRUNED with the probe figure as step 0
+    failed            told PRUNED with launch_failed = 1 (infeasible)
+    not the config    (NOT_THE_CONFIG) told FAIL and queued once more
+    interrupted       stored interrupted, told FAIL, queued again
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from autotune.engines.base import Failure, FailureClass
+from autotune.store.models import TrialStatus
+from autotune.sweep.executors import lost
+from autotune.sweep.state import NOT_THE_CONFIG, Done
+from autotune.sweep.study import enqueue, set_constraints, user_constraints
+from autotune.sweep.trial import TrialResult, scrub_result, started_nothing
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from autotune.store.db import Store
+    from autotune.sweep.planning import Assessment
+    from autotune.sweep.setup import SweepSetup
+    from autotune.sweep.spec import MetricRef
+    from autotune.sweep.state import Running, SweepState
+
+# Failures of the environment, not of the configuration: once they repeat, every later trial
+# fails alike, so the sweep stops (budget.stop_after_env_failures) instead of burning its budget.
+ENV_FAILURES = frozenset(
+    {FailureClass.SPAWN_FAILED, FailureClass.AUTH_REJECTED, FailureClass.PORT_IN_USE}
+)
+
+
+@dataclass
+class Verdict:
+    """How one search trial ended, decided before anything is written or told."""
+
+    status: TrialStatus  # as judged (printed, and handed to on_trial)
+    stored: TrialStatus  # the row's status (an unfinished trial is stored interrupted)
+    told: str  # the Optuna state it is told: "complete", "pruned" or "fail"
+    text: str  # the trial line's text
+    values: list[float] = field(default_factory=list)  # objective values, complete only
+    constraints: dict[str, float] | None = None  # set on the Optuna trial before the tell
+    probe: float | None = None  # a pruned trial's probe figure, reported as step 0
+    done: Done | None = None  # what a later proposal of the configuration is told
+    requeue: bool = False  # enqueue the configuration to run again
+
+
+# -- the result --------------------------------------------------------------------------------
+
+
+def collect(state: SweepState, item: Running, fut: Future[TrialResult]) -> TrialResult:
+    """The trial's result (a lost worker when the executor itself failed), with no secret
+    value left in it: everything it says is stored or printed. Its key stops running."""
+    try:
+        res = fut.result()
+    except Exception as exc:  # the executor itself failed
+        res = lost(item.spec, f"executor error: {type(exc).__name__}: {exc}")
+    state.running_keys.discard(item.key)
+    return scrub_result(res, state.setup.secrets.values())
+
+
+def store_measurements(store: Store, row_id: int, res: TrialResult, *, repeat: int) -> None:
+    for m in res.measurements:
+        store.add_measurement(
+            row_id,
+            m.scenario,
+            {"figures": m.figures, "result": m.result},
+            repeat=repeat,
+            value=m.value,
+        )
+
+
+def launch_record(
+    item: Running, res: TrialResult, t_done: float, *, simulated: bool
+) -> dict[str, Any]:
+    """The row's `launch` column: the engine's launch report, timings, worker and process."""
+    timings = dict(res.timings)
+    timings["driver_pre_s"] = round(item.pre_s, 4)
+    timings["wall_s"] = round(t_done - item.t_ask, 4)
+    return {
+        "report": res.launch.model_dump(mode="json") if res.launch else None,
+        "timings": timings,
+        "stop": res.stop,
+        "worker": res.worker,
+        "port": res.port,
+        "pid": res.pid,
+        "vram_peak_mib": res.vram_peak_mib,
+        "reason": res.reason,
+        "source": item.source,
+        "failure_class": res.failure.cls.value if res.failure else None,
+        "final_metrics": res.final_metrics,
+        "simulated": simulated,
+    }
+
+
+def judge(
+    refs: list[MetricRef], res: TrialResult
+) -> tuple[TrialStatus, Failure | None, list[float]]:
+    """The trial's status, failure and objective values: a complete trial that lacks an
+    objective figure failed (BENCHMARK_ERROR)."""
+    status, failure = res.status, res.failure
+    if status != TrialStatus.COMPLETE:
+        return status, failure, []
+    figures = res.figures()
+    got = [figures.get(r.metric) for r in refs]
+    if any(v is None for v in got):
+        missing = [r.metric for r, v in zip(refs, got, strict=True) if v is None]
+        return (
+            TrialStatus.FAILED,
+            Failure(
+                cls=FailureClass.BENCHMARK_ERROR,
+                reason=f"objective figure(s) {', '.join(missing)} not measured",
+            ),
+            [],
+        )
+    return status, failure, [float(v) for v in got if v is not None]
+
+
+def measured_constraints(
+    setup: SweepSetup, res: TrialResult, figures: Mapping[str, float | None], a: Assessment | None
+) -> dict[str, float]:
+    """Constraints of a complete trial from what it measured: memory headroom at peak, whether
+    the KV pool holds the longest request, and the spec's own bounds (> 0: broken)."""
+    headroom = a.headroom_gib if a is not None else None
+    if res.vram_peak_mib is not None and setup.gpu is not None:
+        headroom = (setup.gpu.memory_mib - res.vram_peak_mib) / 1024
+    cons: dict[str, float] = {"rules": 0.0, "planner": 0.0}
+    if headroom is not None:
+        cons["vram_headroom"] = round(setup.spec.objective.vram_headroom_gib - headroom, 4)
+    kv = res.launch.kv_pool_tokens if res.launch else None
+    need = setup.planner.need_tokens
+    if kv is not None and need:
+        ctx = res.launch.context_len if res.launch else None
+        room = min(kv, ctx) if ctx else kv  # one request: the pool and its context
+        cons["kv_fit"] = (need - room) / need
+    cons.update(user_constraints(figures, setup.spec.objective.constraints))
+    return cons
+
+
+def verdict_of(
+    setup: SweepSetup,
+    item: Running,
+    res: TrialResult,
+    judged: tuple[TrialStatus, Failure | None, list[float]],
+) -> Verdict:
+    status, failure, values = judged
+    number = item.spec.number
+    if status == TrialStatus.COMPLETE:
+        cons = measured_constraints(setup, res, res.figures(), item.assessment)
+        return Verdict(
+            status=status,
+            stored=status,
+            told="complete",
+            text=", ".join(
+                f"{r.metric} {v:,.2f}" for r, v in zip(setup.refs, values, strict=True)
+            ),
+            values=values,
+            constraints=cons,
+            done=Done(number, values, cons, "complete"),
+        )
+    if status == TrialStatus.PRUNED:
+        return Verdict(
+            status=status,
+            stored=status,
+            told="pruned",
+            text=res.reason or "pruned",
+            probe=next((m.value for m in res.measurements if m.scenario == setup.probe), None),
+            done=Done(number, None, {}, "pruned"),
+        )
+    if status == TrialStatus.FAILED and failure is not None and failure.cls in NOT_THE_CONFIG:
+        return Verdict(
+            status=status,
+            stored=status,
+            told="fail",
+            text=f"{failure.cls.value}: {failure.reason} (re-queued)",
+            requeue=not item.source.startswith("rerun"),
+        )
+    if status == TrialStatus.FAILED:
+        return Verdict(
+            status=status,
+            stored=status,
+            told="pruned",
+            text=f"{failure.cls.value}: {failure.reason}" if failure else "failed",
+            constraints={"launch_failed": 1.0},
+            done=Done(number, None, {"launch_failed": 1.0}, "failed"),
+        )
+    # interrupted: run it again on resume (or right away, if the sweep goes on)
+    return Verdict(
+        status=status,
+        stored=TrialStatus.INTERRUPTED,
+        told="fail",
+        text=res.reason or "interrupted",
+        requeue=True,
+    )
+
+
+# -- the state before the verdict --------------------------------------------------------------
+
+
+def observe(state: SweepState, item: Running, res: TrialResult) -> None:
+    """The best probe figure so far and the planner's KV correction learn from the result."""
+    for m in res.measurements:
+        if m.scenario == state.setup.probe and m.value is not None:
+            state.update_probe(m.value)
+    pred_kv = item.assessment.predicted_kv_pool_tokens if item.assessment else None
+    if res.launch is not None:
+        state.setup.planner.observe(pred_kv, res.launch.kv_pool_tokens)
+
+
+def count_launch(state: SweepState, status: TrialStatus, res: TrialResult) -> None:
+    """Interrupted trials run again, and one that started no process cost nothing: neither
+    counts against the budget."""
+    if status != TrialStatus.INTERRUPTED and not started_nothing(res):
+        state.launched += 1
+        if res.timings.get("total_s"):
+            state.durations.append(res.timings["total_s"])
+
+
+def watch_env(state: SweepState, status: TrialStatus, failure: Failure | None) -> None:
+    """Count trials in a row that failed with one environment-level class; at the limit,
+    stop the sweep (running trials finish) with that class as the reason."""
+    if status == TrialStatus.INTERRUPTED:
+        return
+    if status != TrialStatus.FAILED or failure is None or failure.cls not in ENV_FAILURES:
+        state.env_streak = (None, 0)
+        return
+    last, n = state.env_streak
+    n = n + 1 if last == failure.cls else 1
+    state.env_streak = (failure.cls, n)
+    limit = state.setup.spec.budget.stop_after_env_failures
+    if limit and n >= limit and state.early_stop is None:
+        state.early_stop = failure.cls
+        state.notes["early_stop"] = {
+            "failure_class": failure.cls.value,
+            "trials": n,
+            "reason": failure.reason,
+        }
+        state.stop.request(
+            f"stopped early: {n} trials in a row failed with {failure.cls.value}, a fault "
+            f"of the environment, not of the configuration ({failure.reason}); fix it, "
+            "then --resume"
+        )
+
+
+# -- the verdict: store, tell, remember --------------------------------------------------------
+
+
+def store_verdict(
+    state: SweepState, item: Running, res: TrialResult, verdict: Verdict, rec: dict[str, Any]
+) -> None:
+    if verdict.stored == TrialStatus.COMPLETE:
+        rec["constraints"] = verdict.constraints
+    fields: dict[str, Any] = dict(
+        status=verdict.stored, launch=rec, worker=res.worker, log_path=res.log_path, pid=res.pid
+    )
+    if verdict.values:
+        fields["values"] = verdict.values
+    state.store.update_trial(item.row_id, **fields)
+
+
+def tell_verdict(state: SweepState, item: Running, verdict: Verdict) -> None:
+    import optuna
+
+    trial = item.trial
+    assert trial is not None
+    if verdict.constraints is not None:
+        set_constraints(trial, verdict.constraints)
+    if verdict.probe is not None:
+        trial.report(verdict.probe, 0)
+    if verdict.told == "complete":
+        state.study.tell(trial, verdict.values)
+    elif verdict.told == "pruned":
+        state.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    else:
+        state.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    if verdict.requeue:
+        enqueue(state.study, state.setup.space, item.spec.config, f"rerun:#{item.spec.number}")
+
+
+def remember(state: SweepState, item: Running, verdict: Verdict) -> None:
+    if verdict.done is None:
+        return
+    state.done_by_key[item.key] = verdict.done
+    if verdict.stored == TrialStatus.COMPLETE:
+        state.update_best(
+            verdict.values,
+            verdict.constraints or {},
+            row_id=item.row_id,
+            number=item.spec.number,
+            config=item.spec.config,
+        )
+
+
+# -- one search trial --------------------------------------------------------------------------
+
+
+def record_trial(state: SweepState, item: Running, fut: Future[TrialResult]) -> None:
+    """Everything a finished search trial changes, in the order a crash can resume from."""
+    t_done = time.monotonic()
+    res = collect(state, item, fut)
+    rec = launch_record(item, res, t_done, simulated=state.setup.spec.simulated)
+    store_measurements(state.store, item.row_id, res, repeat=0)
+    observe(state, item, res)
+    judged = judge(state.setup.refs, res)
+    status, failure, values = judged
+    count_launch(state, status, res)
+    watch_env(state, status, failure)
+    if failure is not None:
+        state.store.add_failure(
+            item.row_id,
+            failure.cls.value,
+            failure.reason,
+            evidence=failure.evidence,
+            log_tail=res.log_tail,
+        )
+    t_post = time.monotonic()
+    verdict = verdict_of(state.setup, item, res, judged)
+    store_verdict(state, item, res, verdict, rec)
+    tell_verdict(state, item, verdict)
+    remember(state, item, verdict)
+    rec["timings"]["driver_post_s"] = round(time.monotonic() - t_post, 4)
+    state.store.update_trial(item.row_id, launch=rec)
+    state.note(
+        item.spec.number, status.value, verdict.text, item.source, res.timings.get("total_s")
+    )
+    if state.on_trial is not None:
+        state.on_trial(
+            {
+                "number": item.spec.number,
+                "status": status.value,
+                "values": values,
+                "failure": failure.cls.value if failure else None,
+            }
+        )
