@@ -21,6 +21,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -276,31 +277,7 @@ def protect_spec(
     """
     env = os.environ if environ is None else environ
     out = SpecSecrets()
-
-    def take(path: tuple[str, ...], var: str, value: Any) -> str:
-        dotted = ".".join(path)
-        name = ref_name(value)
-        if name is not None:
-            if name != var:
-                raise ConfigError(
-                    f"{value} must name the field's own variable: write {env_ref(var)}",
-                    field=dotted,
-                )
-        else:
-            text = str(value)
-            seen = out.values.get(var)
-            if var in out.literal and seen != text:
-                other = next(f for f, v in out.fields.items() if v == var)
-                raise ConfigError(
-                    f"{other} and {dotted} hold different secrets, but both are kept as "
-                    f"{env_ref(var)}: give them the same value",
-                    field=dotted,
-                )
-            out.values[var] = text
-            out.literal.add(var)
-            out.replaced.append((path, env_ref(var)))
-        out.fields.setdefault(dotted, var)
-        return env_ref(var)
+    take = partial(_take, out)
 
     new_env = dict(spec.engine.env)
     for k, v in spec.engine.env.items():
@@ -317,14 +294,59 @@ def protect_spec(
         elif holds_secret_field(k, v) or ref_name(v) is not None:
             new_over[k] = take(("space", "overrides", k), field_var(k), v)
 
-    launcher = spec.engine.launcher or []
+    _check_launcher(spec.engine.launcher or [])
+    _resolve_from_env(out, env)
+    if not out.fields:
+        return spec, out
+    protected = spec.model_copy(
+        update={
+            "engine": spec.engine.model_copy(update={"env": new_env}),
+            "space": spec.space.model_copy(update={"fixed": new_fixed, "overrides": new_over}),
+        }
+    )
+    return protected, out
+
+
+def _take(out: SpecSecrets, path: tuple[str, ...], var: str, value: Any) -> str:
+    """Record the secret at `path` (a literal: its value; a reference: its place) in `out`;
+    the reference that stands for it."""
+    dotted = ".".join(path)
+    name = ref_name(value)
+    if name is not None:
+        if name != var:
+            raise ConfigError(
+                f"{value} must name the field's own variable: write {env_ref(var)}",
+                field=dotted,
+            )
+    else:
+        text = str(value)
+        seen = out.values.get(var)
+        if var in out.literal and seen != text:
+            other = next(f for f, v in out.fields.items() if v == var)
+            raise ConfigError(
+                f"{other} and {dotted} hold different secrets, but both are kept as "
+                f"{env_ref(var)}: give them the same value",
+                field=dotted,
+            )
+        out.values[var] = text
+        out.literal.add(var)
+        out.replaced.append((path, env_ref(var)))
+    out.fields.setdefault(dotted, var)
+    return env_ref(var)
+
+
+def _check_launcher(launcher: Sequence[str]) -> None:
     if scrub_argv(launcher) != list(launcher):
         raise ConfigError(
             "holds the value of a secret flag, which would be stored with the sweep: set it "
             "in space.fixed instead (e.g. api_key), where it is kept as a reference",
             field="engine.launcher",
         )
-    for dotted, var in out.fields.items():  # references: their values from the environment
+
+
+def _resolve_from_env(out: SpecSecrets, env: Mapping[str, str]) -> None:
+    """The values of the references in `out` that the spec did not give, from `env`."""
+    for dotted, var in out.fields.items():
         if var in out.values:
             continue
         value = env.get(var)
@@ -337,15 +359,6 @@ def protect_spec(
                 field=dotted,
             )
         out.values[var] = value
-    if not out.fields:
-        return spec, out
-    protected = spec.model_copy(
-        update={
-            "engine": spec.engine.model_copy(update={"env": new_env}),
-            "space": spec.space.model_copy(update={"fixed": new_fixed, "overrides": new_over}),
-        }
-    )
-    return protected, out
 
 
 def _protect_override(

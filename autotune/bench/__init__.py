@@ -5,6 +5,7 @@ Heavy-ish imports (httpx, numpy, prometheus_client) happen when this package is 
 from ``autotune`` or ``autotune.cli`` at start-up.
 """
 
+from autotune.bench.benchmark import run_benchmark, run_benchmark_async
 from autotune.bench.client import RequestSpec, discover_model, stream_request
 from autotune.bench.metrics import (
     compute_stats,
@@ -25,13 +26,7 @@ from autotune.bench.results import (
     ScenarioResult,
     Spread,
 )
-from autotune.bench.runner import (
-    ScenarioFailed,
-    normalize_base_url,
-    run_benchmark,
-    run_benchmark_async,
-    run_scenario,
-)
+from autotune.bench.runner import ScenarioFailed, normalize_base_url, run_scenario
 from autotune.bench.scenarios import (
     SCENARIO_CLASSES,
     AgentScenario,

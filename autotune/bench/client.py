@@ -98,26 +98,11 @@ async def _consume(
     timeout: httpx.Timeout,
     collect_text: bool,
 ) -> None:
-    raw_decode = _DECODER.raw_decode
     perf = time.perf_counter
-    times_append = st.times.append
-    parts_append = st.parts.append
     st.t0 = perf()
     async with client.stream("POST", spec.url, json=spec.body, timeout=timeout) as resp:
         st.status = resp.status_code
-        if resp.status_code != 200:
-            body = b""
-            async for piece in resp.aiter_bytes():
-                body += piece
-                if len(body) >= _ERROR_BODY_BYTES:
-                    break
-            raise _StreamError("http_status", f"HTTP {resp.status_code}: {_snippet(body)}")
-        ctype = resp.headers.get("content-type", "")
-        if ctype.startswith("application/json"):
-            body = await resp.aread()
-            raise _StreamError(
-                "malformed", f"expected text/event-stream, got {ctype}: {_snippet(body)}"
-            )
+        await _check_response(resp)
         buf = b""
         async for data in resp.aiter_bytes():
             now = perf()
@@ -126,63 +111,9 @@ async def _consume(
             lines = data.split(b"\n")
             buf = lines.pop()
             for line in lines:
-                if not line.startswith(b"data:"):
-                    continue  # blank separators, ": keep-alive" comments, event:/id: fields
-                payload = line[5:].strip()
-                if not payload:
-                    continue
-                if payload == b"[DONE]":
-                    st.done = True
-                    continue
-                try:
-                    text = payload.decode()
-                    obj, end = raw_decode(text)
-                    if end != len(text):
-                        raise ValueError("trailing data")
-                except ValueError:  # also UnicodeDecodeError
-                    raise _StreamError(
-                        "malformed", f"non-JSON data line: {_snippet(payload)}"
-                    ) from None
-                if type(obj) is not dict:
-                    raise _StreamError(
-                        "malformed", f"data line is not an object: {_snippet(payload)}"
-                    )
-                st.events += 1
-                try:
-                    choices = obj.get("choices")
-                    if choices:
-                        ch = choices[0]
-                        delta = ch.get("delta")
-                        if delta is not None:
-                            content = delta.get("content")
-                            # Reasoning is output too (P11: with a reasoning parser the thinking
-                            # moves from content to reasoning_content).
-                            if content or delta.get("reasoning_content") or delta.get("reasoning"):
-                                times_append(now)
-                                if collect_text and type(content) is str:
-                                    parts_append(content)
-                        else:
-                            content = ch.get("text")
-                            if content:
-                                times_append(now)
-                                if collect_text and type(content) is str:
-                                    parts_append(content)
-                        finish = ch.get("finish_reason")
-                        if finish:
-                            st.finish = finish if type(finish) is str else json.dumps(finish)
-                    else:
-                        message = _chunk_error(obj)
-                        if message is not None:
-                            raise _StreamError(
-                                "server_error", f"error in stream: {_snippet(message)}"
-                            )
-                    usage = obj.get("usage")
-                    if usage:
-                        st.usage = usage
-                except (AttributeError, TypeError, IndexError) as exc:
-                    raise _StreamError(
-                        "malformed", f"not an OpenAI chunk ({exc}): {_snippet(payload)}"
-                    ) from None
+                # not blank separators, ": keep-alive" comments, event:/id: fields
+                if line.startswith(b"data:"):
+                    _data_line(st, line[5:].strip(), now, collect_text)
         rest = buf.strip()
         if rest.startswith(b"data:") and rest[5:].strip() == b"[DONE]":
             st.done = True  # the last line lacked its newline; harmless
@@ -190,8 +121,107 @@ async def _consume(
             raise _StreamError("truncated", f"stream ended inside a line: {_snippet(rest)}")
 
 
+async def _check_response(resp: httpx.Response) -> None:
+    """_StreamError for an answer that is no event stream: an HTTP error status, or JSON."""
+    if resp.status_code != 200:
+        body = b""
+        async for piece in resp.aiter_bytes():
+            body += piece
+            if len(body) >= _ERROR_BODY_BYTES:
+                break
+        raise _StreamError("http_status", f"HTTP {resp.status_code}: {_snippet(body)}")
+    ctype = resp.headers.get("content-type", "")
+    if ctype.startswith("application/json"):
+        body = await resp.aread()
+        raise _StreamError(
+            "malformed", f"expected text/event-stream, got {ctype}: {_snippet(body)}"
+        )
+
+
+def _data_line(st: _State, payload: bytes, now: float, collect_text: bool) -> None:
+    """The payload of one `data:` line, received at `now`: [DONE], or an OpenAI chunk (its
+    content a token's time, its finish reason, usage or error)."""
+    if not payload:
+        return
+    if payload == b"[DONE]":
+        st.done = True
+        return
+    try:
+        text = payload.decode()
+        obj, end = _DECODER.raw_decode(text)
+        if end != len(text):
+            raise ValueError("trailing data")
+    except ValueError:  # also UnicodeDecodeError
+        raise _StreamError("malformed", f"non-JSON data line: {_snippet(payload)}") from None
+    if type(obj) is not dict:
+        raise _StreamError("malformed", f"data line is not an object: {_snippet(payload)}")
+    st.events += 1
+    try:
+        choices = obj.get("choices")
+        if choices:
+            ch = choices[0]
+            delta = ch.get("delta")
+            if delta is not None:
+                content = delta.get("content")
+                # Reasoning is output too (P11: with a reasoning parser the thinking moves
+                # from content to reasoning_content).
+                if content or delta.get("reasoning_content") or delta.get("reasoning"):
+                    st.times.append(now)
+                    if collect_text and type(content) is str:
+                        st.parts.append(content)
+            else:
+                content = ch.get("text")
+                if content:
+                    st.times.append(now)
+                    if collect_text and type(content) is str:
+                        st.parts.append(content)
+            finish = ch.get("finish_reason")
+            if finish:
+                st.finish = finish if type(finish) is str else json.dumps(finish)
+        else:
+            message = _chunk_error(obj)
+            if message is not None:
+                raise _StreamError("server_error", f"error in stream: {_snippet(message)}")
+        usage = obj.get("usage")
+        if usage:
+            st.usage = usage
+    except (AttributeError, TypeError, IndexError) as exc:
+        raise _StreamError(
+            "malformed", f"not an OpenAI chunk ({exc}): {_snippet(payload)}"
+        ) from None
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(st: _State) -> tuple[int | None, int | None, int | None]:
+    """(completion, prompt, cached) tokens of the usage chunk; None where it gives none."""
+    usage = st.usage if isinstance(st.usage, dict) else {}
+    completion = _int_or_none(usage.get("completion_tokens"))
+    prompt = _int_or_none(usage.get("prompt_tokens"))
+    details = usage.get("prompt_tokens_details")
+    cached = _int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return completion, prompt, cached
+
+
+def _latencies(
+    st: _State, end: float, output: int, tpc: float | None, *, ok: bool
+) -> tuple[float | None, float | None, float | None, list[float]]:
+    """(TTFT, end-to-end, TPOT, inter-token latencies) of a stream that ended at `end`; TPOT
+    and ITL only for a request that succeeded."""
+    chunks = len(st.times)
+    ttft = st.times[0] - st.t0 if chunks else None
+    e2e = end - st.t0 if st.t0 else None
+    tpot = None
+    itl: list[float] = []
+    if ok and ttft is not None and e2e is not None:
+        if output > 1:
+            tpot = (e2e - ttft) / (output - 1)
+        per = tpc if tpc else 1.0
+        times = st.times
+        itl = [(times[i] - times[i - 1]) / per for i in range(1, chunks)]
+    return ttft, e2e, tpot, itl
 
 
 def _result(
@@ -202,12 +232,8 @@ def _result(
     error_kind: ErrorKind | None,
     error: str | None,
 ) -> RequestResult:
-    usage = st.usage if isinstance(st.usage, dict) else {}
     chunks = len(st.times)
-    completion = _int_or_none(usage.get("completion_tokens"))
-    prompt = _int_or_none(usage.get("prompt_tokens"))
-    details = usage.get("prompt_tokens_details")
-    cached = _int_or_none(details.get("cached_tokens")) if isinstance(details, dict) else None
+    completion, prompt, cached = _usage(st)
 
     if error_kind is None:
         if not st.done and st.finish is None:
@@ -223,16 +249,7 @@ def _result(
     else:
         output, source, tpc = chunks, "chunks", None
 
-    ttft = st.times[0] - st.t0 if chunks else None
-    e2e = end - st.t0 if st.t0 else None
-    tpot = None
-    itl: list[float] = []
-    if error_kind is None and ttft is not None and e2e is not None:
-        if output > 1:
-            tpot = (e2e - ttft) / (output - 1)
-        per = tpc if tpc else 1.0
-        times = st.times
-        itl = [(times[i] - times[i - 1]) / per for i in range(1, chunks)]
+    ttft, e2e, tpot, itl = _latencies(st, end, output, tpc, ok=error_kind is None)
     return RequestResult(
         index=spec.index,
         repeat=spec.repeat,

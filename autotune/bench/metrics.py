@@ -46,13 +46,7 @@ def compute_stats(results: Sequence[RequestResult], duration_s: float | None) ->
     ok = [r for r in results if r.ok]
     failed = [r for r in results if not r.ok]
     kinds = Counter(r.error_kind or "unknown" for r in failed)
-    examples: list[str] = []
-    for r in failed:
-        text = f"[{r.error_kind}] {r.error}"
-        if text not in examples:
-            examples.append(text)
-        if len(examples) >= MAX_ERROR_EXAMPLES:
-            break
+    examples = error_examples(failed)
 
     prompt_tokens = sum(r.prompt_tokens or 0 for r in ok)
     output_tokens = sum(r.output_tokens or 0 for r in ok)
@@ -103,6 +97,18 @@ def compute_stats(results: Sequence[RequestResult], duration_s: float | None) ->
         tokens_per_chunk=tpc,
         usage_missing=sum(1 for r in ok if r.output_tokens_source == "chunks"),
     )
+
+
+def error_examples(failed: Iterable[RequestResult]) -> list[str]:
+    """The first MAX_ERROR_EXAMPLES distinct `[kind] error` texts of failed requests."""
+    examples: list[str] = []
+    for r in failed:
+        text = f"[{r.error_kind}] {r.error}"
+        if text not in examples:
+            examples.append(text)
+        if len(examples) >= MAX_ERROR_EXAMPLES:
+            break
+    return examples
 
 
 def figure_of(stats: RunStats, figure: str) -> float | None:

@@ -11,18 +11,17 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
-from autotune import __version__
 from autotune.bench.client import ENDPOINT_PATHS, RequestSpec, discover_model, stream_request
 from autotune.bench.metrics import metrics_delta, scrape_metrics
 from autotune.bench.prompts import estimate_tokens, make_text
-from autotune.bench.results import BenchmarkReport, MetricsDelta, RequestResult, ScenarioResult
+from autotune.bench.results import MetricsDelta, RequestResult, ScenarioResult
 from autotune.bench.scenarios import (
     AgentScenario,
     AnyScenario,
@@ -32,7 +31,7 @@ from autotune.bench.scenarios import (
     ScenarioBase,
     ThroughputScenario,
 )
-from autotune.bench.summary import Phase, describe, figures, summarize, warnings_for
+from autotune.bench.summary import Phase, figures, summarize, warnings_for
 from autotune.errors import BenchmarkError, ConfigError
 
 # Chat templates add a few tokens around the user text; only used for the estimate.
@@ -354,24 +353,7 @@ async def run_scenario(
     resolved = scenario.model or model or await discover_model(client, base_url)
     warmup = await _warmup(client, scenario, base_url, resolved)
 
-    warnings: list[str] = []
-    before = await _scrape(client, base_url, warnings)
-
-    phases: list[Phase] = []
-    for repeat in range(scenario.repeats):
-        for key, results, wall in await _run_repeat(client, scenario, base_url, resolved, repeat):
-            phases.append(Phase(repeat, key, results, wall))
-
-    after = await _scrape(client, base_url, warnings)
-    if before is None or after is None:
-        metrics = MetricsDelta(available=False, error=warnings[-1])
-    else:
-        metrics = metrics_delta(before, after)
-        if not metrics.available:
-            warnings.append(
-                "the server has no /metrics: cache hit rate and speculative accept length are "
-                "unknown (SGLang: --enable-metrics)"
-            )
+    phases, metrics, warnings = await _measure(client, scenario, base_url, resolved)
 
     all_results = [r for ph in phases for r in ph.results]
     agg = summarize(scenario, phases)
@@ -397,6 +379,38 @@ async def run_scenario(
         warnings=warnings,
         requests=all_results,
     )
+    _check_errors(scenario, result)
+    return result
+
+
+async def _measure(
+    client: httpx.AsyncClient, scenario: AnyScenario, base_url: str, model: str
+) -> tuple[list[Phase], MetricsDelta, list[str]]:
+    """The scenario's repeats between two /metrics scrapes: the phases, the /metrics delta
+    over them (unavailable when a scrape failed) and the warnings."""
+    warnings: list[str] = []
+    before = await _scrape(client, base_url, warnings)
+
+    phases: list[Phase] = []
+    for repeat in range(scenario.repeats):
+        for key, results, wall in await _run_repeat(client, scenario, base_url, model, repeat):
+            phases.append(Phase(repeat, key, results, wall))
+
+    after = await _scrape(client, base_url, warnings)
+    if before is None or after is None:
+        return phases, MetricsDelta(available=False, error=warnings[-1]), warnings
+    metrics = metrics_delta(before, after)
+    if not metrics.available:
+        warnings.append(
+            "the server has no /metrics: cache hit rate and speculative accept length are "
+            "unknown (SGLang: --enable-metrics)"
+        )
+    return phases, metrics, warnings
+
+
+def _check_errors(scenario: AnyScenario, result: ScenarioResult) -> None:
+    """ScenarioFailed when no request completed or too many failed."""
+    stats = result.stats
     share = stats.errors / stats.requests if stats.requests else 1.0
     if stats.completed == 0 or share > scenario.max_error_rate:
         raise ScenarioFailed(
@@ -405,81 +419,3 @@ async def run_scenario(
             f"e.g. {'; '.join(stats.error_examples[:3])}",
             result,
         )
-    return result
-
-
-async def run_benchmark_async(
-    base_url: str,
-    scenarios: Sequence[AnyScenario],
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    model: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    api_key: str | None = None,
-) -> BenchmarkReport:
-    """Run `scenarios` in order with one client; stops at the first failing scenario.
-
-    `progress`, if given, is called with a one-line message before each scenario; `api_key`
-    is sent as a bearer token (a server started with --api-key refuses requests without it)."""
-    if not scenarios:
-        raise ConfigError("no scenario to run", field="--scenario")
-    base_url = normalize_base_url(base_url)
-    most = max(s.concurrency for s in scenarios) + 4
-    limits = httpx.Limits(max_connections=most, max_keepalive_connections=most)
-    started = datetime.now(UTC)
-    # trust_env=False: a proxy from the environment would sit inside every measured latency.
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
-    async with httpx.AsyncClient(
-        transport=transport, limits=limits, trust_env=False, headers=headers
-    ) as client:
-        if model is None and any(s.model is None for s in scenarios):
-            model = await discover_model(client, base_url)
-        results = []
-        for i, s in enumerate(scenarios, 1):
-            if progress:
-                progress(f"[{i}/{len(scenarios)}] {describe(s)}")
-            results.append(await run_scenario(client, base_url, s, model=model))
-    return BenchmarkReport(
-        base_url=base_url,
-        model=model,
-        started_at=started,
-        finished_at=datetime.now(UTC),
-        autotune_version=__version__,
-        scenarios=results,
-    )
-
-
-def run_benchmark(
-    base_url: str,
-    scenarios: Sequence[AnyScenario],
-    *,
-    transport: httpx.AsyncBaseTransport | None = None,
-    model: str | None = None,
-    progress: Callable[[str], None] | None = None,
-    api_key: str | None = None,
-) -> BenchmarkReport:
-    """Synchronous wrapper of `run_benchmark_async` (uses ``asyncio.run``).
-
-    >>> report = run_benchmark("http://127.0.0.1:30000", [parse_scenario("decode")])  # doctest: +SKIP
-    >>> report.scenarios[0].main.mean  # doctest: +SKIP
-    41.4
-    """
-    box: list[BenchmarkReport] = []
-
-    async def main() -> None:
-        # The report is handed back through `box`, not as the main task's result: on exit,
-        # Python 3.11's asyncio.run formats the main task (result included) into an error message
-        # it then discards, which costs ~0.4 s for a report holding 100k ITL samples.
-        box.append(
-            await run_benchmark_async(
-                base_url,
-                scenarios,
-                transport=transport,
-                model=model,
-                progress=progress,
-                api_key=api_key,
-            )
-        )
-
-    asyncio.run(main())
-    return box[0]

@@ -4,6 +4,7 @@
 load_target_model (a ModelCard or a GGUF header), resolve_target_gpu (`cpu` for no GPU).
 """
 
+from autotune.planner.common import Plan
 from autotune.planner.dispatch import (
     CPU_TARGET,
     default_version,
@@ -14,7 +15,7 @@ from autotune.planner.dispatch import (
     scheduler_plan,
     target_facts,
 )
-from autotune.planner.sglang import DEFAULT_RESERVE_MIB, Plan, plan_sglang
+from autotune.planner.sglang import DEFAULT_RESERVE_MIB, plan_sglang
 
 __all__ = [
     "CPU_TARGET",

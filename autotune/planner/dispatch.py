@@ -26,8 +26,8 @@ from autotune.errors import ConfigError, ModelLoadError, UnknownNameError
 if TYPE_CHECKING:
     from autotune.hardware.gpus import GPUSpec
     from autotune.models.card import ModelCard
+    from autotune.planner.common import Plan
     from autotune.planner.llamacpp import GGUFModel
-    from autotune.planner.sglang import Plan
     from autotune.space.rules import RuleContext
 
     TargetModel: TypeAlias = ModelCard | GGUFModel

@@ -31,34 +31,52 @@ Field mapping (Plan name: llama.cpp meaning):
     chunked_prefill_size: ubatch_size (the physical batch); cuda_graph_max_bs: 0 (llama.cpp
     captures CUDA graphs itself); radix_cache: prompt-cache reuse on (cache_reuse > 0);
     mixed_chunk: continuous batching; mamba_strategy: "per_slot" for hybrids, else "none".
+
+Here: the buffer sizes, where they must fit, the checks and the plan. Beside it: llamacpp_gguf
+(the GGUF header: GGUFModel, read_gguf) and llamacpp_config (llama-server's defaults: resolve,
+the cache types); what callers use of them is importable from here too.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.errors import ConfigError, ModelLoadError
 from autotune.hardware.gpus import GPUSpec
-from autotune.planner.sglang import DEFAULT_RESERVE_MIB, GIB, MIB, Plan
+from autotune.planner.common import GIB, MIB, Plan, host_ram_available_gib
+from autotune.planner.llamacpp_config import (
+    CACHE_TYPE_BYTES,
+    QUANT_BLOCK,
+    QUANTIZED_CACHE_TYPES,
+    Resolved,
+    resolve,
+)
+from autotune.planner.llamacpp_gguf import GGUFModel, read_gguf
+from autotune.planner.sglang import DEFAULT_RESERVE_MIB
 
-# Bytes per element of the KV cache types (ggml block sizes: q8_0 34 B / 32, q4_0 18 B / 32, ...).
-CACHE_TYPE_BYTES: dict[str, float] = {
-    "f32": 4.0,
-    "f16": 2.0,
-    "bf16": 2.0,
-    "q8_0": 34 / 32,
-    "q4_0": 18 / 32,
-    "q4_1": 20 / 32,
-    "iq4_nl": 18 / 32,
-    "q5_0": 22 / 32,
-    "q5_1": 24 / 32,
-}
-QUANTIZED_CACHE_TYPES = frozenset(CACHE_TYPE_BYTES) - {"f32", "f16", "bf16"}
-QUANT_BLOCK = 32  # values per block of every quantized cache type; must divide the head size
-PAD = 256  # llama_context pads n_ctx and n_ctx_seq to 256 cells
+__all__ = [
+    "CACHE_TYPE_BYTES",
+    "COMPUTE_EMBD",
+    "COMPUTE_FF",
+    "COMPUTE_MARGIN",
+    "DEFAULT_VERSION",
+    "GPU_MARGIN_MIB",
+    "HOST_MARGIN_GIB",
+    "Buffers",
+    "GGUFModel",
+    "LlamaPlan",
+    "Placement",
+    "Resolved",
+    "compute_bytes",
+    "kv_cell_bytes",
+    "n_outputs_max",
+    "output_bytes",
+    "plan_llamacpp",
+    "read_gguf",
+    "resolve",
+    "weights_split",
+]
 
 # Compute buffer (the worst-case graph, activations only): llama.cpp's allocator reuses memory
 # between graph stages, so the buffer is the largest stage, not a sum. Fitted to the CPU
@@ -89,275 +107,6 @@ class LlamaPlan(Plan):
     kv_streams: int
     flash_attn: bool
     gpu_layers: int
-
-
-@dataclass(frozen=True)
-class GGUFModel:
-    """What the planner needs from a GGUF header (read with the `gguf` package)."""
-
-    path: str
-    name: str
-    arch: str
-    n_layer: int
-    n_embd: int
-    n_ff: int
-    n_head: int
-    n_head_kv: int
-    head_dim_k: int
-    head_dim_v: int
-    n_vocab: int
-    n_ctx_train: int
-    recurrent: tuple[bool, ...]
-    ssm_d_conv: int = 0
-    ssm_d_inner: int = 0
-    ssm_d_state: int = 0
-    ssm_n_group: int = 0
-    tensor_bytes: int = 0
-    token_embd_bytes: int = 0
-    output_bytes: int = 0  # 0 when the output shares token_embd (tied)
-    layer_bytes: tuple[int, ...] = field(default_factory=tuple)
-
-    @property
-    def attention_layers(self) -> int:
-        return sum(1 for r in self.recurrent if not r)
-
-    @property
-    def recurrent_layers(self) -> int:
-        return sum(1 for r in self.recurrent if r)
-
-    @property
-    def hybrid(self) -> bool:
-        return self.recurrent_layers > 0
-
-    def rs_slot_bytes(self) -> tuple[int, int]:
-        """(R = conv, S = state) bytes of one recurrent slot over all recurrent layers (f32)."""
-        if not self.hybrid:
-            return 0, 0
-        conv = max(self.ssm_d_conv - 1, 0) * (
-            self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state
-        )
-        state = self.ssm_d_state * self.ssm_d_inner
-        return 4 * conv * self.recurrent_layers, 4 * state * self.recurrent_layers
-
-
-@functools.lru_cache(maxsize=32)
-def _read_cached(path: str, mtime_ns: int, size: int) -> GGUFModel:
-    from autotune.engines.llamacpp.gguf_file import read_header
-
-    header = read_header(path)
-    arch = str(header.get("general.architecture", ""))
-    if not arch:
-        raise ModelLoadError(f"{path}: no general.architecture key")
-
-    def key(name: str, default: Any = None) -> Any:
-        return header.get(f"{arch}.{name}", default)
-
-    n_layer = int(key("block_count", 0))
-    n_embd = int(key("embedding_length", 0))
-    n_head = _first(key("attention.head_count", 0))
-    if not (n_layer and n_embd and n_head):
-        raise ModelLoadError(f"{path}: missing block_count / embedding_length / head_count")
-    n_head_kv = _first(key("attention.head_count_kv", n_head))
-    hd_k = int(key("attention.key_length", n_embd // n_head))
-    hd_v = int(key("attention.value_length", hd_k))
-    tokens = header.get("tokenizer.ggml.tokens")
-    n_vocab = int(key("vocab_size", len(tokens) if tokens is not None else 0))
-    recurrent = _recurrent_layers(arch, n_layer, key)
-    embd = output = 0
-    layers = [0] * n_layer
-    total = 0
-    for t in header.tensors:
-        nbytes = int(t.n_bytes)
-        total += nbytes
-        if t.name == "token_embd.weight":
-            embd = nbytes
-        elif t.name == "output.weight":
-            output = nbytes
-        elif t.name.startswith("blk."):
-            idx = int(t.name.split(".")[1])
-            if idx < n_layer:
-                layers[idx] += nbytes
-    return GGUFModel(
-        path=path,
-        name=str(header.get("general.name", Path(path).stem)),
-        arch=arch,
-        n_layer=n_layer,
-        n_embd=n_embd,
-        n_ff=_first(key("feed_forward_length", 4 * n_embd)),
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        head_dim_k=hd_k,
-        head_dim_v=hd_v,
-        n_vocab=n_vocab,
-        n_ctx_train=int(key("context_length", 4096)),
-        recurrent=tuple(recurrent),
-        ssm_d_conv=int(key("ssm.conv_kernel", 0)),
-        ssm_d_inner=int(key("ssm.inner_size", 0)),
-        ssm_d_state=int(key("ssm.state_size", 0)),
-        ssm_n_group=int(key("ssm.group_count", 0)),
-        tensor_bytes=total,
-        token_embd_bytes=embd,
-        output_bytes=output,
-        layer_bytes=tuple(layers),
-    )
-
-
-def _first(value: Any) -> int:
-    """A per-layer array key (some GGUFs store head counts per layer): its maximum."""
-    if isinstance(value, list | tuple):
-        return int(max(value)) if value else 0
-    return int(value)
-
-
-def _recurrent_layers(arch: str, n_layer: int, key: Any) -> list[bool]:
-    explicit = key("attention.recurrent_layers")
-    if isinstance(explicit, list | tuple) and explicit:
-        return [bool(x) for x in explicit[:n_layer]]
-    if arch in ("qwen35", "qwen35moe", "qwen3next"):
-        interval = int(key("full_attention_interval", 4))
-        return [(i + 1) % interval != 0 for i in range(n_layer)]
-    return [False] * n_layer
-
-
-def read_gguf(path: str | Path) -> GGUFModel:
-    """The planner's view of a GGUF model (header and tensor table only; cached by mtime)."""
-    p = Path(path)
-    try:
-        st = p.stat()
-    except OSError as exc:
-        raise ModelLoadError(f"{p}: cannot read the model file ({exc})") from None
-    return _read_cached(str(p.resolve()), st.st_mtime_ns, st.st_size)
-
-
-# ---------------------------------------------------------------------------------------------
-# Config resolution
-
-
-@dataclass(frozen=True)
-class Resolved:
-    parallel: int
-    kv_unified: bool
-    n_ctx: int
-    n_ctx_seq: int
-    streams: int
-    batch: int
-    ubatch: int
-    type_k: str
-    type_v: str
-    flash_attn: bool
-    gpu_layers: int  # layers (of n_layer + 1 with the output) on the GPU; 0 on CPU
-    spec_type: str | None
-    draft_tokens: int
-    cache_reuse: int
-    cont_batching: bool
-    notes: tuple[str, ...]
-
-
-def _pad(n: int) -> int:
-    return -(-n // PAD) * PAD
-
-
-def _cache_type(cfg: dict[str, Any], name: str) -> str:
-    value = cfg.get(name)
-    if value is None:
-        return "f16"
-    if value not in CACHE_TYPE_BYTES:
-        raise ConfigError(
-            f"unknown KV cache type {value!r}; valid: {', '.join(CACHE_TYPE_BYTES)}", field=name
-        )
-    return str(value)
-
-
-def resolve(cfg: dict[str, Any], model: GGUFModel, version: str, *, gpu: bool) -> Resolved:
-    """Fill in llama-server's defaults for the fields a config leaves unset."""
-    from autotune.engines.llamacpp.flags import version_index
-
-    new = version_index(version) >= version_index("0.3.30")
-    notes: list[str] = []
-    parallel = cfg.get("parallel")
-    kv_unified = cfg.get("kv_unified")
-    if parallel is None or parallel < 0:
-        if new:
-            parallel, kv_unified = 4, True if kv_unified is None else kv_unified
-            notes.append("parallel not set: llama-server uses 4 slots with a unified KV cache")
-        else:
-            parallel = 1
-    kv_unified = bool(kv_unified)
-    ctx = cfg.get("ctx_size")
-    if not ctx:
-        if new:
-            ctx = model.n_ctx_train
-            notes.append(f"ctx_size not set: the model's training context {ctx}")
-        else:
-            ctx = 4096
-    n_ctx = _pad(int(ctx))
-    if kv_unified:
-        n_ctx_seq, streams = n_ctx, 1
-    else:
-        n_ctx_seq = _pad(n_ctx // parallel) if n_ctx // parallel else 0
-        streams = parallel
-        n_ctx = n_ctx_seq * parallel
-    # llama_context: n_batch = min(n_ctx before padding, batch), n_ubatch = min(n_batch, ubatch)
-    batch = min(int(cfg.get("batch_size") or 2048), int(ctx))
-    ubatch = min(int(cfg.get("ubatch_size") or 512), batch)
-    fa_value = cfg.get("flash_attn")
-    fa_word = (
-        {True: "on", False: "off"}.get(fa_value, fa_value)
-        if isinstance(fa_value, bool)
-        else fa_value
-    )
-    if fa_word in (None, "auto"):
-        flash_attn = new  # auto: on where the backend supports it (CPU and CUDA do); 0.3.16: off
-    else:
-        flash_attn = fa_word == "on"
-    ngl = cfg.get("n_gpu_layers", cfg.get("gpu_layers"))
-    total_layers = model.n_layer + 1
-    if not gpu:
-        gpu_layers = 0
-    elif ngl in (None, "auto", "all", -1, -2) or (isinstance(ngl, int) and ngl >= total_layers):
-        gpu_layers = total_layers
-        if ngl in (None, "auto", -1):
-            notes.append("n_gpu_layers auto: assumed every layer fits on the GPU")
-    else:
-        gpu_layers = max(int(ngl), 0)
-    spec = cfg.get("spec_type")
-    spec = None if spec in (None, "none") else str(spec)
-    draft = 0
-    if spec is not None:
-        per_type = {
-            "ngram-simple": int(cfg.get("spec_ngram_simple_size_m") or 48),
-            "ngram-map-k": int(cfg.get("spec_ngram_map_k_size_m") or 48),
-            "ngram-map-k4v": int(cfg.get("spec_ngram_map_k4v_size_m") or 48),
-            "ngram-mod": int(cfg.get("spec_ngram_mod_n_max") or 64),
-            "ngram-cache": 8,
-        }
-        draft = max(
-            per_type.get(t, int(cfg.get("spec_draft_n_max") or 3)) for t in spec.split(",")
-        )
-    elif cfg.get("spec_draft_model"):
-        spec, draft = "draft-simple", int(cfg.get("spec_draft_n_max") or 16)
-    return Resolved(
-        parallel=int(parallel),
-        kv_unified=kv_unified,
-        n_ctx=n_ctx,
-        n_ctx_seq=n_ctx_seq,
-        streams=streams,
-        batch=batch,
-        ubatch=ubatch,
-        type_k=_cache_type(cfg, "cache_type_k"),
-        type_v=_cache_type(cfg, "cache_type_v"),
-        flash_attn=flash_attn,
-        gpu_layers=gpu_layers,
-        spec_type=spec,
-        draft_tokens=draft,
-        cache_reuse=int(cfg.get("cache_reuse") or 0),
-        cont_batching=cfg.get("cont_batching") is not False,
-        notes=tuple(notes),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Sizes
 
 
 def kv_cell_bytes(model: GGUFModel, type_k: str, type_v: str) -> int:
@@ -414,6 +163,45 @@ def weights_split(model: GGUFModel, gpu_layers: int) -> tuple[int, int]:
     return device, host
 
 
+@dataclass(frozen=True)
+class Buffers:
+    """What llama.cpp allocates for a launch, in bytes (the sum in the module docstring)."""
+
+    kv_cell: int  # KV bytes per token, all attention layers
+    kv_tokens: int  # cells x streams
+    rs_conv: int  # one recurrent slot's R (conv) bytes
+    rs_state: int  # one recurrent slot's S (state) bytes
+    rs_slots: int
+    compute: int
+    output: int
+    weights_device: int
+    weights_host: int
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.kv_tokens * self.kv_cell
+
+    @property
+    def rs_bytes(self) -> int:
+        return self.rs_slots * (self.rs_conv + self.rs_state)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where the buffers must fit: the memory there, the weights, KV and RS that live there, and
+    what compute needs on top."""
+
+    where: str  # the GPU's name, or "cpu"
+    free_gib: float
+    static_bytes: float  # weights + KV + RS there
+    weights_bytes: int  # the weights there
+    need_bytes: int  # compute (and output on the host) + a margin
+
+    @property
+    def slack_bytes(self) -> float:
+        return self.free_gib * GIB - self.static_bytes
+
+
 def plan_llamacpp(
     model: GGUFModel | str | Path,
     config: dict[str, Any] | None = None,
@@ -433,48 +221,81 @@ def plan_llamacpp(
     r = resolve(cfg, m, version, gpu=gpu is not None)
     assumptions = list(r.notes)
     reasons: list[str] = []
+    b = _buffers(m, r)
+    if gpu is not None:
+        place = _on_gpu(gpu, gpu_free_gib, m, r, b, assumptions)
+    else:
+        place = _on_host(host_free_gib, b, assumptions)
+    _check_config(cfg, m, r, reasons, assumptions)
+    _check_fit(gpu, b, place, reasons)
+    return LlamaPlan(
+        fits=not reasons,
+        reasons=reasons,
+        engine="llamacpp",
+        engine_version=version,
+        model=m.name,
+        gpu=place.where,
+        tp=1,
+        bound_by="user" if cfg.get("parallel") is not None else "default",
+        assumptions=assumptions,
+        **_plan_fields(cfg, m, r, b, place),
+        **_llama_fields(r, b),
+    )
 
+
+def _buffers(m: GGUFModel, r: Resolved) -> Buffers:
+    """The buffers of a launch resolved to `r`."""
     cell = kv_cell_bytes(m, r.type_k, r.type_v)
     kv_tokens = r.n_ctx_seq * r.streams
-    kv_bytes = kv_tokens * cell
     conv_b, state_b = m.rs_slot_bytes()
     rs_slots = max(1, r.parallel) if m.hybrid else 0
-    rs_bytes = rs_slots * (conv_b + state_b)
     comp = compute_bytes(m, r)
     out = output_bytes(m, r)
     dev_w, host_w = weights_split(m, r.gpu_layers)
+    return Buffers(cell, kv_tokens, conv_b, state_b, rs_slots, comp, out, dev_w, host_w)
 
-    if gpu is not None:
-        if gpu_free_gib is not None:
-            free = float(gpu_free_gib)
-            assumptions.append(f"free GPU memory given: {free:.2f} GiB")
-        else:
-            reserve = DEFAULT_RESERVE_MIB + gpu.desktop_reserve_mib
-            free = (gpu.memory_mib - reserve) / 1024
-            assumptions.append(
-                f"GPU memory = capacity {gpu.memory_mib} MiB - reserve {reserve} MiB"
-            )
-        offloaded = r.gpu_layers / (m.n_layer + 1)
-        # KV/RS of offloaded layers live on the GPU (offload_kqv), the rest on the host
-        device_static = dev_w + (kv_bytes + rs_bytes) * min(1.0, offloaded)
-        weights_on_device = dev_w
-        need = comp + GPU_MARGIN_MIB * MIB
-        where = gpu.name
+
+def _on_gpu(
+    gpu: GPUSpec,
+    gpu_free_gib: float | None,
+    m: GGUFModel,
+    r: Resolved,
+    b: Buffers,
+    assumptions: list[str],
+) -> Placement:
+    """The GPU's share: offloaded layers' weights, KV and RS; compute and a margin on top."""
+    if gpu_free_gib is not None:
+        free = float(gpu_free_gib)
+        assumptions.append(f"free GPU memory given: {free:.2f} GiB")
     else:
-        if host_free_gib is None:
-            import psutil
+        reserve = DEFAULT_RESERVE_MIB + gpu.desktop_reserve_mib
+        free = (gpu.memory_mib - reserve) / 1024
+        assumptions.append(f"GPU memory = capacity {gpu.memory_mib} MiB - reserve {reserve} MiB")
+    offloaded = r.gpu_layers / (m.n_layer + 1)
+    # KV/RS of offloaded layers live on the GPU (offload_kqv), the rest on the host
+    device_static = b.weights_device + (b.kv_bytes + b.rs_bytes) * min(1.0, offloaded)
+    need = b.compute + GPU_MARGIN_MIB * MIB
+    return Placement(gpu.name, free, device_static, b.weights_device, need)
 
-            host_free_gib = psutil.virtual_memory().available / GIB
-            assumptions.append(
-                f"host RAM available read from this machine: {host_free_gib:.1f} GiB"
-            )
-        free = float(host_free_gib)
-        device_static = host_w + kv_bytes + rs_bytes
-        weights_on_device = host_w
-        need = comp + out + int(HOST_MARGIN_GIB * GIB)
-        where = "cpu"
-    slack = free * GIB - device_static
 
+def _on_host(host_free_gib: float | None, b: Buffers, assumptions: list[str]) -> Placement:
+    """A CPU run: every buffer in host RAM, compute, output and a margin on top."""
+    free = float(host_ram_available_gib(host_free_gib, assumptions))
+    device_static = b.weights_host + b.kv_bytes + b.rs_bytes
+    need = b.compute + b.output + int(HOST_MARGIN_GIB * GIB)
+    return Placement("cpu", free, device_static, b.weights_host, need)
+
+
+def _check_config(
+    cfg: dict[str, Any],
+    m: GGUFModel,
+    r: Resolved,
+    reasons: list[str],
+    assumptions: list[str],
+) -> None:
+    """What llama.cpp refuses for this model: no context per slot, a quantized cache without
+    flash attention or with blocks that do not divide the head size, a draft type without a
+    draft model."""
     if r.n_ctx_seq <= 0:
         reasons.append(
             f"ctx_size {cfg.get('ctx_size')} split over {r.parallel} slots leaves no context "
@@ -498,39 +319,43 @@ def plan_llamacpp(
             )
     if r.spec_type and r.spec_type.startswith("draft") and not cfg.get("spec_draft_model"):
         reasons.append(f"spec_type={r.spec_type} needs a draft model (spec_draft_model)")
-    if slack < need:
+
+
+def _check_fit(gpu: GPUSpec | None, b: Buffers, place: Placement, reasons: list[str]) -> None:
+    """Less slack than compute needs is a reason."""
+    need = place.need_bytes
+    if place.slack_bytes < need:
         reasons.append(
             f"does not fit {'GPU ' + gpu.name if gpu else 'host RAM'}: weights "
-            f"{weights_on_device / GIB:.2f} GiB + KV {kv_bytes / GIB:.2f} GiB + RS "
-            f"{rs_bytes / GIB:.2f} GiB + compute/output {need / GIB:.2f} GiB > "
-            f"{free:.2f} GiB; lower ctx_size, parallel or the KV cache types"
+            f"{place.weights_bytes / GIB:.2f} GiB + KV {b.kv_bytes / GIB:.2f} GiB + RS "
+            f"{b.rs_bytes / GIB:.2f} GiB + compute/output {need / GIB:.2f} GiB > "
+            f"{place.free_gib:.2f} GiB; lower ctx_size, parallel or the KV cache types"
         )
 
-    return LlamaPlan(
+
+def _plan_fields(
+    cfg: dict[str, Any], m: GGUFModel, r: Resolved, b: Buffers, place: Placement
+) -> dict[str, Any]:
+    """The Plan contract's figures in llama.cpp's terms (the mapping in the module docstring)."""
+    conv_b, state_b, rs_slots = b.rs_conv, b.rs_state, b.rs_slots
+    return dict(
         weights_gib=round(m.tensor_bytes / GIB, 6),
-        kv_cell_bytes=cell,
-        kv_pool_tokens=kv_tokens,
+        kv_cell_bytes=b.kv_cell,
+        kv_pool_tokens=b.kv_tokens,
         mamba_slots=rs_slots,
-        mamba_pool_gib=round(rs_bytes / GIB, 6),
+        mamba_pool_gib=round(b.rs_bytes / GIB, 6),
         max_running_requests=r.parallel,
-        fits=not reasons,
-        reasons=reasons,
-        engine="llamacpp",
-        engine_version=version,
-        model=m.name,
-        gpu=where,
-        tp=1,
         kv_dtype=r.type_k if r.type_k == r.type_v else f"{r.type_k}/{r.type_v}",
-        pre_weights_free_gib=round(free, 3),
+        pre_weights_free_gib=round(place.free_gib, 3),
         mem_fraction_static=1.0,
-        static_budget_gib=round(free - weights_on_device / GIB, 3),
-        kv_pool_gib=round(kv_bytes / GIB, 6),
+        static_budget_gib=round(place.free_gib - place.weights_bytes / GIB, 3),
+        kv_pool_gib=round(b.kv_bytes / GIB, 6),
         mamba_conv_gib=round(rs_slots * conv_b / GIB, 6),
         mamba_ssm_gib=round(rs_slots * state_b / GIB, 6),
         mamba_spec_gib=0.0,
         mamba_slot_mib=round((conv_b + state_b) / MIB, 4),
-        slack_gib=round(slack / GIB, 3),
-        slack_needed_gib=round(need / GIB, 3),
+        slack_gib=round(place.slack_bytes / GIB, 3),
+        slack_needed_gib=round(place.need_bytes / GIB, 3),
         chunked_prefill_size=r.ubatch,
         cuda_graph_max_bs=0,
         context_len=r.n_ctx_seq,
@@ -545,12 +370,16 @@ def plan_llamacpp(
             "draft_n_min": cfg.get("spec_draft_n_min"),
             "draft_model": cfg.get("spec_draft_model"),
         },
-        bound_by="user" if cfg.get("parallel") is not None else "default",
-        assumptions=assumptions,
-        compute_gib=round(comp / GIB, 6),
-        output_gib=round(out / GIB, 6),
-        weights_device_gib=round(dev_w / GIB, 6),
-        weights_host_gib=round(host_w / GIB, 6),
+    )
+
+
+def _llama_fields(r: Resolved, b: Buffers) -> dict[str, Any]:
+    """LlamaPlan's own figures."""
+    return dict(
+        compute_gib=round(b.compute / GIB, 6),
+        output_gib=round(b.output / GIB, 6),
+        weights_device_gib=round(b.weights_device / GIB, 6),
+        weights_host_gib=round(b.weights_host / GIB, 6),
         n_ctx=r.n_ctx,
         kv_streams=r.streams,
         flash_attn=r.flash_attn,

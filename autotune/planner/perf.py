@@ -23,7 +23,8 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
-from autotune.planner.sglang import Plan, mamba_slot_bytes
+from autotune.planner.common import Plan
+from autotune.planner.sglang_mamba import mamba_slot_bytes
 from autotune.sources import CALIBRATION_SETUP
 
 # --- calibration (C2, C4) -------------------------------------------------------------------

@@ -112,21 +112,62 @@ def resolve(
     notes: list[str] = []
     cps_default, bs_default = gpu_size_defaults(gpu_mem_mib, tp, v)
     cps = int(config.get("chunked_prefill_size") or cps_default)
-    max_bs = config.get("cuda_graph_max_bs_decode") or config.get("cuda_graph_max_bs")
     mrr_user = config.get("max_running_requests")
-    if max_bs is None:
-        max_bs = bs_default
-        if v >= (0, 5, 20) and mrr_user:
-            max_bs = min(max_bs, int(mrr_user))  # 0.5.2x caps graph bs to mrr
-    spec = config.get("speculative_algorithm")
-    spec = str(spec).upper() if spec not in (None, "", "none", "None") else None
+    max_bs = graph_max_bs(config, bs_default, mrr_user, v)
+    spec = speculative_algorithm(config)
     mfs_cfg = config.get("mem_fraction_static")
     mfs = (
         float(mfs_cfg)
         if mfs_cfg is not None
-        else default_mem_fraction(gpu_mem_mib, cps, int(max_bs), tp, spec, v, vision_factor)
+        else default_mem_fraction(gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor)
+    )
+    steps, topk, draft = speculative_shape(config, spec)
+    mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
+    page = int(config.get("page_size") or 1)
+    strategy, overlap, radix = mamba_strategy(
+        config, hybrid=hybrid, page=page, spec=spec, overlap=overlap, radix=radix, v=v, notes=notes
+    )
+    context = int(config.get("context_length") or context_default)
+    return Resolved(
+        chunked_prefill_size=cps,
+        cuda_graph_max_bs=max_bs,
+        mem_fraction_static=mfs,
+        mfs_was_default=mfs_cfg is None,
+        max_running_requests=mrr,
+        spec_algorithm=spec,
+        spec_steps=steps,
+        spec_topk=topk,
+        spec_draft_tokens=draft,
+        mamba_strategy=strategy,
+        radix_cache=radix,
+        overlap=overlap,
+        mixed_chunk=mixed,
+        page_size=page,
+        context_len=context,
+        notes=tuple(notes),
     )
 
+
+def graph_max_bs(
+    config: dict[str, Any], bs_default: int, mrr_user: Any, v: tuple[int, int, int]
+) -> int:
+    """The largest CUDA-graph batch size: the user's, else the GPU-size default (§1.4)."""
+    max_bs = config.get("cuda_graph_max_bs_decode") or config.get("cuda_graph_max_bs")
+    if max_bs is None:
+        max_bs = bs_default
+        if v >= (0, 5, 20) and mrr_user:
+            max_bs = min(max_bs, int(mrr_user))  # 0.5.2x caps graph bs to mrr
+    return int(max_bs)
+
+
+def speculative_algorithm(config: dict[str, Any]) -> str | None:
+    """The speculative algorithm in upper case, None for none."""
+    spec = config.get("speculative_algorithm")
+    return str(spec).upper() if spec not in (None, "", "none", "None") else None
+
+
+def speculative_shape(config: dict[str, Any], spec: str | None) -> tuple[int, int, int]:
+    """(num_steps, eagle_topk, num_draft_tokens) SGLang runs `spec` with."""
     steps = config.get("speculative_num_steps")
     topk = config.get("speculative_eagle_topk")
     draft = config.get("speculative_num_draft_tokens")
@@ -138,7 +179,18 @@ def resolve(
     else:
         steps, topk = int(steps or 3), int(topk or 1)
         draft = steps + 1 if topk == 1 and spec != "NGRAM" else int(draft or steps + 1)
+    return int(steps), int(topk), int(draft)
 
+
+def scheduler_switches(
+    config: dict[str, Any],
+    spec: str | None,
+    mrr_user: Any,
+    v: tuple[int, int, int],
+    notes: list[str],
+) -> tuple[bool, bool, bool, int | None]:
+    """(mixed_chunk, overlap, radix_cache, max_running_requests) after speculative decoding's
+    adjustments (noted in `notes`)."""
     mixed = bool(config.get("enable_mixed_chunk") or False)
     overlap = not bool(config.get("disable_overlap_schedule") or False)
     radix = not bool(config.get("disable_radix_cache") or False)
@@ -152,8 +204,22 @@ def resolve(
         mixed = False
         if spec == "NGRAM" or v < (0, 5, 16):
             overlap = False
+    return mixed, overlap, radix, mrr
 
-    page = int(config.get("page_size") or 1)
+
+def mamba_strategy(
+    config: dict[str, Any],
+    *,
+    hybrid: bool,
+    page: int,
+    spec: str | None,
+    overlap: bool,
+    radix: bool,
+    v: tuple[int, int, int],
+    notes: list[str],
+) -> tuple[str, bool, bool]:
+    """(mamba strategy, overlap, radix_cache): `auto` resolved by generation (module docstring),
+    and what no_buffer switches off (noted in `notes`); "n/a" for a model without mamba layers."""
     strategy = str(
         config.get("mamba_radix_cache_strategy")
         or config.get("mamba_scheduler_strategy")
@@ -178,25 +244,7 @@ def resolve(
                 notes.append("0.5.9-era: radix cache disabled for speculative hybrid model")
     else:
         strategy = "n/a"
-    context = int(config.get("context_length") or context_default)
-    return Resolved(
-        chunked_prefill_size=cps,
-        cuda_graph_max_bs=int(max_bs),
-        mem_fraction_static=mfs,
-        mfs_was_default=mfs_cfg is None,
-        max_running_requests=mrr,
-        spec_algorithm=spec,
-        spec_steps=int(steps),
-        spec_topk=int(topk),
-        spec_draft_tokens=int(draft),
-        mamba_strategy=strategy,
-        radix_cache=radix,
-        overlap=overlap,
-        mixed_chunk=mixed,
-        page_size=page,
-        context_len=context,
-        notes=tuple(notes),
-    )
+    return strategy, overlap, radix
 
 
 def slots_per_request(r: Resolved, v: tuple[int, int, int]) -> int:

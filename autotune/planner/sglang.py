@@ -9,28 +9,52 @@ Mirrors the engine's own accounting per rank:
     slack = pre * (1 - mem_fraction_static)  must hold activations, CUDA graphs, draft model
 
 Calibrated against FIELD-NOTES C1 (tests/planner/test_sglang.py).
+
+Here: the budget, the KV pool, concurrency and the slack. Beside it: the mamba state cache
+(sglang_mamba; mamba_slot_bytes importable from here too), the HiCache host pools
+(sglang_hicache), SGLang's own adjustments of the config (rules), and what the planners share
+(common: the Plan contract, GIB, MIB and weights_per_rank, importable from here too).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from autotune.hardware.gpus import GPUSpec
-from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.models.card import ModelCard
 from autotune.planner import rules
+from autotune.planner.common import GIB, MIB, Plan, weights_per_rank
+from autotune.planner.sglang_hicache import HostPool, host_pool
+from autotune.planner.sglang_mamba import (
+    MambaPool,
+    mamba_page_size_checks,
+    mamba_pool,
+    mamba_slot_bytes,
+)
 from autotune.sources import cite
 
-GIB = 2**30
-MIB = 2**20
+__all__ = [
+    "ACT_TENSORS_FACTOR",
+    "DEFAULT_RESERVE_MIB",
+    "GIB",
+    "GRAPH_BASE_MIB",
+    "GRAPH_PER_BS_MIB",
+    "KV_DTYPE_BYTES",
+    "MIB",
+    "Plan",
+    "StaticBudget",
+    "kv_cell_bytes",
+    "mamba_slot_bytes",
+    "plan_sglang",
+    "slack_needed_bytes",
+    "weights_per_rank",
+]
 
 # Free memory before weights = capacity - reserve. 760 MiB is the CUDA context, cuBLAS/NCCL
 # workspaces and torch's allocator at init; GeForce cards add the desktop's share (F3: ~80 MB).
 # FIELD-NOTES C1 implies 0.82 GiB in total on the 4080 SUPER (760 + 80 MiB = 0.82 GiB).
 DEFAULT_RESERVE_MIB = 760
-# SGLang refuses a HiCache host pool above available host RAM - 10 GiB (P3).
-HOST_RAM_MARGIN_GIB = 10.0
 # Activation workspace per prefill token, in units of the widest per-token tensors (gate_up out,
 # hidden, qkv/qkvz), x2 for the temporaries held beside them; and CUDA graph memory per captured
 # batch size. Together ~0.9 GiB for C1 (peak 31,114 of 32,760 MiB at mfs 0.92).
@@ -49,52 +73,6 @@ KV_DTYPE_BYTES = {
     "nvfp4": 0.5 + 1 / 16,
     "fp4_mx_block16": 0.5 + 1 / 16,
 }
-
-
-class Plan(BaseModel):
-    """`autotune plan --json`: the contract fields first, then the working."""
-
-    weights_gib: float
-    kv_cell_bytes: int
-    kv_pool_tokens: int
-    mamba_slots: int
-    mamba_pool_gib: float
-    max_running_requests: int
-    fits: bool
-    reasons: list[str]
-    host_pool_tokens: int | None = None
-    # working
-    engine: str = "sglang"
-    engine_version: str
-    model: str
-    gpu: str
-    tp: int
-    kv_dtype: str
-    pre_weights_free_gib: float
-    mem_fraction_static: float
-    static_budget_gib: float = Field(description="rest_memory: pre*mfs - weights")
-    kv_pool_gib: float
-    mamba_conv_gib: float
-    mamba_ssm_gib: float
-    mamba_spec_gib: float
-    mamba_slot_mib: float
-    slack_gib: float = Field(description="pre*(1-mfs): activations, graphs, draft model")
-    slack_needed_gib: float
-    chunked_prefill_size: int
-    cuda_graph_max_bs: int
-    context_len: int
-    mamba_strategy: str
-    slots_per_request: int
-    radix_cache: bool
-    overlap_schedule: bool
-    mixed_chunk: bool
-    speculative: dict[str, Any]
-    host_pool_gb: float | None = None
-    host_mamba_gb: float | None = None
-    host_available_gib: float | None = None
-    bound_by: str = Field(description="what caps concurrency: kv_tokens, mamba_slots or user")
-    assumptions: list[str]
-    perf: dict[str, Any] | None = None
 
 
 def _kv_dtype(card: ModelCard, value: Any) -> str:
@@ -118,26 +96,6 @@ def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int) -> int:
     return int(per * KV_DTYPE_BYTES[kv_dtype])
 
 
-def mamba_slot_bytes(card: ModelCard, tp: int, ssm_dtype: str | None = None) -> tuple[int, int]:
-    """(conv, ssm) bytes of one Gated DeltaNet state slot on one rank (§2.3, F1)."""
-    la = card.linear_attention
-    if la is None:
-        return 0, 0
-    n = len(card.linear_layers)
-    conv_dim = la.num_value_heads * la.value_head_dim + 2 * la.num_key_heads * la.key_head_dim
-    conv = conv_dim // tp * (la.conv_kernel - 1) * int(DTYPE_BYTES[la.conv_dtype]) * n
-    ssm_b = DTYPE_BYTES[ssm_dtype or la.ssm_dtype]
-    ssm = int(la.num_value_heads // tp * la.value_head_dim * la.key_head_dim * ssm_b) * n
-    return conv, ssm
-
-
-def weights_per_rank(card: ModelCard, tp: int, load_mtp: bool) -> int:
-    """Weights on one rank: sharded parts / TP; the vision tower is replicated."""
-    w = card.weights
-    sharded = w.embed_tokens + w.lm_head + w.decoder + (w.mtp if load_mtp else 0)
-    return (sharded + w.load_overhead) // tp + w.vision
-
-
 def slack_needed_bytes(card: ModelCard, r: rules.Resolved) -> int:
     la = card.linear_attention
     widths = 2 * card.intermediate_size + 2 * card.hidden_size
@@ -148,6 +106,24 @@ def slack_needed_bytes(card: ModelCard, r: rules.Resolved) -> int:
     act = int(max(r.chunked_prefill_size, 1) * widths * 2 * ACT_TENSORS_FACTOR)
     graphs = int((GRAPH_BASE_MIB + GRAPH_PER_BS_MIB * r.cuda_graph_max_bs) * MIB)
     return act + graphs
+
+
+@dataclass(frozen=True)
+class StaticBudget:
+    """One rank's memory as mem_fraction_static splits it (module docstring): `pre` before
+    weights, `rest` left of the static part after weights, `slack` outside the static part."""
+
+    pre_gib: float
+    weights_gib: float
+    mem_fraction_static: float
+
+    @property
+    def rest_gib(self) -> float:
+        return self.pre_gib * self.mem_fraction_static - self.weights_gib
+
+    @property
+    def slack_gib(self) -> float:
+        return self.pre_gib * (1 - self.mem_fraction_static)
 
 
 def plan_sglang(
@@ -165,6 +141,58 @@ def plan_sglang(
     v = rules.parse_version(version)
     assumptions: list[str] = []
     reasons: list[str] = []
+    r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
+    pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)
+    eagle = _eagle_draft(card, cfg, r, reasons)
+    weights = weights_per_rank(card, tp, load_mtp=False)
+    budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static)
+    kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"))
+    cell = _kv_cell(card, kv_dtype, tp, eagle, v, assumptions)
+    mamba = mamba_pool(card, cfg, r, v, tp, budget.rest_gib, reasons, assumptions)
+    mamba_page_size_checks(card, r, reasons)
+    kv_tokens = _kv_pool_tokens(cfg, r, budget, mamba, cell, reasons)
+    mrr, bound = _max_running_requests(card, r, kv_tokens, mamba)
+    need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons)
+    if r.context_len > card.max_position_embeddings:
+        assumptions.append(
+            f"context_length {r.context_len} exceeds the model's {card.max_position_embeddings}"
+        )
+    host = HostPool(host_free_gib)
+    if cfg.get("enable_hierarchical_cache"):
+        host = host_pool(
+            cfg, card, v, kv_tokens, cell, mamba, r.page_size, host_free_gib, reasons, assumptions
+        )
+    return Plan(
+        weights_gib=round(budget.weights_gib, 3),
+        kv_cell_bytes=cell,
+        kv_pool_tokens=max(kv_tokens, 0),
+        mamba_slots=max(mamba.slots, 0),
+        mamba_pool_gib=round(mamba.pool_bytes / GIB, 3),
+        max_running_requests=mrr,
+        fits=not reasons,
+        reasons=reasons,
+        host_pool_tokens=host.tokens,
+        engine_version=version,
+        model=card.name,
+        gpu=gpu.name,
+        tp=tp,
+        kv_dtype=kv_dtype,
+        bound_by=bound,
+        assumptions=assumptions,
+        **_working_fields(card, r, budget, cell, kv_tokens, mamba, need, host),
+    )
+
+
+def _resolve_launch(
+    card: ModelCard,
+    gpu: GPUSpec,
+    cfg: dict[str, Any],
+    version: str,
+    tp: int,
+    assumptions: list[str],
+) -> rules.Resolved:
+    """The values SGLang runs `cfg` with on this card and GPU (rules.resolve), its adjustments
+    noted in `assumptions`."""
     vf = rules.vision_mfs_factor(24, card.vision.hidden_size) if card.vision else None
     r = rules.resolve(
         cfg,
@@ -180,7 +208,13 @@ def plan_sglang(
         assumptions.append(
             f"mem_fraction_static not set: SGLang's heuristic gives {r.mem_fraction_static}"
         )
+    return r
 
+
+def _free_before_weights_gib(
+    gpu: GPUSpec, gpu_free_gib: float | None, assumptions: list[str]
+) -> float:
+    """`pre`: the given free memory, else capacity - reserve (module constants)."""
     if gpu_free_gib is not None:
         pre = float(gpu_free_gib)
         assumptions.append(f"free memory before weights given: {pre:.2f} GiB")
@@ -191,7 +225,14 @@ def plan_sglang(
             f"free memory before weights = capacity {gpu.memory_mib} MiB - reserve {reserve} MiB "
             f"(CUDA context {DEFAULT_RESERVE_MIB} MiB + desktop {gpu.desktop_reserve_mib} MiB)"
         )
+    return pre
 
+
+def _eagle_draft(
+    card: ModelCard, cfg: dict[str, Any], r: rules.Resolved, reasons: list[str]
+) -> bool:
+    """Whether the draft is an EAGLE-family head (its weights and KV are budgeted); one that
+    needs MTP weights the card lacks is a reason."""
     spec = r.spec_algorithm
     eagle = spec in rules.SPEC_EAGLE_FAMILY
     if eagle and not card.has_mtp and not cfg.get("speculative_draft_model_path"):
@@ -199,80 +240,38 @@ def plan_sglang(
             f"speculative_algorithm={spec} needs MTP weights, and {card.name} has none "
             f"({cite('P6')})"
         )
-    weights = weights_per_rank(card, tp, load_mtp=False)
-    draft_weights = card.weights.mtp // tp if eagle else 0
-    weights_gib = weights / GIB
+    return eagle
 
-    mfs = r.mem_fraction_static
-    rest = pre * mfs - weights_gib
-    kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"))
+
+def _kv_cell(
+    card: ModelCard,
+    kv_dtype: str,
+    tp: int,
+    eagle: bool,
+    v: tuple[int, int, int],
+    assumptions: list[str],
+) -> int:
+    """Per-token KV bytes on one rank as SGLang budgets them, the draft's share included."""
     cell = kv_cell_bytes(card, kv_dtype, tp)
     if eagle and v >= (0, 5, 20) and card.mtp_layers:
         # 0.5.2x budgets the draft KV inside the cell: x(1 + draft_layers/num_layers) (§6).
         cell = int(cell * (1 + card.mtp_layers / len(card.full_attention_layers)))
         assumptions.append("0.5.20+: draft (MTP) KV budgeted in the cell")
+    return cell
 
-    conv_b, ssm_b = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
-    per_slot = conv_b + ssm_b
-    slots_per_req = rules.slots_per_request(r, v) if card.is_hybrid else 0
-    n_slots = 0
-    spec_bytes = 0
-    rest_b = rest * GIB
-    if card.is_hybrid:
-        d = r.spec_draft_tokens if spec else 0
-        explicit = cfg.get("max_mamba_cache_size")
-        ratio = float(cfg.get("mamba_full_memory_ratio") or 0.9)
-        if explicit is not None:
-            n_slots = int(explicit)
-        elif not r.radix_cache and r.max_running_requests is not None:
-            n_slots = r.max_running_requests
-        else:
-            budget = max(rest_b, 0) * ratio / (1 + ratio)
-            if v < (0, 5, 16):
-                if d:
-                    budget -= ssm_b * (r.max_running_requests or 48) * d
-                n_slots = int(budget // per_slot)
-            elif d:
-                # joint solve for slots and the intermediate state of N // ratio requests
-                n_slots = int(
-                    (budget - per_slot * (1 + d)) // (per_slot * (1 + d / slots_per_req))
-                )
-            else:
-                n_slots = int((budget - per_slot) // per_slot)
-            assumptions.append(
-                f"max_mamba_cache_size from the ratio rule (mamba_full_memory_ratio {ratio})"
-            )
-        if d:
-            mrr_for_spec = r.max_running_requests or 48
-            if v >= (0, 5, 16):
-                mrr_for_spec = min(mrr_for_spec, max(n_slots // max(slots_per_req, 1), 0))
-            spec_bytes = ssm_b * (mrr_for_spec + 1) * d
-        if rest <= 0:
-            pass  # reported below as weights leaving no memory
-        elif n_slots <= 0:
-            reasons.append(
-                "Not enough GPU memory for hybrid (mamba/linear-attention) state cache: "
-                f"computed max_mamba_cache_size={n_slots}"
-            )
-        elif n_slots // max(slots_per_req, 1) <= 0:
-            reasons.append(
-                f"Hybrid state cache is too small to serve any requests: {n_slots} slots, "
-                f"{slots_per_req} per request ({r.mamba_strategy}); use at least {slots_per_req}"
-            )
-    mamba_bytes = (max(n_slots, 0) + 1) * per_slot if card.is_hybrid else 0
-    if card.is_hybrid and r.radix_cache and r.page_size > 1:
-        if r.mamba_strategy == "no_buffer":
-            reasons.append(
-                f"page_size {r.page_size} with the mamba no_buffer radix cache: SGLang asserts "
-                "page_size == 1 there (MambaRadixCache); use page_size 1 or extra_buffer"
-            )
-        elif 256 % r.page_size:
-            reasons.append(
-                f"extra_buffer needs mamba_track_interval (256) % page_size == 0; page_size "
-                f"{r.page_size} does not divide it"
-            )
 
-    kv_rest = rest_b - mamba_bytes - spec_bytes
+def _kv_pool_tokens(
+    cfg: dict[str, Any],
+    r: rules.Resolved,
+    budget: StaticBudget,
+    mamba: MambaPool,
+    cell: int,
+    reasons: list[str],
+) -> int:
+    """KV pool tokens: what `rest` holds after the mamba pool, in whole pages; no pool (weights
+    or the mamba pool taking it all) is a reason."""
+    rest, weights_gib = budget.rest_gib, budget.weights_gib
+    kv_rest = rest * GIB - mamba.pool_bytes - mamba.spec_bytes
     kv_tokens = int(kv_rest // cell) if kv_rest > 0 else 0
     max_total = cfg.get("max_total_tokens")
     if max_total is not None and kv_tokens > int(max_total):
@@ -281,15 +280,21 @@ def plan_sglang(
     if rest <= 0:
         reasons.append(
             f"weights ({weights_gib:.2f} GiB) leave no GPU memory for the KV cache under "
-            f"mem_fraction_static={mfs}: raise it above {weights_gib / pre:.3f}"
+            f"mem_fraction_static={budget.mem_fraction_static}: raise it above "
+            f"{weights_gib / budget.pre_gib:.3f}"
         )
     elif kv_tokens <= 0:
         reasons.append(
             "Not enough memory for the KV cache after the mamba pool: raise mem_fraction_static "
-            f"(now {mfs}) or lower max_mamba_cache_size (now {n_slots})"
+            f"(now {budget.mem_fraction_static}) or lower max_mamba_cache_size (now {mamba.slots})"
         )
+    return kv_tokens
 
-    # max running requests (§2.3)
+
+def _max_running_requests(
+    card: ModelCard, r: rules.Resolved, kv_tokens: int, mamba: MambaPool
+) -> tuple[int, str]:
+    """(max running requests, what bounds it) (§2.3)."""
     if r.max_running_requests is not None:
         mrr = r.max_running_requests
         bound = "user"
@@ -298,15 +303,31 @@ def plan_sglang(
         bound = "default"
     if kv_tokens // 2 < mrr:
         mrr, bound = kv_tokens // 2, "kv_tokens"
-    if card.is_hybrid and slots_per_req and n_slots // slots_per_req < mrr:
-        mrr, bound = n_slots // slots_per_req, "mamba_slots"
-    mrr = max(mrr, 0)
+    slots_per_req = mamba.slots_per_request
+    if card.is_hybrid and slots_per_req and mamba.slots // slots_per_req < mrr:
+        mrr, bound = mamba.slots // slots_per_req, "mamba_slots"
+    return max(mrr, 0), bound
 
-    slack = pre * (1 - mfs)
+
+def _slack_needed(
+    card: ModelCard,
+    r: rules.Resolved,
+    v: tuple[int, int, int],
+    tp: int,
+    eagle: bool,
+    kv_tokens: int,
+    cell: int,
+    budget: StaticBudget,
+    reasons: list[str],
+) -> int:
+    """Bytes the non-static slack must hold: activations, CUDA graphs and the draft model; more
+    than the slack is a reason."""
+    draft_weights = card.weights.mtp // tp if eagle else 0
     need = slack_needed_bytes(card, r) + draft_weights
     if eagle and v < (0, 5, 20) and card.mtp_layers:
         # 0.5.9-era: the draft KV pool (as many tokens as the target's) comes from the slack.
         need += int(kv_tokens * cell * card.mtp_layers / len(card.full_attention_layers))
+    slack = budget.slack_gib
     if need > slack * GIB:
         reasons.append(
             f"non-static slack {slack:.2f} GiB (pre*(1-mem_fraction_static)) cannot hold "
@@ -314,114 +335,47 @@ def plan_sglang(
             f"{r.chunked_prefill_size}, graph bs {r.cuda_graph_max_bs}); lower "
             "mem_fraction_static or chunked_prefill_size"
         )
-    if r.context_len > card.max_position_embeddings:
-        assumptions.append(
-            f"context_length {r.context_len} exceeds the model's {card.max_position_embeddings}"
-        )
+    return need
 
-    host_tokens = host_gb = host_mamba_gb = None
-    if cfg.get("enable_hierarchical_cache"):
-        if host_free_gib is None:
-            import psutil
 
-            host_free_gib = psutil.virtual_memory().available / GIB
-            assumptions.append(
-                f"host RAM available read from this machine: {host_free_gib:.1f} GiB"
-            )
-        host_tokens, host_gb, host_mamba_gb = _hicache(
-            cfg, card, v, kv_tokens, cell, n_slots, per_slot, r.page_size, reasons
-        )
-        requested = (host_gb or 0) + (host_mamba_gb or 0)
-        limit = (host_free_gib - HOST_RAM_MARGIN_GIB) * GIB / 1e9
-        if requested > limit:
-            reasons.append(
-                f"Not enough host memory available. Requesting {requested:.2f} GB but only have "
-                f"{max(limit, 0):.2f} GB free (available - 10 GiB, sglang#8102); lower "
-                "hicache_size/ratio"
-            )
-
-    return Plan(
-        weights_gib=round(weights_gib, 3),
-        kv_cell_bytes=cell,
-        kv_pool_tokens=max(kv_tokens, 0),
-        mamba_slots=max(n_slots, 0),
-        mamba_pool_gib=round(mamba_bytes / GIB, 3),
-        max_running_requests=mrr,
-        fits=not reasons,
-        reasons=reasons,
-        host_pool_tokens=host_tokens,
-        engine_version=version,
-        model=card.name,
-        gpu=gpu.name,
-        tp=tp,
-        kv_dtype=kv_dtype,
-        pre_weights_free_gib=round(pre, 3),
-        mem_fraction_static=mfs,
-        static_budget_gib=round(rest, 3),
+def _working_fields(
+    card: ModelCard,
+    r: rules.Resolved,
+    budget: StaticBudget,
+    cell: int,
+    kv_tokens: int,
+    mamba: MambaPool,
+    need: int,
+    host: HostPool,
+) -> dict[str, Any]:
+    """The Plan's working fields (after the contract's)."""
+    n_slots = mamba.slots
+    return dict(
+        pre_weights_free_gib=round(budget.pre_gib, 3),
+        mem_fraction_static=budget.mem_fraction_static,
+        static_budget_gib=round(budget.rest_gib, 3),
         kv_pool_gib=round(max(kv_tokens, 0) * cell / GIB, 3),
-        mamba_conv_gib=round((n_slots + 1) * conv_b / GIB, 2) if card.is_hybrid else 0.0,
-        mamba_ssm_gib=round((n_slots + 1) * ssm_b / GIB, 2) if card.is_hybrid else 0.0,
-        mamba_spec_gib=round(spec_bytes / GIB, 3),
-        mamba_slot_mib=round(per_slot / MIB, 2),
-        slack_gib=round(slack, 3),
+        mamba_conv_gib=round((n_slots + 1) * mamba.conv_bytes / GIB, 2) if card.is_hybrid else 0.0,
+        mamba_ssm_gib=round((n_slots + 1) * mamba.ssm_bytes / GIB, 2) if card.is_hybrid else 0.0,
+        mamba_spec_gib=round(mamba.spec_bytes / GIB, 3),
+        mamba_slot_mib=round(mamba.slot_bytes / MIB, 2),
+        slack_gib=round(budget.slack_gib, 3),
         slack_needed_gib=round(need / GIB, 3),
         chunked_prefill_size=r.chunked_prefill_size,
         cuda_graph_max_bs=r.cuda_graph_max_bs,
         context_len=r.context_len,
         mamba_strategy=r.mamba_strategy,
-        slots_per_request=slots_per_req,
+        slots_per_request=mamba.slots_per_request,
         radix_cache=r.radix_cache,
         overlap_schedule=r.overlap,
         mixed_chunk=r.mixed_chunk,
         speculative={
-            "algorithm": spec,
+            "algorithm": r.spec_algorithm,
             "num_steps": r.spec_steps,
             "eagle_topk": r.spec_topk,
             "num_draft_tokens": r.spec_draft_tokens,
         },
-        host_pool_gb=None if host_gb is None else round(host_gb, 2),
-        host_mamba_gb=None if host_mamba_gb is None else round(host_mamba_gb, 2),
-        host_available_gib=None if host_free_gib is None else round(host_free_gib, 1),
-        bound_by=bound,
-        assumptions=assumptions,
+        host_pool_gb=None if host.kv_gb is None else round(host.kv_gb, 2),
+        host_mamba_gb=None if host.mamba_gb is None else round(host.mamba_gb, 2),
+        host_available_gib=None if host.available_gib is None else round(host.available_gib, 1),
     )
-
-
-def _hicache(
-    cfg: dict[str, Any],
-    card: ModelCard,
-    v: tuple[int, int, int],
-    kv_tokens: int,
-    cell: int,
-    n_slots: int,
-    per_slot: int,
-    page: int,
-    reasons: list[str],
-) -> tuple[int, float, float]:
-    """Host pool tokens and bytes (decimal GB) for KV and mamba (§2.5, P3)."""
-    if card.is_hybrid and v < (0, 5, 16):
-        reasons.append(
-            "HiCache with a hybrid (mamba) model is unsupported before 0.5.16: 0.5.9 has no mamba "
-            "host pool (sglang-internals §2.5)"
-        )
-    size_gb = float(cfg.get("hicache_size") or 0)
-    ratio = float(cfg.get("hicache_ratio") or 2.0)
-    dev_kv = kv_tokens * cell
-    dev_mamba = (n_slots + 1) * per_slot if card.is_hybrid else 0
-    if size_gb > 0:
-        # --hicache-size covers KV and mamba host pools together, split by device bytes (P3).
-        kv_share = dev_kv / (dev_kv + dev_mamba) if dev_kv + dev_mamba else 1.0
-        kv_gb = size_gb * kv_share
-        tokens = int(kv_gb * 1e9 // cell) if cell else 0
-        mamba_gb = size_gb - kv_gb
-    else:
-        tokens = int(kv_tokens * ratio)
-        mamba_gb = dev_mamba * ratio / 1e9
-    tokens = (tokens // page + 1) * page
-    kv_gb = tokens * cell / 1e9
-    if tokens <= kv_tokens and v < (0, 5, 16):
-        reasons.append(
-            f"HiCache host pool ({tokens} tokens) must be larger than the device pool "
-            f"({kv_tokens}); raise hicache_size or hicache_ratio"
-        )
-    return tokens, kv_gb, mamba_gb

@@ -157,30 +157,7 @@ class EngineProcess:
         if self.gpu_indices:
             self._gpu_baseline = gpu.gpu_memory_used(self.gpu_indices)
         with open(self.log_path, "wb") as log_fh:
-            try:
-                self._popen = subprocess.Popen(
-                    self.argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_fh,
-                    stderr=subprocess.STDOUT,
-                    env=full_env,
-                    cwd=cwd,
-                    start_new_session=True,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                raise EngineLaunchError(
-                    f"cannot start {self.argv[0]!r}: {exc}", command=self.argv
-                ) from exc
-            pid = self._popen.pid
-            self._pgid = pid  # start_new_session: the child leads a new session and group
-            try:
-                self._create_time = psutil.Process(pid).create_time()
-            except psutil.NoSuchProcess:
-                self._create_time = None  # already exited; wait_ready reports it
-            _LIVE.add(self)
-            if self._watchdog_on and self._create_time is not None:
-                self._start_watchdog(log_fh)
+            pid = self._spawn(log_fh, full_env, cwd)
         if self.registry is not None and self._create_time is not None:
             # An engine that already exited leaves nothing to record (or to reap later).
             with contextlib.suppress(ProcessLookupError):
@@ -192,6 +169,34 @@ class EngineProcess:
                     label=self.label,
                     token=token,
                 )
+        return pid
+
+    def _spawn(self, log_fh: BinaryIO, full_env: dict[str, str], cwd: Path | str | None) -> int:
+        """Popen ``self.argv`` in a new session, output to ``log_fh``; its watchdog too."""
+        try:
+            self._popen = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fh,
+                stderr=subprocess.STDOUT,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise EngineLaunchError(
+                f"cannot start {self.argv[0]!r}: {exc}", command=self.argv
+            ) from exc
+        pid = self._popen.pid
+        self._pgid = pid  # start_new_session: the child leads a new session and group
+        try:
+            self._create_time = psutil.Process(pid).create_time()
+        except psutil.NoSuchProcess:
+            self._create_time = None  # already exited; wait_ready reports it
+        _LIVE.add(self)
+        if self._watchdog_on and self._create_time is not None:
+            self._start_watchdog(log_fh)
         return pid
 
     def _start_watchdog(self, log_fh: BinaryIO) -> None:
@@ -387,24 +392,7 @@ class EngineProcess:
                 signal=None, seconds=0.0, returncode=None, port_freed=None, gpu_memory_freed=None
             )
             return self._stop_report
-        # Until we reap our child (Popen.returncode still None), its PID, and so the group id,
-        # cannot be reused: the group is ours. Once reaped, members must carry our token.
-        token = None if popen.returncode is None else self._token
-        # Snapshot the tree first: descendants that left the group (setsid) are found through
-        # their parent, which must still be alive for that.
-        procs = tree.descendants(popen.pid, self._create_time)
-        if self._pgid is not None:
-            procs += tree.group_members(self._pgid, not_before=self._create_time, token=token)
-        seen_pids = {p.pid for p in procs}
-        sig, leftovers = tree.terminate(
-            procs,
-            pgid=self._pgid,
-            not_before=self._create_time,
-            token=token,
-            grace_s=grace_s,
-            kill_wait_s=kill_wait_s,
-            reap=popen.poll,
-        )
+        seen_pids, sig, leftovers = self._terminate(popen, grace_s, kill_wait_s)
         try:
             rc: int | None = popen.wait(timeout=max(0.1, kill_wait_s))
         except subprocess.TimeoutExpired:
@@ -437,6 +425,31 @@ class EngineProcess:
             self.registry.remove(popen.pid)
         _LIVE.discard(self)
         return self._stop_report
+
+    def _terminate(
+        self, popen: subprocess.Popen[bytes], grace_s: float, kill_wait_s: float
+    ) -> tuple[set[int], str | None, list[int]]:
+        """SIGTERM, then SIGKILL, the engine's processes: (PIDs seen, strongest signal sent,
+        PIDs alive after SIGKILL)."""
+        # Until we reap our child (Popen.returncode still None), its PID, and so the group id,
+        # cannot be reused: the group is ours. Once reaped, members must carry our token.
+        token = None if popen.returncode is None else self._token
+        # Snapshot the tree first: descendants that left the group (setsid) are found through
+        # their parent, which must still be alive for that.
+        procs = tree.descendants(popen.pid, self._create_time)
+        if self._pgid is not None:
+            procs += tree.group_members(self._pgid, not_before=self._create_time, token=token)
+        seen_pids = {p.pid for p in procs}
+        sig, leftovers = tree.terminate(
+            procs,
+            pgid=self._pgid,
+            not_before=self._create_time,
+            token=token,
+            grace_s=grace_s,
+            kill_wait_s=kill_wait_s,
+            reap=popen.poll,
+        )
+        return seen_pids, sig, leftovers
 
     def __enter__(self) -> Self:
         return self

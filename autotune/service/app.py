@@ -1,6 +1,8 @@
 """`autotune serve`: the HTTP jobs API (FastAPI; OpenAPI schema at /openapi.json).
 
-Every endpoint calls the service layer (core.Service), as the MCP tools do. Requests pass two
+The routes live in routes/, one APIRouter per resource; this module assembles the app (routers,
+error handlers, the OpenAPI document, the guards). Every endpoint calls the service layer
+(core.Service), as the MCP tools do. Requests pass two
 guards first: the bearer token (401) and the body limit (413); bodies are validated by the
 pydantic models in schemas.py (422 naming the field). Errors are JSON:
 `{"detail": "...", "error": "ConfigError", "field": "target.model"}`.
@@ -8,60 +10,31 @@ pydantic models in schemas.py (422 naming the field). Errors are JSON:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any
+from http import HTTPMethod
+from typing import Any
 
-import anyio
-from fastapi import Body, Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, PlainTextResponse
-from fastapi.security import HTTPBearer
+from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from sse_starlette import EventSourceResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from autotune import __version__
 from autotune.errors import AutotuneError
-from autotune.planner.sglang import Plan
 from autotune.service.auth import BearerAuth, BodyLimit
 from autotune.service.core import Service
-from autotune.service.errors import (
-    Invalid,
-    NotFound,
-    UnsupportedMedia,
-    error_field,
-    http_status,
-)
-from autotune.service.schemas import (
-    NAME_PATTERN,
-    QUEUE_DOC,
-    TERMINAL_STATES,
-    ErrorOut,
-    Health,
-    InspectOut,
-    InspectRequest,
-    KernelsRequest,
-    KernelsStatus,
-    PlanRequest,
-    ResumeRequest,
-    StopRequest,
-    SubmitResult,
-    SweepList,
-    SweepOverrides,
-    SweepStatusOut,
-    SweepSubmit,
-    TrialBrief,
-)
+from autotune.service.errors import error_field, http_status
+from autotune.service.routes import health, kernels, reports, sweeps, tools
+from autotune.service.schemas import QUEUE_DOC, ErrorOut, SweepSubmit
 
 log = logging.getLogger(__name__)
 
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorOut, "description": text}
     for code, text in (
@@ -73,15 +46,14 @@ ERRORS: dict[int | str, dict[str, Any]] = {
         (422, "invalid request: the message names the field"),
     )
 }
-
-SweepName = Annotated[
-    str, Path(min_length=1, max_length=200, pattern=NAME_PATTERN, description="sweep name")
-]
-JobName = Annotated[
-    str, Path(min_length=1, max_length=100, pattern=NAME_PATTERN, description="job name")
-]
-# Declares the scheme in the OpenAPI document; BearerAuth (middleware) enforces it everywhere.
-_bearer = HTTPBearer(auto_error=False, description="the token in STATE/token")
+# One router per resource, in the order of the OpenAPI document's paths.
+ROUTERS: tuple[APIRouter, ...] = (
+    health.router,
+    sweeps.router,
+    reports.router,
+    tools.router,
+    kernels.router,
+)
 
 
 def create_app(service: Service, *, token: str, recover: bool = True) -> FastAPI:
@@ -109,8 +81,10 @@ def create_app(service: Service, *, token: str, recover: bool = True) -> FastAPI
         lifespan=lifespan,
         responses=ERRORS,
     )
+    app.state.service = service  # what the routes' ServiceDep reads
     _install_error_handlers(app)
-    _routes(app, service)
+    for router in ROUTERS:
+        app.include_router(router)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, limit=service.config.max_body_bytes)
     app.add_middleware(BearerAuth, token=token)  # outermost: nothing runs before the token
@@ -190,274 +164,18 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-# -- routes ----------------------------------------------------------------------------------
-
-
-def _routes(app: FastAPI, service: Service) -> None:
-    auth = [Depends(_bearer)]
-
-    @app.get("/healthz", response_model=Health, tags=["service"])
-    def healthz() -> Health:
-        """Liveness; the only endpoint without a token."""
-        return Health(ok=True, version=__version__)
-
-    @app.post(
-        "/v1/sweeps",
-        response_model=SubmitResult,
-        status_code=202,
-        tags=["sweeps"],
-        dependencies=auth,
-        openapi_extra={"requestBody": _submit_body()},
-        responses={415: {"model": ErrorOut, "description": "neither YAML nor JSON"}},
-    )
-    async def submit_sweep(
-        request: Request,
-        max_trials: Annotated[int | None, Query(ge=1, le=100_000)] = None,
-        wall_clock_s: Annotated[float | None, Query(gt=0, le=30 * 86400)] = None,
-        until: Annotated[str | None, Query(pattern=r"^([01]?\d|2[0-3]):([0-5]\d)$")] = None,
-        workers: Annotated[int | None, Query(ge=1, le=1024)] = None,
-        executor: Annotated[str | None, Query(pattern="^(inprocess|ray)$")] = None,
-    ) -> SubmitResult:
-        """Submit a sweep: the spec as YAML (Content-Type application/yaml) or as JSON
-        (`{"spec": {...}}` or `{"spec_yaml": "..."}`, plus budget overrides). Query
-        parameters override the budget too (the JSON body's values win). Returns at once:
-        the sweep runs as a job, or waits as `queued` (job.queue_position) while jobs on the
-        same GPUs run; follow it at links.events."""
-        raw = await request.body()
-        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        query = {
-            k: v
-            for k, v in dict(
-                max_trials=max_trials,
-                wall_clock_s=wall_clock_s,
-                until=until,
-                workers=workers,
-                executor=executor,
-            ).items()
-            if v is not None
-        }
-        text: str | None = None
-        data: dict[str, Any] | None = None
-        if ctype in YAML_TYPES or ctype == "text/plain":
-            text = _decode(raw)
-            overrides = SweepOverrides.model_validate(query)
-        elif ctype == "application/json" or ctype.endswith("+json"):
-            try:
-                doc = json.loads(raw)
-            except (ValueError, RecursionError) as exc:
-                raise Invalid(f"the body is not valid JSON: {exc}", field="body") from None
-            if not isinstance(doc, dict):
-                raise Invalid('expected a JSON object: {"spec": {...}} or {"spec_yaml": "..."}')
-            submit = SweepSubmit.model_validate({**query, **doc})
-            overrides = SweepOverrides.model_validate(submit.given())
-            text, data = submit.spec_yaml, submit.spec
-        else:
-            raise UnsupportedMedia(
-                f"Content-Type {ctype or '(none)'} is not accepted; send the spec as "
-                f"{' or '.join(YAML_TYPES[:1] + ('application/json',))}"
-            )
-        return await run_in_threadpool(
-            lambda: service.submit_sweep(text=text, data=data, overrides=overrides)
-        )
-
-    @app.get("/v1/sweeps", response_model=SweepList, tags=["sweeps"], dependencies=auth)
-    def list_sweeps() -> SweepList:
-        """Every sweep in the database, and the jobs of this service."""
-        return service.list_sweeps()
-
-    @app.get(
-        "/v1/sweeps/{name}", response_model=SweepStatusOut, tags=["sweeps"], dependencies=auth
-    )
-    def sweep_status(name: SweepName) -> SweepStatusOut:
-        """State, progress, best so far, failures by class, and what can be done next."""
-        return service.sweep_status(name)
-
-    @app.get(
-        "/v1/sweeps/{name}/events",
-        tags=["sweeps"],
-        dependencies=auth,
-        response_class=PlainTextResponse,
-        responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream"}},
-    )
-    async def sweep_events(
-        name: SweepName,
-        interval_s: Annotated[float, Query(ge=0.1, le=60)] = 1.0,
-    ) -> Any:
-        """Server-sent events until the sweep ends: `status` (the whole status, on every
-        change), `trial` (a trial's status or value changed), `best` (a new best), `end`."""
-        first = await run_in_threadpool(service.sweep_status, name)  # 404 before streaming
-        return EventSourceResponse(_events(service, name, first, interval_s), ping=15)
-
-    @app.post(
-        "/v1/sweeps/{name}/stop",
-        response_model=SweepStatusOut,
-        tags=["sweeps"],
-        dependencies=auth,
-    )
-    def stop_sweep(
-        name: SweepName, req: Annotated[StopRequest | None, Body()] = None
-    ) -> SweepStatusOut:
-        """Stop gracefully (SIGTERM: running trials are stopped and marked interrupted; the
-        sweep is resumable), or at once with force. A queued sweep leaves the queue."""
-        return service.stop_sweep(name, req)
-
-    @app.post(
-        "/v1/sweeps/{name}/resume",
-        response_model=SubmitResult,
-        status_code=202,
-        tags=["sweeps"],
-        dependencies=auth,
-    )
-    def resume_sweep(
-        name: SweepName, req: Annotated[ResumeRequest | None, Body()] = None
-    ) -> SubmitResult:
-        """Continue a stopped, interrupted or finished sweep (raise max_trials to search
-        further)."""
-        return service.resume_sweep(name, req)
-
-    def _file(name: str, which: str, plots: bool) -> Any:
-        rep = service.report(name, plots=plots)
-        if which == "report.md":
-            return PlainTextResponse(rep.report_md, media_type="text/markdown; charset=utf-8")
-        if which == "launch.sh":
-            if rep.launch_sh is None:
-                why = next((n for n in rep.notes if "launch.sh" in n), "no winner yet")
-                raise NotFound(f"no launch.sh for sweep {name!r}: {why}")
-            return PlainTextResponse(rep.launch_sh, media_type="text/x-shellscript; charset=utf-8")
-        return JSONResponse(rep.winner)
-
-    @app.get(
-        "/v1/sweeps/{name}/report",
-        tags=["reports"],
-        dependencies=auth,
-        response_class=PlainTextResponse,
-        responses={200: {"content": {"text/markdown": {}}}},
-    )
-    def report_md(name: SweepName, plots: bool = False) -> Any:
-        """report.md, written from the database now (also while the sweep runs)."""
-        return _file(name, "report.md", plots)
-
-    @app.get(
-        "/v1/sweeps/{name}/launch.sh",
-        tags=["reports"],
-        dependencies=auth,
-        response_class=PlainTextResponse,
-        responses={200: {"content": {"text/x-shellscript": {}}}},
-    )
-    def launch_sh(name: SweepName) -> Any:
-        """The winner's launch script (404 while no trial has completed)."""
-        return _file(name, "launch.sh", False)
-
-    @app.get("/v1/sweeps/{name}/winner.json", tags=["reports"], dependencies=auth)
-    def winner_json(name: SweepName) -> Any:
-        """The winner, baseline, comparison and provenance as JSON (schema autotune.winner/1)."""
-        return _file(name, "winner.json", False)
-
-    @app.post("/v1/plan", response_model=Plan, tags=["tools"], dependencies=auth)
-    def plan(req: PlanRequest) -> Plan:
-        """The VRAM planner (as `autotune plan --json`): fits, KV pool, mamba slots, reasons."""
-        return service.plan(req)
-
-    @app.post("/v1/inspect", response_model=InspectOut, tags=["tools"], dependencies=auth)
-    def inspect(req: InspectRequest) -> InspectOut:
-        """The checkpoint inspector on a server-local folder under the allowed paths."""
-        return service.inspect(req)
-
-    @app.post(
-        "/v1/kernels",
-        response_model=KernelsStatus,
-        status_code=202,
-        tags=["kernels"],
-        dependencies=auth,
-        responses={501: {"model": ErrorOut, "description": "kernel tuning not installed"}},
-    )
-    def submit_kernels(req: KernelsRequest) -> KernelsStatus:
-        """Tune Triton GEMM configs as a job (`autotune kernels tune`; needs a GPU)."""
-        return service.submit_kernels(req)
-
-    @app.get(
-        "/v1/kernels/{name}", response_model=KernelsStatus, tags=["kernels"], dependencies=auth
-    )
-    def kernels_status(name: JobName) -> KernelsStatus:
-        return service.kernels_status(name)
-
-    @app.post(
-        "/v1/kernels/{name}/stop",
-        response_model=KernelsStatus,
-        tags=["kernels"],
-        dependencies=auth,
-    )
-    def stop_kernels(
-        name: JobName, req: Annotated[StopRequest | None, Body()] = None
-    ) -> KernelsStatus:
-        return service.stop_kernels(name, req)
-
-
 def _allowed_methods(request: Request) -> list[str]:
+    """The methods some route takes at the request's path: each method is matched against the
+    app's routes (an included router answers for the routes it holds)."""
     methods: set[str] = set()
-    for route in request.app.router.routes:
-        match, _ = route.matches(request.scope)
-        if match != Match.NONE:
-            methods |= set(getattr(route, "methods", None) or ())
+    for method in HTTPMethod:
+        scope = {**request.scope, "method": method.value}
+        if any(route.matches(scope)[0] == Match.FULL for route in request.app.router.routes):
+            methods.add(method.value)
     return sorted(methods)
 
 
-def _decode(raw: bytes) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise Invalid(f"the body is not UTF-8 text: {exc}", field="body") from None
-
-
-async def _events(
-    service: Service, name: str, first: SweepStatusOut, interval_s: float
-) -> AsyncIterator[dict[str, str]]:
-    """Poll the database; emit what changed. Ends when the sweep reaches a final state."""
-    seq = 0
-    status: SweepStatusOut | None = None
-    trials: dict[int, TrialBrief] = {}
-    current = first
-    while True:
-        new_trials = await run_in_threadpool(service.trials, name)
-        events: list[tuple[str, str]] = []
-        for number, t in sorted(new_trials.items()):
-            old = trials.get(number)
-            if old is None or (old.status, old.value) != (t.status, t.value):
-                events.append(("trial", t.model_dump_json()))
-        best = current.best
-        if best is not None and (status is None or status.best != best):
-            events.append(("best", best.model_dump_json()))
-        if status is None or _changed(status, current):
-            events.append(("status", current.model_dump_json()))
-        for event, data in events:
-            seq += 1
-            yield {"event": event, "data": data, "id": str(seq)}
-        status, trials = current, new_trials
-        if current.state in TERMINAL_STATES:
-            seq += 1
-            yield {"event": "end", "data": current.model_dump_json(), "id": str(seq)}
-            return
-        await anyio.sleep(interval_s)
-        current = await run_in_threadpool(service.sweep_status, name)
-
-
-def _changed(a: SweepStatusOut, b: SweepStatusOut) -> bool:
-    keys = ("state", "status", "counts", "best", "stop_reason", "failures_by_class", "running")
-    return any(getattr(a, k) != getattr(b, k) for k in keys) or (
-        a.progress.launched != b.progress.launched
-    )
-
-
-def _submit_body() -> dict[str, Any]:
-    return {
-        "required": True,
-        "content": {
-            "application/json": {"schema": {"$ref": "#/components/schemas/SweepSubmit"}},
-            "application/yaml": {
-                "schema": {"type": "string", "description": "the sweep spec (YAML)"}
-            },
-        },
-    }
+# -- the OpenAPI document --------------------------------------------------------------------
 
 
 def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:

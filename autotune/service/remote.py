@@ -103,31 +103,25 @@ def _refuse_unknown(kwargs: dict[str, Any], known: set[str]) -> None:
 # -- sweep -----------------------------------------------------------------------------------
 
 
+# The options of `autotune sweep` that remote_sweep knows (the others are refused when given).
+SWEEP_OPTIONS = {
+    "spec_file",
+    "resume",
+    "db",
+    "until",
+    "max_trials",
+    "wall_clock",
+    "executor",
+    "workers",
+    "ray_address",
+    "out",
+    "json_out",
+}
+
+
 def remote_sweep(url: str, **kw: Any) -> None:
     """Submit (or resume) the sweep on the service, then follow its events to the end."""
-    _refuse("--db", kw.get("db"), "the service uses its own database")
-    _refuse("--out", kw.get("out"), "the service writes into its state folder")
-    _refuse(
-        "--ray-address",
-        kw.get("ray_address"),
-        "set execution.ray_address in the spec (the service checks it against its config)",
-    )
-    _refuse_unknown(
-        kw,
-        {
-            "spec_file",
-            "resume",
-            "db",
-            "until",
-            "max_trials",
-            "wall_clock",
-            "executor",
-            "workers",
-            "ray_address",
-            "out",
-            "json_out",
-        },
-    )
+    _refuse_local_sweep_options(kw)
     spec_file: Path | None = kw.get("spec_file")
     resume: str | None = kw.get("resume")
     overrides = {
@@ -139,46 +133,71 @@ def remote_sweep(url: str, **kw: Any) -> None:
     }
     json_out = bool(kw.get("json_out"))
     with _client(url) as c:
-        if resume is not None:
-            if spec_file is not None:
-                raise ConfigError(
-                    "with --server, --resume continues the stored spec; give no spec file",
-                    field="SPEC",
-                )
-            started = c.resume_sweep(resume, **overrides)
-        elif spec_file is not None:
-            try:
-                text = spec_file.read_text()
-            except OSError as exc:
-                raise ConfigError(
-                    f"cannot read the sweep spec: {exc.strerror or exc}", source=str(spec_file)
-                ) from None
-            started = c.submit_sweep(text, **overrides)
-        else:
-            raise ConfigError("give a spec file, or --resume NAME", field="SPEC")
+        started = _start_sweep(c, spec_file, resume, overrides)
         name = started["name"]
         if not json_out:
-            job = started["job"]
-            where = (
-                f"queued at position {job.get('queue_position')} behind jobs on the same GPUs"
-                if job.get("state") == "queued"
-                else f"job pid {job['pid']}"
-            )
-            typer.echo(f"sweep {name} submitted to {url} ({where})", err=True)
-        try:
-            final = _follow(c, name, quiet=json_out)
-        except KeyboardInterrupt:
-            typer.echo(
-                f"\ndetached: sweep {name} keeps running on the service; "
-                f"`autotune --server {url} status {name}`",
-                err=True,
-            )
-            raise typer.Exit(130) from None
+            _echo_submitted(url, name, started["job"])
+        final = _follow_or_detach(c, url, name, quiet=json_out)
     if json_out:
         typer.echo(json.dumps(final, indent=2))
     else:
         _print_status(final)
     raise typer.Exit(_exit_code(final))
+
+
+def _refuse_local_sweep_options(kw: dict[str, Any]) -> None:
+    _refuse("--db", kw.get("db"), "the service uses its own database")
+    _refuse("--out", kw.get("out"), "the service writes into its state folder")
+    _refuse(
+        "--ray-address",
+        kw.get("ray_address"),
+        "set execution.ray_address in the spec (the service checks it against its config)",
+    )
+    _refuse_unknown(kw, SWEEP_OPTIONS)
+
+
+def _start_sweep(
+    c: ServiceClient, spec_file: Path | None, resume: str | None, overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Resume the stored sweep `resume`, or submit the spec in `spec_file` (exactly one)."""
+    if resume is not None:
+        if spec_file is not None:
+            raise ConfigError(
+                "with --server, --resume continues the stored spec; give no spec file",
+                field="SPEC",
+            )
+        return c.resume_sweep(resume, **overrides)
+    if spec_file is not None:
+        try:
+            text = spec_file.read_text()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read the sweep spec: {exc.strerror or exc}", source=str(spec_file)
+            ) from None
+        return c.submit_sweep(text, **overrides)
+    raise ConfigError("give a spec file, or --resume NAME", field="SPEC")
+
+
+def _echo_submitted(url: str, name: str, job: dict[str, Any]) -> None:
+    where = (
+        f"queued at position {job.get('queue_position')} behind jobs on the same GPUs"
+        if job.get("state") == "queued"
+        else f"job pid {job['pid']}"
+    )
+    typer.echo(f"sweep {name} submitted to {url} ({where})", err=True)
+
+
+def _follow_or_detach(c: ServiceClient, url: str, name: str, *, quiet: bool) -> dict[str, Any]:
+    """The sweep's final status; Ctrl-C detaches (exit 130), the sweep keeps running."""
+    try:
+        return _follow(c, name, quiet=quiet)
+    except KeyboardInterrupt:
+        typer.echo(
+            f"\ndetached: sweep {name} keeps running on the service; "
+            f"`autotune --server {url} status {name}`",
+            err=True,
+        )
+        raise typer.Exit(130) from None
 
 
 def _follow(c: ServiceClient, name: str, *, quiet: bool) -> dict[str, Any]:

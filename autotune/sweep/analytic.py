@@ -104,6 +104,17 @@ def evaluate_scenario(spec: TrialSpec, sc: Any) -> tuple[dict[str, Any], dict[st
     return facts, figures
 
 
+def _launch_report(facts: dict[str, Any]) -> LaunchReport:
+    """What the analytic model says the engine would log at startup."""
+    return LaunchReport(
+        kv_pool_tokens=facts.get("kv_pool_tokens"),
+        mamba_slots=facts.get("mamba_slots"),
+        max_running_requests=facts.get("max_running_requests"),
+        ready=bool(facts.get("fits")),
+        simulated=True,
+    )
+
+
 def analytic_trial(
     spec: TrialSpec,
     *,
@@ -125,13 +136,7 @@ def analytic_trial(
         sc = scenario_from_dict(raw, source=f"trial {spec.number}")
         facts, figures = evaluate_scenario(spec, sc)
         if res.launch is None:
-            res.launch = LaunchReport(
-                kv_pool_tokens=facts.get("kv_pool_tokens"),
-                mamba_slots=facts.get("mamba_slots"),
-                max_running_requests=facts.get("max_running_requests"),
-                ready=bool(facts.get("fits")),
-                simulated=True,
-            )
+            res.launch = _launch_report(facts)
         if not facts.get("fits"):
             res.status = TrialStatus.FAILED
             res.failure = Failure(

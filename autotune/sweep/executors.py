@@ -197,6 +197,32 @@ def _node_ip() -> str:
     return str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
 
 
+def _run_in_actor(spec_json: str, cancel: threading.Event, no_launch: threading.Event) -> str:
+    """A Ray actor's trial: the spec and the result travel as JSON."""
+    import ray
+
+    spec = TrialSpec.model_validate_json(spec_json)
+    gpus = [int(g) for g in ray.get_gpu_ids()] or None
+    worker = f"ray:{_node_ip()}/pid{os.getpid()}"
+    # Ray sets CUDA_VISIBLE_DEVICES for the actor; the engine inherits it, and its GPUs are
+    # 0..tp-1 from its own point of view. The host-wide locks take Ray's own IDs, the node's
+    # GPU indices.
+    res = with_gpu_locks(
+        spec,
+        gpus,
+        lambda: cancel.is_set() or no_launch.is_set(),
+        worker,
+        lambda fds: run_trial(
+            spec,
+            worker=worker,
+            gpu_indices=list(range(len(gpus))) if gpus else None,
+            cancel=cancel,
+            hold_fds=fds,
+        ),
+    )
+    return res.model_dump_json()
+
+
 def _actor_class() -> Any:
     """The Ray actor class, built on first use so that `import ray` stays lazy."""
     global _ACTOR_CLS
@@ -228,26 +254,7 @@ def _actor_class() -> Any:
 
         def run(self, spec_json: str) -> str:
             self._cancel.clear()
-            spec = TrialSpec.model_validate_json(spec_json)
-            gpus = [int(g) for g in ray.get_gpu_ids()] or None
-            worker = f"ray:{_node_ip()}/pid{os.getpid()}"
-            # Ray sets CUDA_VISIBLE_DEVICES for the actor; the engine inherits it, and its
-            # GPUs are 0..tp-1 from its own point of view. The host-wide locks take Ray's
-            # own IDs, the node's GPU indices.
-            res = with_gpu_locks(
-                spec,
-                gpus,
-                lambda: self._cancel.is_set() or self._no_launch.is_set(),
-                worker,
-                lambda fds: run_trial(
-                    spec,
-                    worker=worker,
-                    gpu_indices=list(range(len(gpus))) if gpus else None,
-                    cancel=self._cancel,
-                    hold_fds=fds,
-                ),
-            )
-            return res.model_dump_json()
+            return _run_in_actor(spec_json, self._cancel, self._no_launch)
 
         def cancel(self) -> None:
             self._cancel.set()

@@ -106,18 +106,29 @@ def run_sweep(
         stop=stop,
         secrets=secrets,
         executor=executor,
-        build=partial(
-            build_executor,
-            spec,
-            kind=executor_kind or spec.execution.executor,
-            workers=workers or spec.execution.workers,
-            ray_address=ray_address or spec.execution.ray_address,
-            registry_path=str(setup.registry_path),
-        ),
+        build=_executor_builder(spec, setup, executor_kind, workers, ray_address),
         progress=progress,
         resumed=resume,
         on_trial=on_trial,
         install_signals=install_signals,
+    )
+
+
+def _executor_builder(
+    spec: SweepSpec,
+    setup: SweepSetup,
+    kind: str | None,
+    workers: int | None,
+    ray_address: str | None,
+) -> Callable[[], Executor]:
+    """build_executor for the sweep, the CLI's flags in place of the spec's execution."""
+    return partial(
+        build_executor,
+        spec,
+        kind=kind or spec.execution.executor,
+        workers=workers or spec.execution.workers,
+        ray_address=ray_address or spec.execution.ray_address,
+        registry_path=str(setup.registry_path),
     )
 
 

@@ -76,6 +76,30 @@ def sweeps_overview(store: Store) -> list[dict[str, Any]]:
     return out
 
 
+def _brief(t: TrialRow | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {
+        "number": t.number,
+        "status": t.status,
+        "value": t.value,
+        "values": t.values,
+        "config": {k: v for k, v in (t.config or {}).items() if v is not None},
+    }
+
+
+def _running(trials: list[TrialRow]) -> list[dict[str, Any]]:
+    return [
+        {
+            "number": t.number,
+            "worker": t.worker,
+            "started_at": t.started_at.isoformat(timespec="seconds") if t.started_at else None,
+        }
+        for t in trials
+        if t.status == TrialStatus.RUNNING.value
+    ]
+
+
 def sweep_status(store: Store, name: str) -> dict[str, Any]:
     """One sweep: counts by status, launched, best, baseline, running trials, failures,
     the planner's correction, stop reason and finalists; for a sweep marked running, whether
@@ -89,27 +113,6 @@ def sweep_status(store: Store, name: str) -> dict[str, Any]:
     launched = sum(1 for t in trials if row_launched(t))
     best = _best(row.best_trial_id, trials)
     baseline = next((t for t in trials if (t.launch or {}).get("source") == "baseline"), None)
-
-    def brief(t: Any) -> dict[str, Any] | None:
-        if t is None:
-            return None
-        return {
-            "number": t.number,
-            "status": t.status,
-            "value": t.value,
-            "values": t.values,
-            "config": {k: v for k, v in (t.config or {}).items() if v is not None},
-        }
-
-    running = [
-        {
-            "number": t.number,
-            "worker": t.worker,
-            "started_at": t.started_at.isoformat(timespec="seconds") if t.started_at else None,
-        }
-        for t in trials
-        if t.status == TrialStatus.RUNNING.value
-    ]
     recent = sorted(
         (t for t in trials if t.finished_at is not None),
         key=lambda t: t.finished_at,  # type: ignore[arg-type,return-value]
@@ -132,9 +135,9 @@ def sweep_status(store: Store, name: str) -> dict[str, Any]:
         "counts": counts,
         "trials": len(trials),
         "launched": launched,
-        "best": brief(best),
-        "baseline": brief(baseline),
-        "running": running,
+        "best": _brief(best),
+        "baseline": _brief(baseline),
+        "running": _running(trials),
         "recent": [
             {"number": t.number, "status": t.status, "value": t.value} for t in reversed(recent)
         ],

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from autotune.engines.base import Failure, LaunchCommand, LaunchReport
+from autotune.engines._metrics import MetricSpec
+from autotune.engines.base import LaunchCommand
 from autotune.engines.llamacpp import command, failures, logs
 from autotune.engines.llamacpp.flags import flag_names, supported_versions
 from autotune.engines.llamacpp.metrics import METRICS
-from autotune.engines.sglang.metrics import MetricSpec
 
 
 class LlamaCppAdapter:
@@ -53,26 +53,11 @@ class LlamaCppAdapter:
             launcher=[self.binary] if launcher is None else launcher,
         )
 
-    def flag_names(self, version: str) -> set[str]:
-        return flag_names(version)
+    # The engine's own functions (pure), called as methods of the adapter.
+    flag_names = staticmethod(flag_names)
+    is_ready_line = staticmethod(logs.is_ready_line)
+    parse_startup = staticmethod(logs.parse_startup)
+    classify_failure = staticmethod(failures.classify_failure)
 
     def health_path(self) -> str:
         return "/health"  # 503 while the model loads, 200 when ready
-
-    def is_ready_line(self, line: str) -> bool:
-        return logs.is_ready_line(line)
-
-    def parse_startup(self, log_text: str) -> LaunchReport:
-        return logs.parse_startup(log_text)
-
-    def classify_failure(
-        self,
-        log_text: str,
-        returncode: int | None,
-        *,
-        was_ready: bool,
-        timed_out: bool = False,
-    ) -> Failure:
-        return failures.classify_failure(
-            log_text, returncode, was_ready=was_ready, timed_out=timed_out
-        )

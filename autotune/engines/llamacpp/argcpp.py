@@ -128,58 +128,71 @@ def parse_arg_cpp(source: str) -> list[ArgSpec]:
         raise ConfigError("no add_opt(common_arg(...)) calls found", source="common/arg.cpp")
     named_sets: dict[str, tuple[str, ...]] = {}
     specs: list[ArgSpec] = []
-    for k, start in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else len(text)
-        seg = text[start:end]
-        masked = masked_text[start:end]
+    for start, end in zip(starts, [*starts[1:], len(text)], strict=True):
         line = text.count("\n", 0, start) + 1
-        first = _LIST.match(seg)
-        if first is None:
-            raise ConfigError(f"line {line}: expected a {{...}} list of flags", source="arg.cpp")
-        flags = _strings(first.group(1))
-        pos = first.end()
-        neg: tuple[str, ...] = ()
-        second = re.compile(r"\s*,\s*\{([^{}]*)\}").match(seg, pos)
-        if second is not None:
-            neg = _strings(second.group(1))
-            pos = second.end()
-        lam = _LAMBDA.search(masked, pos)
-        kind = _handler_kind(lam.group(1)) if lam else None
-        if lam is None or kind is None or not flags:
-            raise ConfigError(
-                f"line {line}: cannot read option {flags or '?'} (no handler lambda)",
-                source="arg.cpp",
-            )
-        hint: str | None = None
-        if kind in ("v", "2"):
-            m = re.compile(r"\s*,\s*\"((?:[^\"\\]|\\.)*)\"").match(seg, pos)
-            hint = m.group(1) if m else None
-        choices: tuple[str, ...] = ()
-        if hint and (cm := _CHOICES.match(hint)):
-            choices = tuple(cm.group(1).split("|"))
-        chain = masked[lam.end() :]
-        examples = _examples(chain, text, named_sets)
-        excludes: set[str] = set()
-        if ex := _EXCLUDES.search(chain):
-            excludes = {e.strip() for e in ex.group(1).split(",") if e.strip()}
-        server = (
-            bool(examples & {"LLAMA_EXAMPLE_SERVER", "LLAMA_EXAMPLE_COMMON"})
-            and "LLAMA_EXAMPLE_SERVER" not in excludes
-            and ".set_preset_only()" not in chain
-        )
         specs.append(
-            ArgSpec(
-                flags=flags,
-                neg=neg,
-                kind=kind,
-                removed="arg_removed(" in chain,
-                server=server,
-                value_hint=hint,
-                choices=choices,
-                line=line,
-            )
+            _parse_option(text[start:end], masked_text[start:end], line, text, named_sets)
         )
     return specs
+
+
+def _parse_option(
+    seg: str, masked: str, line: int, text: str, named_sets: dict[str, tuple[str, ...]]
+) -> ArgSpec:
+    """One option from its call's text (`seg`, from after `common_arg(` to the next call) and
+    the same with literals blanked (`masked`); `line` is where the call starts in `text`.
+
+    Raises:
+        ConfigError: the call does not have the expected shape.
+    """
+    first = _LIST.match(seg)
+    if first is None:
+        raise ConfigError(f"line {line}: expected a {{...}} list of flags", source="arg.cpp")
+    flags = _strings(first.group(1))
+    pos = first.end()
+    neg: tuple[str, ...] = ()
+    second = re.compile(r"\s*,\s*\{([^{}]*)\}").match(seg, pos)
+    if second is not None:
+        neg = _strings(second.group(1))
+        pos = second.end()
+    lam = _LAMBDA.search(masked, pos)
+    kind = _handler_kind(lam.group(1)) if lam else None
+    if lam is None or kind is None or not flags:
+        raise ConfigError(
+            f"line {line}: cannot read option {flags or '?'} (no handler lambda)",
+            source="arg.cpp",
+        )
+    hint: str | None = None
+    if kind in ("v", "2"):
+        m = re.compile(r"\s*,\s*\"((?:[^\"\\]|\\.)*)\"").match(seg, pos)
+        hint = m.group(1) if m else None
+    choices: tuple[str, ...] = ()
+    if hint and (cm := _CHOICES.match(hint)):
+        choices = tuple(cm.group(1).split("|"))
+    chain = masked[lam.end() :]
+    return ArgSpec(
+        flags=flags,
+        neg=neg,
+        kind=kind,
+        removed="arg_removed(" in chain,
+        server=_for_server(chain, text, named_sets),
+        value_hint=hint,
+        choices=choices,
+        line=line,
+    )
+
+
+def _for_server(chain: str, text: str, named: dict[str, tuple[str, ...]]) -> bool:
+    """Whether the option reaches llama-server, from the calls chained on `common_arg(...)`."""
+    examples = _examples(chain, text, named)
+    excludes: set[str] = set()
+    if ex := _EXCLUDES.search(chain):
+        excludes = {e.strip() for e in ex.group(1).split(",") if e.strip()}
+    return (
+        bool(examples & {"LLAMA_EXAMPLE_SERVER", "LLAMA_EXAMPLE_COMMON"})
+        and "LLAMA_EXAMPLE_SERVER" not in excludes
+        and ".set_preset_only()" not in chain
+    )
 
 
 def _examples(chain: str, text: str, named: dict[str, tuple[str, ...]]) -> set[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.engines._command import launch_prefix
 from autotune.engines.base import LaunchCommand
 from autotune.engines.llamacpp.flags import build_flags
-from autotune.errors import ConfigError
 
 DEFAULT_LAUNCHER: tuple[str, ...] = ("llama-server",)
 
@@ -32,13 +32,13 @@ def build_command(
     Raises:
         ConfigError, UnknownNameError, UnsupportedFlagError: bad field, value or version.
     """
-    if not model:
-        raise ConfigError("model path must not be empty", field="--model")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ConfigError(f"expects a TCP port 1..65535, got {port!r}", field="--port")
-    prefix = list(DEFAULT_LAUNCHER if launcher is None else launcher)
-    if not prefix or not all(isinstance(p, str) and p for p in prefix):
-        raise ConfigError(f"launcher must be non-empty strings, got {launcher!r}")
+    prefix = launch_prefix(
+        launcher,
+        DEFAULT_LAUNCHER,
+        model=model,
+        model_field="--model",
+        port=port,
+    )
     flags = build_flags(config, version)
     argv = [*prefix, "--model", model, "--host", host, "--port", str(port), *flags]
     # Log colours default to auto (off on a pipe), so the log parses as plain text.

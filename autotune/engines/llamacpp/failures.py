@@ -9,24 +9,13 @@ buffer messages say what to change, so they win over the generic allocation fail
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from autotune.engines._failures import fallback_failure
-from autotune.engines.base import Failure, FailureClass
+from autotune.engines._failures import FailureClassifier, FailureRule, clip
+from autotune.engines.base import FailureClass
 from autotune.engines.llamacpp.logs import strip_prefix
 
-_MAX_EVIDENCE = 600
-
-
-@dataclass(frozen=True)
-class _Rule:
-    cls: FailureClass
-    pattern: re.Pattern[str]
-    reason: str
-
-
-_RULES: tuple[_Rule, ...] = (
-    _Rule(
+_RULES: tuple[FailureRule, ...] = (
+    FailureRule(
         FailureClass.BAD_ARGUMENTS,
         # common_params_parse: unknown flag, a handler that threw, a removed flag, a missing value
         re.compile(
@@ -36,7 +25,7 @@ _RULES: tuple[_Rule, ...] = (
         "llama-server rejected the command line ({detail}): check the flags against this "
         "llama.cpp version",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.BAD_ARGUMENTS,
         # llama_init_from_model refuses combinations it cannot run
         re.compile(
@@ -46,23 +35,23 @@ _RULES: tuple[_Rule, ...] = (
         ),
         "llama.cpp rejected this combination of options ({detail})",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.PORT_IN_USE,
         re.compile(r"couldn't bind HTTP server socket|(?i:address already in use)"),
         "the server port is already in use: stop the other process or pick a free port",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.MAMBA_CACHE_OOM,
         re.compile(r"failed to allocate buffer for rs cache"),
         "the recurrent-state cache (one slot per sequence) does not fit: lower parallel",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.KV_CACHE_OOM,
         re.compile(r"failed to allocate buffer for kv cache|KV cache (?:does not fit|too large)"),
         "the KV cache does not fit in memory: lower ctx_size or parallel, or use a smaller "
         "cache_type_k/cache_type_v (q8_0 halves it)",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.CUDA_OOM,
         re.compile(
             r"failed to allocate compute (?:pp |tg )?buffers|cudaMalloc failed: out of memory"
@@ -72,7 +61,7 @@ _RULES: tuple[_Rule, ...] = (
         "out of memory for weights or compute buffers: lower n_gpu_layers, ubatch_size or "
         "ctx_size",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.CRASH,
         re.compile(r"error loading model|failed to load model|failed to load draft model"),
         "the model (or draft model) could not be loaded: check the GGUF path and architecture "
@@ -84,51 +73,15 @@ _ERROR_LINE = re.compile(r"\berror\b|\bfailed\b|GGML_ASSERT|terminate called|Seg
 
 
 def _evidence(line: str) -> str:
-    text = strip_prefix(line).strip()
-    return text if len(text) <= _MAX_EVIDENCE else text[: _MAX_EVIDENCE - 3] + "..."
+    return clip(strip_prefix(line).strip())
 
 
-def _detail(line: str) -> str:
+def _detail(rule: FailureRule, line: str) -> str:
     text = strip_prefix(line).strip()
     for marker in ("error: ", "error loading model: ", "failed to load "):
         if marker in text:
             text = text.split(marker, 1)[1]
     return text.strip().rstrip(":")[:200]
-
-
-def classify_failure(
-    log_text: str,
-    returncode: int | None,
-    *,
-    was_ready: bool,
-    timed_out: bool = False,
-) -> Failure:
-    """Classify a launch that did not serve, or a server that died.
-
-    Args:
-        log_text: llama-server's combined stdout/stderr.
-        returncode: exit status (None while still running; negative = killed by a signal).
-        was_ready: the server had answered /health with 200 before it failed.
-        timed_out: it never became ready before the deadline.
-    """
-    lines = log_text.splitlines()
-    for rule in _RULES:
-        hit = next((ln for ln in lines if rule.pattern.search(ln)), None)
-        if hit is None:
-            continue
-        reason = rule.reason.format(detail=_detail(hit))
-        if was_ready:
-            reason += " (after it was serving)"
-        return Failure(cls=rule.cls, reason=reason, evidence=_evidence(hit))
-
-    return fallback_failure(
-        _last_error(lines, returncode),
-        returncode,
-        was_ready=was_ready,
-        timed_out=timed_out,
-        engine="llama-server",
-        hang_hints="a large model loading, a slow disk",
-    )
 
 
 def _last_error(lines: list[str], returncode: int | None) -> str | None:
@@ -137,3 +90,17 @@ def _last_error(lines: list[str], returncode: int | None) -> str | None:
         if _ERROR_LINE.search(line):
             return _evidence(line)
     return f"exit code {returncode}" if returncode is not None else None
+
+
+_CLASSIFIER = FailureClassifier(
+    rules=_RULES,
+    detail=_detail,
+    evidence=_evidence,
+    last_error=_last_error,
+    hang_hints="a large model loading, a slow disk",
+    engine="llama-server",
+)
+
+# classify_failure(log_text, returncode, *, was_ready, timed_out=False) -> Failure: why
+# a llama-server launch did not serve, or why its server died.
+classify_failure = _CLASSIFIER.classify

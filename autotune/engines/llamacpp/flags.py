@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from autotune.engines._flags import by_canonical_field
+from autotune.engines._flags import by_canonical_field, flags_at, mechanical_flag, spec_at
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
 from autotune.versions import try_version
 
@@ -133,10 +133,7 @@ def _catalog() -> dict[str, tuple[OptionSpec, ...]]:
 
 
 def _spec_at(flag: str, index: int) -> OptionSpec | None:
-    for spec in _catalog().get(flag, ()):
-        if spec.first <= index <= spec.last:
-            return spec
-    return None
+    return spec_at(_catalog().get(flag, ()), index)
 
 
 def option_spec(flag: str, version: str) -> OptionSpec | None:
@@ -146,8 +143,7 @@ def option_spec(flag: str, version: str) -> OptionSpec | None:
 
 def flag_names(version: str) -> set[str]:
     """Every spelling (short, long, negated) llama-server `version` accepts, removed ones too."""
-    index = version_index(version)
-    return {flag for flag in _catalog() if _spec_at(flag, index) is not None}
+    return flags_at(_catalog(), version_index(version))
 
 
 def _versions_text(indexes: set[int]) -> str:
@@ -259,10 +255,6 @@ DEFAULTS: dict[str, Any] = {"metrics": True, "verbosity": 4}
 RESERVED: dict[str, str] = {"model": "model", "host": "host", "port": "port"}
 
 
-def _mechanical_flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 def _field_name(flag: str) -> str:
     return flag[2:].replace("-", "_")
 
@@ -295,7 +287,7 @@ def canonical_field(name: str) -> str:
 def _candidates(canonical: str) -> tuple[tuple[int, int, str], ...]:
     field = FIELDS.get(canonical, Field())
     if not field.flags:
-        return ((0, len(supported_versions()) - 1, _mechanical_flag(canonical)),)
+        return ((0, len(supported_versions()) - 1, mechanical_flag(canonical)),)
     return tuple((version_index(a), version_index(b), f) for a, b, f in field.flags)
 
 
@@ -433,7 +425,7 @@ def build_flags(config: Mapping[str, Any], version: str) -> list[str]:
     index = version_index(version)
     by_canonical = by_canonical_field(config, RESERVED, canonical_field)
     for name, value in DEFAULTS.items():
-        spec = _spec_at(_mechanical_flag(name), index)
+        spec = _spec_at(mechanical_flag(name), index)
         taken = {_resolve(k, c, index).key for c, (k, v) in by_canonical.items() if v is not None}
         if spec is not None and spec.key not in taken:
             by_canonical[name] = (name, value)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
-from autotune.engines.base import Failure, LaunchCommand, LaunchReport
 from autotune.engines.sglang import command, failures, logs
 from autotune.engines.sglang.flags import SUPPORTED_VERSIONS, flag_names
 from autotune.engines.sglang.metrics import METRICS, MetricSpec
@@ -18,40 +16,12 @@ class SGLangAdapter:
     supported_versions: tuple[str, ...] = SUPPORTED_VERSIONS
     metrics: Mapping[str, MetricSpec] = METRICS
 
-    def build_command(
-        self,
-        config: Mapping[str, Any],
-        *,
-        model: str,
-        version: str,
-        host: str = "127.0.0.1",
-        port: int = 30000,
-        launcher: Sequence[str] | None = None,
-    ) -> LaunchCommand:
-        return command.build_command(
-            config, model=model, version=version, host=host, port=port, launcher=launcher
-        )
-
-    def flag_names(self, version: str) -> set[str]:
-        return flag_names(version)
+    # The engine's own functions (pure), called as methods of the adapter.
+    build_command = staticmethod(command.build_command)
+    flag_names = staticmethod(flag_names)
+    is_ready_line = staticmethod(logs.is_ready_line)
+    parse_startup = staticmethod(logs.parse_startup)
+    classify_failure = staticmethod(failures.classify_failure)
 
     def health_path(self) -> str:
         return "/health"
-
-    def is_ready_line(self, line: str) -> bool:
-        return logs.is_ready_line(line)
-
-    def parse_startup(self, log_text: str) -> LaunchReport:
-        return logs.parse_startup(log_text)
-
-    def classify_failure(
-        self,
-        log_text: str,
-        returncode: int | None,
-        *,
-        was_ready: bool,
-        timed_out: bool = False,
-    ) -> Failure:
-        return failures.classify_failure(
-            log_text, returncode, was_ready=was_ready, timed_out=timed_out
-        )

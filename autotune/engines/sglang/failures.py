@@ -9,24 +9,19 @@ they say what to change.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from autotune.engines._failures import fallback_failure
-from autotune.engines.base import Failure, FailureClass
+from autotune.engines._failures import (
+    PYTHON_ERROR_LINE,
+    FailureClassifier,
+    FailureRule,
+    clip,
+    usage_detail,
+)
+from autotune.engines.base import FailureClass
 from autotune.engines.sglang.logs import strip_prefix
 
-_MAX_EVIDENCE = 600
-
-
-@dataclass(frozen=True)
-class _Rule:
-    cls: FailureClass
-    pattern: re.Pattern[str]
-    reason: str
-
-
-_RULES: tuple[_Rule, ...] = (
-    _Rule(
+_RULES: tuple[FailureRule, ...] = (
+    FailureRule(
         FailureClass.BAD_ARGUMENTS,
         re.compile(
             r"error: (?:unrecognized arguments|argument --?\S+|ambiguous option"
@@ -34,7 +29,7 @@ _RULES: tuple[_Rule, ...] = (
         ),
         "SGLang rejected the command line ({detail}): check the flags against this engine version",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.PORT_IN_USE,
         # uvicorn: "[Errno 98] error while attempting to bind on address ...: address already in
         # use"; SGLang's own port checks: "Port is already in use." / "... is not available in".
@@ -44,43 +39,43 @@ _RULES: tuple[_Rule, ...] = (
         ),
         "the server port is already in use: stop the other process or pick a free port",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.HOST_MEMORY,
         re.compile(r"Not enough host memory available"),
         "HiCache host pool does not fit in free host RAM (SGLang keeps 10 GiB free): lower "
         "hicache_size or hicache_ratio",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.GRAPH_CAPTURE,
         re.compile(r"Capture cuda graph failed"),
         "CUDA graph capture ran out of memory: lower mem_fraction_static or "
         "cuda_graph_max_bs_decode, or disable CUDA graphs",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.MAMBA_CACHE_OOM,
         re.compile(r"Not enough GPU memory for hybrid|state cache is too small to serve"),
         "Mamba (GDN) state cache does not fit: lower max_mamba_cache_size or "
         "max_running_requests, set mamba_ssm_dtype=bfloat16, or raise mem_fraction_static",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.MAMBA_CACHE_OOM,
         re.compile(r"Can not alloc mamba cache"),
         "Mamba state slots ran out under load (sglang#36770): leave headroom below "
         "max_total_tokens, raise max_mamba_cache_size or lower max_running_requests",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.KV_CACHE_OOM,
         re.compile(r"Loaded weights leave no GPU memory for the KV cache"),
         "weights leave no room for the KV cache: raise mem_fraction_static ({detail}) or load "
         "smaller weights",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.KV_CACHE_OOM,
         re.compile(r"Not enough memory\. Please try to increase --mem-fraction-static"),
         "KV cache does not fit: raise mem_fraction_static or lower max_mamba_cache_size / "
         "context_length",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.CUDA_OOM,
         re.compile(r"CUDA out of memory|OutOfMemoryError"),
         "CUDA out of memory outside the static pools: lower mem_fraction_static (more "
@@ -88,73 +83,41 @@ _RULES: tuple[_Rule, ...] = (
     ),
 )
 
-_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b")
 _EXIT_CODE = re.compile(r"[Ee]xit code:? (-?\d+)")
 
 
 def _evidence(line: str) -> str:
-    text = strip_prefix(line.strip())
-    return text if len(text) <= _MAX_EVIDENCE else text[: _MAX_EVIDENCE - 3] + "..."
+    return clip(strip_prefix(line.strip()))
 
 
-def _detail(cls: FailureClass, line: str) -> str:
-    if cls is FailureClass.BAD_ARGUMENTS:
-        return line.split("error: ", 1)[-1].strip()
+def _detail(rule: FailureRule, line: str) -> str:
+    if rule.cls is FailureClass.BAD_ARGUMENTS:
+        return usage_detail(line)
     match = re.search(r"Raise --mem-fraction-static above (\d+(?:\.\d+)?)", line)
     return f"above {match.group(1)}" if match else "higher"
-
-
-def classify_failure(
-    log_text: str,
-    returncode: int | None,
-    *,
-    was_ready: bool,
-    timed_out: bool = False,
-) -> Failure:
-    """Classify a launch that did not serve, or a server that died.
-
-    Args:
-        log_text: the engine's combined stdout/stderr.
-        returncode: exit status (None while still running; negative = killed by a signal).
-        was_ready: the server had answered /health before it failed.
-        timed_out: it never became ready before the deadline.
-    """
-    lines = log_text.splitlines()
-    for rule in _RULES:
-        hit = next((ln for ln in lines if rule.pattern.search(ln)), None)
-        if hit is None:
-            continue
-        reason = rule.reason.format(detail=_detail(rule.cls, hit))
-        if was_ready:
-            reason += " (after it was serving)"
-        return Failure(cls=rule.cls, reason=reason, evidence=_evidence(hit))
-    if returncode == 2 and not was_ready:
-        usage = next((ln for ln in reversed(lines) if "error:" in ln), None)
-        if usage is not None:
-            detail = _detail(FailureClass.BAD_ARGUMENTS, usage)
-            return Failure(
-                cls=FailureClass.BAD_ARGUMENTS,
-                reason=f"SGLang rejected the command line ({detail}): check the flags",
-                evidence=_evidence(usage),
-            )
-
-    return fallback_failure(
-        _last_error(lines, returncode),
-        returncode,
-        was_ready=was_ready,
-        timed_out=timed_out,
-        engine="the engine",
-        hang_hints="weights download, compile, NCCL",
-    )
 
 
 def _last_error(lines: list[str], returncode: int | None) -> str | None:
     """The last line naming an Error/Exception, else the logged exit code, else the status."""
     for line in reversed(lines):
         text = strip_prefix(line.strip())
-        if _ERROR_LINE.search(text) and not text.startswith("Traceback"):
+        if PYTHON_ERROR_LINE.search(text) and not text.startswith("Traceback"):
             return _evidence(text)
     for line in reversed(lines):
         if _EXIT_CODE.search(line):
             return _evidence(line)
     return f"Exit code: {returncode}" if returncode is not None else None
+
+
+_CLASSIFIER = FailureClassifier(
+    rules=_RULES,
+    detail=_detail,
+    evidence=_evidence,
+    last_error=_last_error,
+    hang_hints="weights download, compile, NCCL",
+    usage_engine="SGLang",
+)
+
+# classify_failure(log_text, returncode, *, was_ready, timed_out=False) -> Failure: why
+# an SGLang launch did not serve, or why its server died.
+classify_failure = _CLASSIFIER.classify

@@ -22,10 +22,26 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from autotune.engines._flags import by_canonical_field
-from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+from autotune.engines._flags import (
+    CatalogFlag,
+    by_canonical_field,
+    canonical_name,
+    check_choices,
+    claim_dest,
+    emission_order,
+    flag_at,
+    flags_at,
+    kind_cell,
+    mechanical_flag,
+    merge_ranges,
+    ranges_having,
+    read_catalog,
+    spec_at,
+    switch_tokens,
+)
+from autotune.errors import ConfigError, UnsupportedFlagError
 from autotune.versions import release3, try_version
 
 MINOR_FIRST, MINOR_LAST = 9, 23
@@ -34,7 +50,6 @@ SUPPORTED_VERSIONS: tuple[str, ...] = tuple(f"0.5.{n}" for n in range(MINOR_FIRS
 # SGLang's human_readable_int (sglang/srt/utils/common.py): SI with decimals, IEC integers.
 _SIZE_RE = re.compile(r"\d+|\d+(?:\.\d+)?[kMGT]|\d+(?:Ki|Mi|Gi|Ti)")
 
-Kind = Literal["v", "b", "n", "l", "o"]
 Range = tuple[int, int]
 
 
@@ -69,18 +84,8 @@ def _minor(version: str) -> int:
 
 
 def _ranges_text(ranges: list[Range]) -> str:
-    parts = [f"0.5.{a}" if a == b else f"0.5.{a}-0.5.{b}" for a, b in _merge(ranges)]
+    parts = [f"0.5.{a}" if a == b else f"0.5.{a}-0.5.{b}" for a, b in merge_ranges(ranges)]
     return ", ".join(parts) if parts else "none"
-
-
-def _merge(ranges: list[Range]) -> list[Range]:
-    out: list[Range] = []
-    for a, b in sorted(ranges):
-        if out and a <= out[-1][1] + 1:
-            out[-1] = (out[-1][0], max(out[-1][1], b))
-        else:
-            out.append((a, b))
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,39 +93,35 @@ def _merge(ranges: list[Range]) -> list[Range]:
 
 
 @dataclass(frozen=True)
-class FlagSpec:
+class FlagSpec(CatalogFlag):
     """One flag as SGLang's parser defines it over a range of 0.5.N minors."""
 
-    flag: str
-    first: int
-    last: int
-    kind: Kind
-    deprecated: bool
-    dest: str
     type: str
     choices: tuple[str, ...]
+
+
+def _row_spec(cells: list[str]) -> FlagSpec:
+    """`flag|first-last|kind|dest|type|choices` (minors 9..23)."""
+    flag, span, kind, dest, typ, choices = cells
+    first, last = (int(x) for x in span.split("-"))
+    kind_, deprecated = kind_cell(kind)
+    return FlagSpec(
+        flag=flag,
+        first=first,
+        last=last,
+        kind=kind_,
+        deprecated=deprecated,
+        dest=dest,
+        type=typ,
+        choices=tuple(choices.split()),
+    )
 
 
 @functools.cache
 def _catalog() -> dict[str, tuple[FlagSpec, ...]]:
     from autotune.engines.sglang._catalog import CATALOG
 
-    table: dict[str, list[FlagSpec]] = {}
-    for row in CATALOG.splitlines():
-        flag, span, kind, dest, typ, choices = row.split("|")
-        first, last = (int(x) for x in span.split("-"))
-        spec = FlagSpec(
-            flag=flag,
-            first=first,
-            last=last,
-            kind=kind.rstrip("!"),  # type: ignore[arg-type]
-            deprecated=kind.endswith("!"),
-            dest=dest,
-            type=typ,
-            choices=tuple(choices.split()),
-        )
-        table.setdefault(flag, []).append(spec)
-    return {k: tuple(v) for k, v in table.items()}
+    return read_catalog(CATALOG, _row_spec)
 
 
 def flag_spec(flag: str, version: str) -> FlagSpec | None:
@@ -130,16 +131,12 @@ def flag_spec(flag: str, version: str) -> FlagSpec | None:
 
 
 def _spec_at(flag: str, minor: int) -> FlagSpec | None:
-    for spec in _catalog().get(flag, ()):
-        if spec.first <= minor <= spec.last:
-            return spec
-    return None
+    return spec_at(_catalog().get(flag, ()), minor)
 
 
 def flag_names(version: str) -> set[str]:
     """Every long flag SGLang `version` accepts (deprecated aliases included)."""
-    minor = _minor(version)
-    return {flag for flag in _catalog() if _spec_at(flag, minor) is not None}
+    return flags_at(_catalog(), _minor(version))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,10 +258,6 @@ ALIASES: dict[str, str] = {a: name for name, f in FIELDS.items() for a in f.alia
 RESERVED: dict[str, str] = {"model_path": "model", "host": "host", "port": "port"}
 
 
-def _mechanical_flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 @functools.cache
 def known_fields() -> tuple[str, ...]:
     """Every config field name accepted for some supported version."""
@@ -280,13 +273,15 @@ def canonical_field(name: str) -> str:
     Raises:
         UnknownNameError: no SGLang version has the field, with close matches.
     """
-    if name in FIELDS:
-        return name
-    if name in ALIASES:
-        return ALIASES[name]
-    if name not in RESERVED and _mechanical_flag(name) in _catalog():
-        return name
-    raise UnknownNameError("SGLang config field", name, known_fields())
+    return canonical_name(
+        name,
+        fields=FIELDS,
+        aliases=ALIASES,
+        reserved=RESERVED,
+        catalog=_catalog(),
+        what="SGLang config field",
+        known=known_fields,
+    )
 
 
 def _field(name: str) -> Field:
@@ -309,19 +304,11 @@ def field_flag(name: str, version: str) -> str:
 
 
 def _resolve_flag(name: str, canonical: str, field: Field, minor: int) -> tuple[str, FlagSpec]:
-    candidates = field.flags or ((MINOR_FIRST, MINOR_LAST, _mechanical_flag(canonical)),)
-    for first, last, flag in candidates:
-        if first <= minor <= last:
-            spec = _spec_at(flag, minor)
-            if spec is not None:
-                return flag, spec
-    have: list[Range] = []
-    for first, last, flag in candidates:
-        have += [
-            (max(first, s.first), min(last, s.last))
-            for s in _catalog().get(flag, ())
-            if max(first, s.first) <= min(last, s.last)
-        ]
+    candidates = field.flags or ((MINOR_FIRST, MINOR_LAST, mechanical_flag(canonical)),)
+    found = flag_at(candidates, _catalog(), minor)
+    if found is not None:
+        return found
+    have = ranges_having(candidates, _catalog())
     shown = name if name == canonical else f"{name} (= {canonical})"
     raise UnsupportedFlagError(
         f"config field {shown!r} is not supported by SGLang 0.5.{minor}; "
@@ -364,13 +351,7 @@ def _check_scalar(name: str, spec: FlagSpec, value: Any) -> str:
 def _render(name: str, field: Field, spec: FlagSpec, value: Any, minor: int) -> list[str]:
     flag = spec.flag
     if spec.kind in ("b", "n"):
-        if not isinstance(value, bool):
-            raise ConfigError(
-                f"{flag} is a switch: expects true or false, got {value!r}", field=name
-            )
-        if value:
-            return [flag]
-        return ["--no-" + flag[2:]] if spec.kind == "n" else []
+        return switch_tokens(name, flag, spec.kind == "n", value)
     choices = _choices(field, spec, minor)
     items = list(value) if isinstance(value, list | tuple) else [value]
     if spec.kind != "l" and isinstance(value, list | tuple) and spec.type != "other":
@@ -382,13 +363,7 @@ def _render(name: str, field: Field, spec: FlagSpec, value: Any, minor: int) -> 
         if spec.kind == "l"
         else [_check_scalar(name, spec, value)]
     )
-    for token in rendered:
-        if choices and token not in choices:
-            raise ConfigError(
-                f"{token!r} is not valid for {flag} in SGLang 0.5.{minor}; "
-                f"valid: {', '.join(choices)}",
-                field=name,
-            )
+    check_choices(name, flag, rendered, choices, f"SGLang 0.5.{minor}")
     return [flag, *rendered]
 
 
@@ -428,33 +403,35 @@ def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dic
     if by_canonical.get("enable_metrics", ("", None))[1] is None:
         by_canonical["enable_metrics"] = ("enable_metrics", True)
 
-    order = [n for n in FIELDS if n in by_canonical]
-    order += sorted(n for n in by_canonical if n not in FIELDS)
     argv: list[str] = []
     env: dict[str, str] = {}
     dests: dict[str, str] = {}
-    for canonical in order:
+    for canonical in emission_order(by_canonical, FIELDS):
         key, value = by_canonical[canonical]
         if value is None:
             continue
         field = _field(canonical)
-        if field.requires is not None:
-            need_field, need_value = field.requires
-            if config.get(need_field) != need_value:
-                raise ConfigError(
-                    f"only applies with {need_field}={need_value!r} "
-                    f"(got {config.get(need_field)!r})",
-                    field=key,
-                )
+        _check_requires(key, field, config)
         if field.env is not None:
             env[field.env] = _render_env(key, field, value, minor)
             continue
-        flag, spec = _resolve_flag(key, canonical, field, minor)
-        if spec.dest in dests:
-            raise ConfigError(
-                f"sets the same engine option ({spec.dest}) as {dests[spec.dest]!r}; keep one",
-                field=key,
-            )
-        dests[spec.dest] = key
+        _flag, spec = _resolve_flag(key, canonical, field, minor)
+        claim_dest(dests, spec.dest, key)
         argv += _render(key, field, spec, value, minor)
     return argv, env
+
+
+def _check_requires(key: str, field: Field, config: Mapping[str, Any]) -> None:
+    """A field that means something only beside another field's value (the file backend's).
+
+    Raises:
+        ConfigError: the config does not set that value.
+    """
+    if field.requires is None:
+        return
+    need_field, need_value = field.requires
+    if config.get(need_field) != need_value:
+        raise ConfigError(
+            f"only applies with {need_field}={need_value!r} (got {config.get(need_field)!r})",
+            field=key,
+        )

@@ -7,8 +7,14 @@ with the version where it changed; device-side "GB" are GiB, host pools are deci
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+# format_size and torch_oom_message stay importable from here (the package's public names).
+from autotune.engines._logformat import format_size as format_size
+from autotune.engines._logformat import oom_from_values, required
+from autotune.engines._logformat import torch_oom_message as torch_oom_message
 from autotune.engines.base import LaunchReport
 from autotune.engines.sglang.flags import parse_version
 from autotune.engines.sglang.logs import READY_TEXT, SIMULATED_MARKER
@@ -62,6 +68,30 @@ def decode_capture_bs(max_bs: int, *, speculative: bool = False) -> list[int]:
     return [b for b in sizes if b <= max(1, max_bs)]
 
 
+@dataclass(frozen=True)
+class _Memory:
+    """The device memory figures the startup lines print, derived from a report: free memory
+    before the weights, after them, and before and after the CUDA graphs."""
+
+    before_weights: float
+    after_weights: float
+    before_graph: float
+    after_graph: float
+
+    @classmethod
+    def of(cls, report: LaunchReport, free_before_gib: float | None) -> _Memory:
+        kv_total = (report.kv_k_gib or 0.0) + (report.kv_v_gib or 0.0)
+        mamba_total = sum(
+            x or 0.0 for x in (report.mamba_conv_gib, report.mamba_ssm_gib, report.mamba_spec_gib)
+        )
+        graph = report.graph_gib or 0.0
+        avail_end = report.available_gpu_mem_gib or 0.0
+        pre = free_before_gib
+        if pre is None:
+            pre = avail_end + graph + kv_total + mamba_total + (report.weights_gib or 0.0)
+        return cls(pre, pre - (report.weights_gib or 0.0), avail_end + graph, avail_end)
+
+
 def format_startup_lines(
     version: str,
     report: LaunchReport,
@@ -98,119 +128,108 @@ def format_startup_lines(
     minor = parse_version(version)[2]
     ts = timestamp
     ranks: list[int | None] = [None] if tp_size <= 1 else list(range(tp_size))
-    lines: list[str] = []
-    if report.simulated:
-        lines.append(_line(ts, SIMULATED_MARKER))
-
-    kv_total = (report.kv_k_gib or 0.0) + (report.kv_v_gib or 0.0)
-    mamba_total = sum(
-        x or 0.0 for x in (report.mamba_conv_gib, report.mamba_ssm_gib, report.mamba_spec_gib)
-    )
-    graph = report.graph_gib or 0.0
-    avail_end = report.available_gpu_mem_gib or 0.0
-    pre = free_before_gib
-    if pre is None:
-        pre = avail_end + graph + kv_total + mamba_total + (report.weights_gib or 0.0)
-    after_weights = pre - (report.weights_gib or 0.0)
-    before_graph = avail_end + graph
-
-    for rank in ranks:
-        if report.weights_gib is not None:
-            lines.append(_line(ts, f"Load weight begin. avail mem={pre:.2f} GB", rank))
-            if minor <= _LOAD_WEIGHT_DTYPE_UNTIL:
-                middle = f"dtype={weights_dtype}, "
-            else:
-                middle = f"{quant_str}, " if quant_str else ""
-            lines.append(
-                _line(
-                    ts,
-                    f"Load weight end. elapsed={elapsed_s:.2f} s, type={model_class}, {middle}"
-                    f"avail mem={after_weights:.2f} GB, mem usage={report.weights_gib:.2f} GB.",
-                    rank,
-                )
-            )
-        if report.kv_pool_tokens is not None:
-            dtype = report.kv_dtype or kv_dtype_torch
-            head = "KV Cache is allocated. "
-            if minor >= _KV_DTYPE_FROM:
-                head += f"dtype: {dtype}, "
-            if report.kv_v_gib is None:
-                sizes = f"KV size: {report.kv_k_gib or 0.0:.2f} GB"
-            else:
-                sizes = (
-                    f"K size: {report.kv_k_gib or 0.0:.2f} GB, V size: {report.kv_v_gib:.2f} GB"
-                )
-            lines.append(_line(ts, f"{head}#tokens: {report.kv_pool_tokens}, {sizes}", rank))
-        if report.mamba_slots is not None:
-            msg = (
-                f"Mamba Cache is allocated. max_mamba_cache_size: {report.mamba_slots}, "
-                f"conv_state size: {report.mamba_conv_gib or 0.0:.2f}GB, "
-                f"ssm_state size: {report.mamba_ssm_gib or 0.0:.2f}GB "
-            )
-            if report.mamba_spec_gib is not None:
-                # The log splits the spec buffers in two; mamba_spec_gib is their sum.
-                conv_window = mamba_conv_window_gib
-                msg += (
-                    f"intermediate_ssm_state_cache size: "
-                    f"{report.mamba_spec_gib - conv_window:.2f}GB "
-                    f"intermediate_conv_window_cache size: {conv_window:.2f}GB "
-                )
-            lines.append(_line(ts, msg, rank))
-        if report.graph_gib is not None:
-            lines += [
-                _line(ts, m, rank)
-                for m in _graph_lines(
-                    minor,
-                    graph,
-                    prefill_graph_gib,
-                    before_graph,
-                    avail_end,
-                    speculative,
-                    capture_bs
-                    or decode_capture_bs(
-                        report.max_running_requests or 1, speculative=speculative
-                    ),
-                    elapsed_s,
-                )
-            ]
-
+    mem = _Memory.of(report, free_before_gib)
+    per_rank = [
+        *_weights_msgs(minor, report, mem, model_class, weights_dtype, quant_str, elapsed_s),
+        *_pool_msgs(minor, report, kv_dtype_torch, mamba_conv_window_gib),
+        *_graph_lines(minor, report, prefill_graph_gib, mem, speculative, capture_bs, elapsed_s),
+    ]
+    lines = [_line(ts, SIMULATED_MARKER)] if report.simulated else []
+    lines += [_line(ts, m, rank) for rank in ranks for m in per_rank]
     if report.host_pool_gb is not None:
-        lines += [
-            _line(ts, m, ranks[0])
-            for m in _host_lines(
-                minor, report, host_pool_label, host_mamba_gb, host_mamba_slots, host_layout
-            )
-        ]
+        host = _host_lines(
+            minor, report, host_pool_label, host_mamba_gb, host_mamba_slots, host_layout
+        )
+        lines += [_line(ts, m, ranks[0]) for m in host]
     lines += [_line(ts, w) for w in report.warnings]
     if report.max_total_num_tokens is not None:
-        lines.append(
-            _line(
-                ts,
-                f"max_total_num_tokens={report.max_total_num_tokens}, "
-                f"chunked_prefill_size={report.chunked_prefill_size}, "
-                f"max_prefill_tokens={report.max_prefill_tokens}, "
-                f"max_running_requests={report.max_running_requests}, "
-                f"context_len={report.context_len}, "
-                f"available_gpu_mem={avail_end:.2f} GB",
-                ranks[0],
-            )
-        )
+        lines.append(_line(ts, _summary_msg(report, mem), ranks[0]))
     if report.ready:
         lines.append(_line(ts, READY_TEXT))
     return lines
 
 
+def _weights_msgs(
+    minor: int,
+    report: LaunchReport,
+    mem: _Memory,
+    model_class: str,
+    weights_dtype: str,
+    quant_str: str | None,
+    elapsed_s: float,
+) -> list[str]:
+    if report.weights_gib is None:
+        return []
+    if minor <= _LOAD_WEIGHT_DTYPE_UNTIL:
+        middle = f"dtype={weights_dtype}, "
+    else:
+        middle = f"{quant_str}, " if quant_str else ""
+    return [
+        f"Load weight begin. avail mem={mem.before_weights:.2f} GB",
+        f"Load weight end. elapsed={elapsed_s:.2f} s, type={model_class}, {middle}"
+        f"avail mem={mem.after_weights:.2f} GB, mem usage={report.weights_gib:.2f} GB.",
+    ]
+
+
+def _pool_msgs(
+    minor: int, report: LaunchReport, kv_dtype_torch: str, conv_window: float
+) -> list[str]:
+    """The KV and Mamba pools' allocation lines."""
+    out: list[str] = []
+    if report.kv_pool_tokens is not None:
+        dtype = report.kv_dtype or kv_dtype_torch
+        head = "KV Cache is allocated. "
+        if minor >= _KV_DTYPE_FROM:
+            head += f"dtype: {dtype}, "
+        if report.kv_v_gib is None:
+            sizes = f"KV size: {report.kv_k_gib or 0.0:.2f} GB"
+        else:
+            sizes = f"K size: {report.kv_k_gib or 0.0:.2f} GB, V size: {report.kv_v_gib:.2f} GB"
+        out.append(f"{head}#tokens: {report.kv_pool_tokens}, {sizes}")
+    if report.mamba_slots is not None:
+        msg = (
+            f"Mamba Cache is allocated. max_mamba_cache_size: {report.mamba_slots}, "
+            f"conv_state size: {report.mamba_conv_gib or 0.0:.2f}GB, "
+            f"ssm_state size: {report.mamba_ssm_gib or 0.0:.2f}GB "
+        )
+        if report.mamba_spec_gib is not None:
+            # The log splits the spec buffers in two; mamba_spec_gib is their sum.
+            msg += (
+                f"intermediate_ssm_state_cache size: "
+                f"{report.mamba_spec_gib - conv_window:.2f}GB "
+                f"intermediate_conv_window_cache size: {conv_window:.2f}GB "
+            )
+        out.append(msg)
+    return out
+
+
+def _summary_msg(report: LaunchReport, mem: _Memory) -> str:
+    return (
+        f"max_total_num_tokens={report.max_total_num_tokens}, "
+        f"chunked_prefill_size={report.chunked_prefill_size}, "
+        f"max_prefill_tokens={report.max_prefill_tokens}, "
+        f"max_running_requests={report.max_running_requests}, "
+        f"context_len={report.context_len}, "
+        f"available_gpu_mem={mem.after_graph:.2f} GB"
+    )
+
+
 def _graph_lines(
     minor: int,
-    graph: float,
+    report: LaunchReport,
     prefill: float | None,
-    before: float,
-    after: float,
+    mem: _Memory,
     speculative: bool,
-    capture_bs: list[int],
+    capture_bs: list[int] | None,
     elapsed: float,
 ) -> list[str]:
-    decode = graph - (prefill or 0.0)
+    """The CUDA graph captures' lines: decode (or verify) then prefill, by `minor`'s format."""
+    if report.graph_gib is None:
+        return []
+    if not capture_bs:
+        capture_bs = decode_capture_bs(report.max_running_requests or 1, speculative=speculative)
+    before, after = mem.before_graph, mem.after_graph
+    decode = report.graph_gib - (prefill or 0.0)
     after_decode = before - decode
     out: list[str] = []
     if minor < _GRAPH_ROLE_FROM:
@@ -292,42 +311,6 @@ FAILURE_KINDS = (
 )
 
 
-def format_size(num_bytes: float) -> str:
-    """PyTorch's c10 format_size (CUDACachingAllocator): bytes, KiB, MiB or GiB."""
-    if num_bytes <= 1024:
-        return f"{int(num_bytes)} bytes"
-    if num_bytes <= 1048576:
-        return f"{num_bytes / 1024:.2f} KiB"
-    if num_bytes <= 1073741824:
-        return f"{num_bytes / 1048576:.2f} MiB"
-    return f"{num_bytes / 1073741824:.2f} GiB"
-
-
-def torch_oom_message(
-    *,
-    tried_gib: float,
-    total_gib: float,
-    free_gib: float,
-    in_use_gib: float,
-    allocated_gib: float,
-    reserved_unallocated_gib: float = 0.0,
-    gpu: int = 0,
-) -> str:
-    """torch.OutOfMemoryError's text (one line), as the CUDA caching allocator words it."""
-    g = 1 << 30
-    return (
-        f"CUDA out of memory. Tried to allocate {format_size(tried_gib * g)}. GPU {gpu} has a "
-        f"total capacity of {format_size(total_gib * g)} of which {format_size(free_gib * g)} "
-        f"is free. Including non-PyTorch memory, this process has {format_size(in_use_gib * g)} "
-        f"memory in use. Of the allocated memory {format_size(allocated_gib * g)} is allocated "
-        f"by PyTorch, and {format_size(reserved_unallocated_gib * g)} is reserved by PyTorch but "
-        "unallocated. If reserved but unallocated memory is large try setting "
-        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
-        "documentation for Memory Management  "
-        "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
-    )
-
-
 def _traceback(frame: str, exception: str) -> list[str]:
     return [
         "Traceback (most recent call last):",
@@ -338,10 +321,94 @@ def _traceback(frame: str, exception: str) -> list[str]:
     ]
 
 
-def _get(values: dict[str, Any], key: str, kind: str) -> Any:
-    if key not in values:
-        raise ConfigError(f"format_failure({kind!r}) needs {key}=...", field=key)
-    return values[key]
+_INIT_FRAME = "scheduler = Scheduler(server_args, port_args)"
+
+
+def _kv_cache_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    mfs = required(values, "mem_fraction_static", kind)
+    tail = (
+        f"Current value: self.server_args.mem_fraction_static={mfs}"
+        if minor <= 9
+        else f"Current value: mem_fraction_static={mfs}"
+    )
+    exc = "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. " + tail
+    return _INIT_FRAME, exc
+
+
+def _weights_leave_no_memory(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    mfs = required(values, "mem_fraction_static", kind)
+    avail, pre = required(values, "available_gib", kind), required(values, "pre_gib", kind)
+    minimum = 1 - avail / pre
+    suggested = -(-minimum * 1000 // 1) / 1000  # math.ceil to 3 decimals
+    exc = (
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+        f"--mem-fraction-static={mfs}. Raise --mem-fraction-static above {suggested:.3f} "
+        f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative "
+        "decoding, draft weights are now counted."
+    )
+    return _INIT_FRAME, exc
+
+
+def _mamba_cache_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    exc = (
+        "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
+        f"Computed max_mamba_cache_size={required(values, 'max_mamba_cache_size', kind)} "
+        f"(total_rest_memory={required(values, 'total_rest_gib', kind):.2f} GB, "
+        f"mamba_cache_per_req={required(values, 'per_req_mb', kind):.2f} MB). "
+        "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, "
+        "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory."
+    )
+    return _INIT_FRAME, exc
+
+
+def _mamba_too_small(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    exc = (
+        "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve "
+        f"any requests. max_mamba_cache_size={required(values, 'max_mamba_cache_size', kind)}, "
+        f"mamba_ratio={required(values, 'ratio', kind)}, "
+        f"resulting max_num_reqs={required(values, 'max_num_reqs', kind)}. "
+        "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, or "
+        "(3) use GPUs with more memory."
+    )
+    return _INIT_FRAME, exc
+
+
+def _mamba_alloc(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    # Runtime (after ready): the scheduler's event loop dies on the assertion (P7).
+    return "scheduler.event_loop_overlap()", "AssertionError: Can not alloc mamba cache"
+
+
+def _cuda_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    return _INIT_FRAME, f"torch.OutOfMemoryError: {oom_from_values(values, kind)}"
+
+
+def _graph_capture(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    oom = oom_from_values(values, kind)
+    msg = _CAPTURE_FAILED_MSG if minor >= _GRAPH_ROLE_FROM else _CAPTURE_FAILED_MSG_OLD
+    return _INIT_FRAME, f"Exception: Capture cuda graph failed: {oom}\n{msg}"
+
+
+def _host_memory(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+    exc = (
+        "ValueError: Not enough host memory available. Requesting "
+        f"{required(values, 'requested_gb', kind):.2f} GB but only have "
+        f"{required(values, 'available_gb', kind):.2f} GB free. Please reduce the size of the "
+        "hierarchical cache."
+    )
+    return _INIT_FRAME, exc
+
+
+# kind -> (the scheduler frame that raised, the exception text) for the version's minor
+_EXCEPTIONS: dict[str, Callable[[int, Mapping[str, Any], str], tuple[str, str]]] = {
+    "kv_cache_oom": _kv_cache_oom,
+    "weights_leave_no_memory": _weights_leave_no_memory,
+    "mamba_cache_oom": _mamba_cache_oom,
+    "mamba_too_small": _mamba_too_small,
+    "mamba_alloc": _mamba_alloc,
+    "cuda_oom": _cuda_oom,
+    "graph_capture": _graph_capture,
+    "host_memory": _host_memory,
+}
 
 
 def format_failure(
@@ -370,107 +437,48 @@ def format_failure(
         ConfigError: unknown kind, missing values, or a kind the version cannot produce.
     """
     minor = parse_version(version)[2]
+    kind = _kind_in(kind, minor)
+    if kind == "scheduler_dead":
+        return _scheduler_dead(minor, timestamp, required(values, "exit_code", kind))
+    if kind not in _EXCEPTIONS:
+        raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(FAILURE_KINDS)}")
+    frame, exc = _EXCEPTIONS[kind](minor, values, kind)
+    tb = _traceback(frame, exc)
     rank: int | None = 0 if tp_size > 1 else None
-    ts = timestamp
+    return [
+        _line(timestamp, f"Scheduler hit an exception: {tb[0]}", rank),
+        *tb[1:],
+        "",
+        _line(timestamp, SIGQUIT_LINE),
+    ]
 
-    def scheduler_exception(frame: str, exception: str) -> list[str]:
-        tb = _traceback(frame, exception)
-        return [_line(ts, f"Scheduler hit an exception: {tb[0]}", rank), *tb[1:]]
 
-    init_frame = "scheduler = Scheduler(server_args, port_args)"
+def _kind_in(kind: str, minor: int) -> str:
+    """The failure kind that `minor` prints for `kind` (an older version's own message).
+
+    Raises:
+        ConfigError: the version prints no message of its own for `kind`.
+    """
     if kind == "weights_leave_no_memory" and minor < _WEIGHTS_LEAVE_NO_MEMORY_FROM:
-        kind = "kv_cache_oom"
+        return "kv_cache_oom"
     if kind in ("mamba_cache_oom", "mamba_too_small") and minor < _MAMBA_ERRORS_FROM:
         raise ConfigError(
             f"SGLang 0.5.{minor} prints no message of its own for {kind} (it has no such check "
             f"before 0.5.{_MAMBA_ERRORS_FROM})",
             field="kind",
         )
-    if kind == "kv_cache_oom":
-        mfs = _get(values, "mem_fraction_static", kind)
-        tail = (
-            f"Current value: self.server_args.mem_fraction_static={mfs}"
-            if minor <= 9
-            else f"Current value: mem_fraction_static={mfs}"
-        )
-        exc = (
-            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-            + tail
-        )
-        body = scheduler_exception(init_frame, exc)
-    elif kind == "weights_leave_no_memory":
-        mfs = _get(values, "mem_fraction_static", kind)
-        avail, pre = _get(values, "available_gib", kind), _get(values, "pre_gib", kind)
-        minimum = 1 - avail / pre
-        suggested = -(-minimum * 1000 // 1) / 1000  # math.ceil to 3 decimals
-        exc = (
-            "ValueError: Loaded weights leave no GPU memory for the KV cache under "
-            f"--mem-fraction-static={mfs}. Raise --mem-fraction-static above {suggested:.3f} "
-            f"(minimum viable = 1 - available/pre = {minimum:.4f}). If using speculative "
-            "decoding, draft weights are now counted."
-        )
-        body = scheduler_exception(init_frame, exc)
-    elif kind == "mamba_cache_oom":
-        exc = (
-            "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
-            f"Computed max_mamba_cache_size={_get(values, 'max_mamba_cache_size', kind)} "
-            f"(total_rest_memory={_get(values, 'total_rest_gib', kind):.2f} GB, "
-            f"mamba_cache_per_req={_get(values, 'per_req_mb', kind):.2f} MB). "
-            "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, "
-            "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory."
-        )
-        body = scheduler_exception(init_frame, exc)
-    elif kind == "mamba_too_small":
-        exc = (
-            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve "
-            f"any requests. max_mamba_cache_size={_get(values, 'max_mamba_cache_size', kind)}, "
-            f"mamba_ratio={_get(values, 'ratio', kind)}, "
-            f"resulting max_num_reqs={_get(values, 'max_num_reqs', kind)}. "
-            "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, or "
-            "(3) use GPUs with more memory."
-        )
-        body = scheduler_exception(init_frame, exc)
-    elif kind == "mamba_alloc":
-        # Runtime (after ready): the scheduler's event loop dies on the assertion (P7).
-        body = scheduler_exception(
-            "scheduler.event_loop_overlap()", "AssertionError: Can not alloc mamba cache"
-        )
-    elif kind in ("cuda_oom", "graph_capture"):
-        oom = torch_oom_message(
-            tried_gib=_get(values, "tried_gib", kind),
-            total_gib=_get(values, "total_gib", kind),
-            free_gib=_get(values, "free_gib", kind),
-            in_use_gib=_get(values, "in_use_gib", kind),
-            allocated_gib=_get(values, "allocated_gib", kind),
-            reserved_unallocated_gib=values.get("reserved_unallocated_gib", 0.0),
-        )
-        if kind == "cuda_oom":
-            body = scheduler_exception(init_frame, f"torch.OutOfMemoryError: {oom}")
-        else:
-            msg = _CAPTURE_FAILED_MSG if minor >= _GRAPH_ROLE_FROM else _CAPTURE_FAILED_MSG_OLD
-            exc = f"Exception: Capture cuda graph failed: {oom}\n{msg}"
-            body = scheduler_exception(init_frame, exc)
-    elif kind == "host_memory":
-        exc = (
-            "ValueError: Not enough host memory available. Requesting "
-            f"{_get(values, 'requested_gb', kind):.2f} GB but only have "
-            f"{_get(values, 'available_gb', kind):.2f} GB free. Please reduce the size of the "
-            "hierarchical cache."
-        )
-        body = scheduler_exception(init_frame, exc)
-    elif kind == "scheduler_dead":
-        code = _get(values, "exit_code", kind)
-        if minor < _SCHEDULER_DIED_FROM:
-            return [
-                _line(ts, "Rank 0 scheduler is dead. Please check if there are relevant logs."),
-                _line(ts, f"Exit code: {code}"),
-            ]
+    return kind
+
+
+def _scheduler_dead(minor: int, ts: str, code: object) -> list[str]:
+    if minor < _SCHEDULER_DIED_FROM:
         return [
-            _line(ts, "Traceback (most recent call last):"),
-            "RuntimeError: Rank 0 scheduler died during initialization "
-            f"(exit code: {code}). If exit code is -9 (SIGKILL), a common cause is the OS OOM "
-            "killer. Run `dmesg -T | grep -i oom` to check.",
+            _line(ts, "Rank 0 scheduler is dead. Please check if there are relevant logs."),
+            _line(ts, f"Exit code: {code}"),
         ]
-    else:
-        raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(FAILURE_KINDS)}")
-    return [*body, "", _line(ts, SIGQUIT_LINE)]
+    return [
+        _line(ts, "Traceback (most recent call last):"),
+        "RuntimeError: Rank 0 scheduler died during initialization "
+        f"(exit code: {code}). If exit code is -9 (SIGKILL), a common cause is the OS OOM "
+        "killer. Run `dmesg -T | grep -i oom` to check.",
+    ]

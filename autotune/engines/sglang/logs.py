@@ -14,8 +14,10 @@ Per-rank lines are read from rank 0 only (each TP rank repeats them with its own
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from autotune.engines._logs import Figures, Reader, StartupFormat, add_to, add_up
 from autotune.engines.base import LaunchReport
 
 READY_TEXT = "The server is fired up and ready to roll!"
@@ -90,6 +92,59 @@ def is_ready_line(line: str) -> bool:
     return READY_TEXT in line
 
 
+def _rank0_messages(log_text: str) -> Iterator[str]:
+    for raw in log_text.splitlines():
+        ranks, msg = split_prefix(raw.rstrip("\r"))
+        if not any(ranks.values()):  # else another rank's copy of a per-rank line
+            yield msg
+
+
+def _kv_pool(values: Figures, m: re.Match[str]) -> None:
+    if m["label"] is None and "kv_pool_tokens" not in values:
+        values["kv_pool_tokens"] = int(m["tokens"])
+        values["kv_dtype"] = m["dtype"]
+        values["kv_k_gib"] = float(m["k"] if m["k"] is not None else m["kv"])
+        values["kv_v_gib"] = float(m["v"]) if m["v"] is not None else None
+
+
+def _mamba_pool(values: Figures, m: re.Match[str]) -> None:
+    if "mamba_slots" not in values:
+        values["mamba_slots"] = int(m["n"])
+        values["mamba_conv_gib"] = float(m["conv"])
+        values["mamba_ssm_gib"] = float(m["ssm"])
+        if m["ispec"] is not None:
+            values["mamba_spec_gib"] = float(m["ispec"]) + float(m["iconv"])
+
+
+def _summary(values: Figures, m: re.Match[str]) -> None:
+    values["max_total_num_tokens"] = int(m["tokens"])
+    values["chunked_prefill_size"] = None if m["cps"] == "None" else int(m["cps"])
+    values["max_prefill_tokens"] = int(m["mpt"])
+    values["max_running_requests"] = int(m["mrr"])
+    values["context_len"] = int(m["ctx"])
+    values["available_gpu_mem_gib"] = float(m["avail"])
+
+
+def _host_kv_pool(values: Figures, m: re.Match[str]) -> None:
+    values.setdefault("host_pool_tokens", int(m["tokens"]))
+    add_to(values, "host_pool_gb", float(m["gb"]))
+
+
+# In order; a line is read by the first that matches.
+_READERS: tuple[Reader, ...] = (
+    ((_WEIGHTS_RE,), add_up("weights_gib", "gib")),
+    ((_KV_RE,), _kv_pool),
+    ((_MAMBA_RE,), _mamba_pool),
+    ((_GRAPH_RE,), add_up("graph_gib", "gib")),
+    ((_SUMMARY_RE,), _summary),
+    ((_HOST_KV_RE,), _host_kv_pool),
+    ((_HOST_KV_OLD_RE, _HOST_MAMBA_RE), add_up("host_pool_gb", "gb")),
+)
+_FORMAT = StartupFormat(READY_TEXT, SIMULATED_MARKER, _READERS, _WARNING_MARKERS, exclusive=True)
+# Summed over lines (draft weights, several graphs, KV and Mamba host pools).
+_SUMS = ("weights_gib", "graph_gib", "host_pool_gb")
+
+
 def parse_startup(log_text: str) -> LaunchReport:
     """What a launch got, from its startup log (any mix of rank prefixes; unknown lines ignored).
 
@@ -98,66 +153,20 @@ def parse_startup(log_text: str) -> LaunchReport:
     graph_gib sums every graph capture (decode, verify, prefill, draft); host_pool_gb sums the KV
     and Mamba host pools (HiCache's --hicache-size covers both, FIELD-NOTES P3).
     """
-    weights: float | None = None
-    graph: float | None = None
-    host_gb: float | None = None
-    values: dict[str, object] = {}
-    warnings: list[str] = []
-    ready = simulated = False
-    for raw in log_text.splitlines():
-        ranks, msg = split_prefix(raw.rstrip("\r"))
-        if any(ranks.values()):  # another rank's copy of a per-rank line
-            continue
-        if READY_TEXT in msg:
-            ready = True
-        elif SIMULATED_MARKER in msg:
-            simulated = True
-        elif m := _WEIGHTS_RE.search(msg):
-            weights = (weights or 0.0) + float(m["gib"])
-        elif m := _KV_RE.search(msg):
-            if m["label"] is None and "kv_pool_tokens" not in values:
-                values["kv_pool_tokens"] = int(m["tokens"])
-                values["kv_dtype"] = m["dtype"]
-                values["kv_k_gib"] = float(m["k"] if m["k"] is not None else m["kv"])
-                values["kv_v_gib"] = float(m["v"]) if m["v"] is not None else None
-        elif m := _MAMBA_RE.search(msg):
-            if "mamba_slots" not in values:
-                values["mamba_slots"] = int(m["n"])
-                values["mamba_conv_gib"] = float(m["conv"])
-                values["mamba_ssm_gib"] = float(m["ssm"])
-                if m["ispec"] is not None:
-                    values["mamba_spec_gib"] = float(m["ispec"]) + float(m["iconv"])
-        elif m := _GRAPH_RE.search(msg):
-            graph = (graph or 0.0) + float(m["gib"])
-        elif m := _SUMMARY_RE.search(msg):
-            values["max_total_num_tokens"] = int(m["tokens"])
-            values["chunked_prefill_size"] = None if m["cps"] == "None" else int(m["cps"])
-            values["max_prefill_tokens"] = int(m["mpt"])
-            values["max_running_requests"] = int(m["mrr"])
-            values["context_len"] = int(m["ctx"])
-            values["available_gpu_mem_gib"] = float(m["avail"])
-        elif m := _HOST_KV_RE.search(msg):
-            values.setdefault("host_pool_tokens", int(m["tokens"]))
-            host_gb = (host_gb or 0.0) + float(m["gb"])
-        elif m := (_HOST_KV_OLD_RE.search(msg) or _HOST_MAMBA_RE.search(msg)):
-            host_gb = (host_gb or 0.0) + float(m["gb"])
-        elif any(marker in msg for marker in _WARNING_MARKERS):
-            if msg.strip() not in warnings:
-                warnings.append(msg.strip())
+    scan = _FORMAT.scan(_rank0_messages(log_text))
+    sums = {key: _round(scan.values.pop(key, None)) for key in _SUMS}
     return LaunchReport(
-        weights_gib=_round(weights),
-        graph_gib=_round(graph),
-        host_pool_gb=_round(host_gb),
-        ready=ready,
-        simulated=simulated,
-        warnings=warnings,
-        **values,
+        **sums,
+        ready=scan.ready,
+        simulated=scan.simulated,
+        warnings=scan.warnings,
+        **scan.values,
     )
 
 
-def _round(value: float | None) -> float | None:
+def _round(value: object) -> float | None:
     # Sums of 2-decimal figures: drop float noise such as 0.30000000000000004.
-    return None if value is None else round(value, 6)
+    return round(value, 6) if isinstance(value, float) else None
 
 
 # ---------------------------------------------------------------------------------------------

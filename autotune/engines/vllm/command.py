@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from autotune.engines._command import launch_prefix
 from autotune.engines.base import LaunchCommand
 from autotune.engines.vllm.flags import build_flags
-from autotune.errors import ConfigError
 
 # `vllm serve MODEL` (the CLI, all catalogued releases); the older module entry point takes the
 # model as `--model`: ("python3", "-m", "vllm.entrypoints.openai.api_server").
@@ -40,15 +40,15 @@ def build_command(
     Raises:
         ConfigError, UnknownNameError, UnsupportedFlagError: bad field, value or version.
     """
-    if not model:
-        raise ConfigError("model path must not be empty", field="model")
-    if not host:
-        raise ConfigError("host must not be empty", field="--host")
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-        raise ConfigError(f"expects a TCP port 1..65535, got {port!r}", field="--port")
-    prefix = list(DEFAULT_LAUNCHER if launcher is None else launcher)
-    if not prefix or not all(isinstance(p, str) and p for p in prefix):
-        raise ConfigError(f"launcher must be non-empty strings, got {launcher!r}")
+    prefix = launch_prefix(
+        launcher,
+        DEFAULT_LAUNCHER,
+        model=model,
+        model_field="model",
+        port=port,
+        host=host,
+        check_host=True,
+    )
     flags, env = build_flags(config, version)
     model_args = [model] if prefix[-1] == "serve" else ["--model", model]
     argv = [*prefix, *model_args, "--host", host, "--port", str(port), *flags]

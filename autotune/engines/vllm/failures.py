@@ -11,21 +11,17 @@ at profiling; the KV-cache messages say exactly what to change, so they win over
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from autotune.engines._failures import fallback_failure
+from autotune.engines._failures import (
+    AFTER_READY,
+    PYTHON_ERROR_LINE,
+    FailureClassifier,
+    FailureRule,
+    clip,
+    usage_detail,
+)
 from autotune.engines.base import Failure, FailureClass
 from autotune.engines.vllm.logs import strip_prefix
-
-_MAX_EVIDENCE = 600
-
-
-@dataclass(frozen=True)
-class _Rule:
-    cls: FailureClass
-    pattern: re.Pattern[str]
-    reason: str
-
 
 # "To serve at least one request with the models's max seq len (N), (X GiB KV cache is needed,
 # which is larger than the available KV cache memory (Y GiB). [Based on the available memory,
@@ -55,8 +51,8 @@ _GRAPH_FRAMES = re.compile(
 _PROFILE_FRAMES = re.compile(r"profile_run|determine_available_memory|_dummy_sampler_run")
 _OOM_RE = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
 
-_RULES: tuple[_Rule, ...] = (
-    _Rule(
+_RULES: tuple[FailureRule, ...] = (
+    FailureRule(
         FailureClass.BAD_ARGUMENTS,
         re.compile(
             r"error: (?:unrecognized arguments|argument --?\S+|ambiguous option"
@@ -64,31 +60,31 @@ _RULES: tuple[_Rule, ...] = (
         ),
         "vLLM rejected the command line ({detail}): check the flags against this engine version",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.PORT_IN_USE,
         re.compile(r"Address already in use|\[Errno 98\]"),
         "the server port is already in use: stop the other process or pick a free port",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.CUDA_OOM,
         STARTUP_FREE_RE,
         "the GPU had less free memory at startup than gpu_memory_utilization asks for "
         "({detail}): lower gpu_memory_utilization or free the GPU (a desktop session takes "
         "about 80 MB on GeForce cards)",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.KV_CACHE_OOM,
         re.compile(r"No available memory for the cache blocks"),
         "weights and the profiling peak leave no memory for the KV cache: raise "
         "gpu_memory_utilization or lower max_num_batched_tokens",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.KV_CACHE_OOM,
         KV_TOO_SMALL_RE,
         "the KV cache cannot hold one request of max_model_len ({detail}): raise "
         "gpu_memory_utilization, lower max_model_len, or use kv_cache_dtype fp8",
     ),
-    _Rule(
+    FailureRule(
         FailureClass.KV_CACHE_OOM,
         KV_TOO_SMALL_V0_RE,
         "the KV cache cannot hold one request of max_model_len ({detail}): raise "
@@ -98,13 +94,12 @@ _RULES: tuple[_Rule, ...] = (
 
 
 def _evidence(line: str) -> str:
-    text = strip_prefix(line.strip())
-    return text if len(text) <= _MAX_EVIDENCE else text[: _MAX_EVIDENCE - 3] + "..."
+    return clip(strip_prefix(line.strip()))
 
 
-def _detail(rule: _Rule, line: str) -> str:
+def _detail(rule: FailureRule, line: str) -> str:
     if rule.cls is FailureClass.BAD_ARGUMENTS:
-        return line.split("error: ", 1)[-1].strip()
+        return usage_detail(line)
     m = rule.pattern.search(line)
     if m is None:
         return ""
@@ -125,87 +120,53 @@ def _detail(rule: _Rule, line: str) -> str:
     return ""
 
 
-def classify_failure(
-    log_text: str,
-    returncode: int | None,
-    *,
-    was_ready: bool,
-    timed_out: bool = False,
-) -> Failure:
-    """Classify a launch that did not serve, or a server that died.
-
-    Args:
-        log_text: the engine's combined stdout/stderr (all processes: API server, engine core,
-            TP workers).
-        returncode: exit status (None while still running; negative = killed by a signal).
-        was_ready: the server had answered /health before it failed.
-        timed_out: it never became ready before the deadline.
-    """
-    lines = log_text.splitlines()
-    suffix = " (after it was serving)" if was_ready else ""
-    for rule in _RULES:
-        hit = next((ln for ln in lines if rule.pattern.search(ln)), None)
-        if hit is not None:
-            reason = rule.reason.format(detail=_detail(rule, hit))
-            return Failure(cls=rule.cls, reason=reason + suffix, evidence=_evidence(hit))
-
+def _oom_failure(lines: list[str], was_ready: bool) -> Failure | None:
+    """A CUDA OOM, placed by its traceback (the frames before the error line, or the stack
+    around it): in graph capture, in the profiling run, or elsewhere."""
     oom = next((i for i, ln in enumerate(lines) if _OOM_RE.search(ln)), None)
-    if oom is not None:
-        # The traceback (frames before the error line, or the stack around it) says where.
-        window = "\n".join(lines[max(0, oom - 60) : oom + 5])
-        if _GRAPH_FRAMES.search(window):
-            return Failure(
-                cls=FailureClass.GRAPH_CAPTURE,
-                reason="CUDA graph capture ran out of memory: lower gpu_memory_utilization "
-                "(graphs live outside it before 0.20), cap max_cudagraph_capture_size, or set "
-                "enforce_eager" + suffix,
-                evidence=_evidence(lines[oom]),
-            )
-        if not was_ready and _PROFILE_FRAMES.search(window):
-            return Failure(
-                cls=FailureClass.CUDA_OOM,
-                reason="CUDA out of memory in the profiling run (activation peak at "
-                "max_num_batched_tokens): lower max_num_batched_tokens or max_num_seqs, or "
-                "gpu_memory_utilization",
-                evidence=_evidence(lines[oom]),
-            )
+    if oom is None:
+        return None
+    suffix = AFTER_READY if was_ready else ""
+    window = "\n".join(lines[max(0, oom - 60) : oom + 5])
+    if _GRAPH_FRAMES.search(window):
         return Failure(
-            cls=FailureClass.CUDA_OOM,
-            reason="CUDA out of memory outside the KV cache: lower gpu_memory_utilization (more "
-            "activation headroom) or max_num_batched_tokens" + suffix,
+            cls=FailureClass.GRAPH_CAPTURE,
+            reason="CUDA graph capture ran out of memory: lower gpu_memory_utilization "
+            "(graphs live outside it before 0.20), cap max_cudagraph_capture_size, or set "
+            "enforce_eager" + suffix,
             evidence=_evidence(lines[oom]),
         )
+    if not was_ready and _PROFILE_FRAMES.search(window):
+        return Failure(
+            cls=FailureClass.CUDA_OOM,
+            reason="CUDA out of memory in the profiling run (activation peak at "
+            "max_num_batched_tokens): lower max_num_batched_tokens or max_num_seqs, or "
+            "gpu_memory_utilization",
+            evidence=_evidence(lines[oom]),
+        )
+    return Failure(
+        cls=FailureClass.CUDA_OOM,
+        reason="CUDA out of memory outside the KV cache: lower gpu_memory_utilization (more "
+        "activation headroom) or max_num_batched_tokens" + suffix,
+        evidence=_evidence(lines[oom]),
+    )
+
+
+def _capture_failure(lines: list[str], was_ready: bool) -> Failure | None:
+    """CUDA graph capture failing without an OOM."""
     graph = next(
         (ln for ln in lines if "operation not permitted when stream is capturing" in ln), None
     )
-    if graph is not None:
-        return Failure(
-            cls=FailureClass.GRAPH_CAPTURE,
-            reason="CUDA graph capture failed: set enforce_eager or change the graph sizes"
-            + suffix,
-            evidence=_evidence(graph),
-        )
-    if returncode == 2 and not was_ready:
-        usage = next((ln for ln in reversed(lines) if "error:" in ln), None)
-        if usage is not None:
-            detail = usage.split("error: ", 1)[-1].strip()
-            return Failure(
-                cls=FailureClass.BAD_ARGUMENTS,
-                reason=f"vLLM rejected the command line ({detail}): check the flags",
-                evidence=_evidence(usage),
-            )
-
-    return fallback_failure(
-        _root_cause(lines, returncode),
-        returncode,
-        was_ready=was_ready,
-        timed_out=timed_out,
-        engine="the engine",
-        hang_hints="weights download, torch.compile, NCCL",
+    if graph is None:
+        return None
+    return Failure(
+        cls=FailureClass.GRAPH_CAPTURE,
+        reason="CUDA graph capture failed: set enforce_eager or change the graph sizes"
+        + (AFTER_READY if was_ready else ""),
+        evidence=_evidence(graph),
     )
 
 
-_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception)\b")
 # vLLM's wrappers around the real error: skip them when a root cause precedes.
 _WRAPPERS = (
     "Engine core initialization failed",
@@ -222,7 +183,7 @@ def _root_cause(lines: list[str], returncode: int | None) -> str | None:
     fallback: str | None = None
     for line in reversed(lines):
         text = strip_prefix(line.strip())
-        if not _ERROR_LINE.search(text):
+        if not PYTHON_ERROR_LINE.search(text):
             continue
         if any(w in text for w in _WRAPPERS):
             fallback = fallback or text
@@ -231,3 +192,19 @@ def _root_cause(lines: list[str], returncode: int | None) -> str | None:
     if fallback is not None:
         return _evidence(fallback)
     return f"Exit code: {returncode}" if returncode is not None else None
+
+
+_CLASSIFIER = FailureClassifier(
+    rules=_RULES,
+    detail=_detail,
+    evidence=_evidence,
+    last_error=_root_cause,
+    hang_hints="weights download, torch.compile, NCCL",
+    usage_engine="vLLM",
+    steps=(_oom_failure, _capture_failure),
+)
+
+# classify_failure(log_text, returncode, *, was_ready, timed_out=False) -> Failure: why
+# a vLLM launch did not serve, or why its server died (log_text: every process's lines, API
+# server, engine core and TP workers).
+classify_failure = _CLASSIFIER.classify

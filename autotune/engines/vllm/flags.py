@@ -29,11 +29,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from autotune.engines._flags import by_canonical_field
-from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+from autotune.engines._flags import (
+    CatalogFlag,
+    by_canonical_field,
+    canonical_name,
+    check_choices,
+    claim_dest,
+    emission_order,
+    flag_at,
+    flags_at,
+    kind_cell,
+    mechanical_flag,
+    merge_ranges,
+    ranges_having,
+    read_catalog,
+    spec_at,
+    switch_tokens,
+)
+from autotune.errors import ConfigError, UnsupportedFlagError
 from autotune.versions import base_release, try_version
 
-Kind = Literal["v", "b", "n", "l", "o"]
 ValueType = Literal["int", "float", "fraction", "str", "bool", "int_list", "str_or_list", "json"]
 
 
@@ -80,13 +95,7 @@ def at_least(version: str, first: str) -> bool:
 
 def _ranges_text(ranges: list[tuple[int, int]]) -> str:
     vs = _versions()
-    merged: list[tuple[int, int]] = []
-    for a, b in sorted(ranges):
-        if merged and a <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    parts = [vs[a] if a == b else f"{vs[a]}-{vs[b]}" for a, b in merged]
+    parts = [vs[a] if a == b else f"{vs[a]}-{vs[b]}" for a, b in merge_ranges(ranges)]
     return ", ".join(parts) if parts else "none"
 
 
@@ -95,15 +104,9 @@ def _ranges_text(ranges: list[tuple[int, int]]) -> str:
 
 
 @dataclass(frozen=True)
-class FlagSpec:
+class FlagSpec(CatalogFlag):
     """One flag as `vllm serve` defines it over a range of releases (catalogue indices)."""
 
-    flag: str
-    first: int
-    last: int
-    kind: Kind
-    deprecated: bool
-    dest: str
     choices: tuple[str, ...]
 
 
@@ -112,22 +115,23 @@ def _catalog() -> dict[str, tuple[FlagSpec, ...]]:
     from autotune.engines.vllm._catalog import CATALOG
 
     index = {v: i for i, v in enumerate(_versions())}
-    table: dict[str, list[FlagSpec]] = {}
-    for row in CATALOG.splitlines():
-        flag, span, kind, dest, choices = row.split("|")
+
+    def row_spec(cells: list[str]) -> FlagSpec:
+        """`flag|first-last|kind|dest|choices` (release names)."""
+        flag, span, kind, dest, choices = cells
         first, last = span.split("-")
-        table.setdefault(flag, []).append(
-            FlagSpec(
-                flag=flag,
-                first=index[first],
-                last=index[last],
-                kind=kind.rstrip("!"),  # type: ignore[arg-type]
-                deprecated=kind.endswith("!"),
-                dest=dest,
-                choices=tuple(choices.split()),
-            )
+        kind_, deprecated = kind_cell(kind)
+        return FlagSpec(
+            flag=flag,
+            first=index[first],
+            last=index[last],
+            kind=kind_,
+            deprecated=deprecated,
+            dest=dest,
+            choices=tuple(choices.split()),
         )
-    return {k: tuple(v) for k, v in table.items()}
+
+    return read_catalog(CATALOG, row_spec)
 
 
 @functools.cache
@@ -150,10 +154,7 @@ def speculative_methods(version: str) -> tuple[str, ...]:
 
 
 def _spec_at(flag: str, i: int) -> FlagSpec | None:
-    for spec in _catalog().get(flag, ()):
-        if spec.first <= i <= spec.last:
-            return spec
-    return None
+    return spec_at(_catalog().get(flag, ()), i)
 
 
 def flag_spec(flag: str, version: str) -> FlagSpec | None:
@@ -163,8 +164,7 @@ def flag_spec(flag: str, version: str) -> FlagSpec | None:
 
 def flag_names(version: str) -> set[str]:
     """Every long flag `vllm serve` accepts in `version` (deprecated ones included)."""
-    i = version_index(version)
-    return {flag for flag in _catalog() if _spec_at(flag, i) is not None}
+    return flags_at(_catalog(), version_index(version))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,10 +263,6 @@ ALIASES: dict[str, str] = {a: name for name, f in FIELDS.items() for a in f.alia
 RESERVED: dict[str, str] = {"model": "model", "model_tag": "model", "host": "host", "port": "port"}
 
 
-def _mechanical_flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
 @functools.cache
 def known_fields() -> tuple[str, ...]:
     """Every config field name accepted for some catalogued release."""
@@ -283,13 +279,15 @@ def canonical_field(name: str) -> str:
     Raises:
         UnknownNameError: no catalogued vLLM release has the field, with close matches.
     """
-    if name in FIELDS:
-        return name
-    if name in ALIASES:
-        return ALIASES[name]
-    if name not in RESERVED and _mechanical_flag(name) in _catalog():
-        return name
-    raise UnknownNameError("vLLM config field", name, known_fields())
+    return canonical_name(
+        name,
+        fields=FIELDS,
+        aliases=ALIASES,
+        reserved=RESERVED,
+        catalog=_catalog(),
+        what="vLLM config field",
+        known=known_fields,
+    )
 
 
 def _field(name: str) -> Field:
@@ -315,20 +313,12 @@ def field_flag(name: str, version: str) -> str:
 
 def _resolve_flag(name: str, canonical: str, field: Field, i: int) -> tuple[str, FlagSpec]:
     vs = _versions()
-    candidates = field.flags or ((_FIRST, _LAST, _mechanical_flag(canonical)),)
-    for first, last, flag in candidates:
-        if vs.index(first) <= i <= vs.index(last):
-            spec = _spec_at(flag, i)
-            if spec is not None:
-                return flag, spec
-    have: list[tuple[int, int]] = []
-    for first, last, flag in candidates:
-        a, b = vs.index(first), vs.index(last)
-        have += [
-            (max(a, s.first), min(b, s.last))
-            for s in _catalog().get(flag, ())
-            if max(a, s.first) <= min(b, s.last)
-        ]
+    spellings = field.flags or ((_FIRST, _LAST, mechanical_flag(canonical)),)
+    candidates = [(vs.index(first), vs.index(last), flag) for first, last, flag in spellings]
+    found = flag_at(candidates, _catalog(), i)
+    if found is not None:
+        return found
+    have = ranges_having(candidates, _catalog())
     shown = name if name == canonical else f"{name} (= {canonical})"
     raise UnsupportedFlagError(
         f"config field {shown!r} is not supported by vLLM {vs[i]}; "
@@ -409,13 +399,7 @@ def _scalar(name: str, spec: FlagSpec, value: Any) -> str:
 def _render(name: str, spec: FlagSpec, value: Any, version: str) -> list[str]:
     flag = spec.flag
     if spec.kind in ("b", "n"):
-        if not isinstance(value, bool):
-            raise ConfigError(
-                f"{flag} is a switch: expects true or false, got {value!r}", field=name
-            )
-        if value:
-            return [flag]
-        return ["--no-" + flag[2:]] if spec.kind == "n" else []
+        return switch_tokens(name, flag, spec.kind == "n", value)
     if spec.kind == "o" and isinstance(value, bool):
         return [flag] if value else []
     if spec.kind == "l":
@@ -427,13 +411,7 @@ def _render(name: str, spec: FlagSpec, value: Any, version: str) -> list[str]:
         if isinstance(value, list | tuple):
             raise ConfigError(f"{flag} takes one value, got a list {value!r}", field=name)
         tokens = [_scalar(name, spec, value)]
-    for token in tokens:
-        if spec.choices and token not in spec.choices:
-            raise ConfigError(
-                f"{token!r} is not valid for {flag} in vLLM {version}; "
-                f"valid: {', '.join(spec.choices)}",
-                field=name,
-            )
+    check_choices(name, flag, tokens, spec.choices, f"vLLM {version}")
     return [flag, *tokens]
 
 
@@ -446,21 +424,9 @@ def speculative_config(config: Mapping[str, Any], version: str) -> dict[str, Any
         UnsupportedFlagError: a method this release does not know (e.g. `mtp` before 0.11.0).
     """
     version = parse_version(version)
-    whole = config.get("speculative_config")
     parts = {k: config.get(k) for k in SPECULATIVE_FIELDS if config.get(k) is not None}
-    if whole is not None and parts:
-        raise ConfigError(
-            f"set either speculative_config or {', '.join(sorted(parts))}, not both",
-            field="speculative_config",
-        )
-    if whole is not None:
-        obj = dict(_check("speculative_config", FIELDS["speculative_config"], None, whole))
-    elif parts:
-        obj = {}
-        for key in SPECULATIVE_FIELDS:
-            if key in parts:
-                obj[_SPEC_KEYS[key]] = _check(key, FIELDS[key], None, parts[key])
-    else:
+    obj = _speculative_object(config.get("speculative_config"), parts)
+    if obj is None:
         return None
     method = obj.get("method")
     if method is None:
@@ -469,19 +435,62 @@ def speculative_config(config: Mapping[str, Any], version: str) -> dict[str, Any
             f"{', '.join(others)} only apply with speculative_method set",
             field="speculative_method",
         )
-    methods = speculative_methods(version)
-    if method not in methods:
-        have = [(a, b) for a, b, ms in _spec_methods() if method in ms]
-        if have:
-            raise UnsupportedFlagError(
-                f"speculative_method {method!r} is not supported by vLLM {version}; "
-                f"releases that have it: {_ranges_text(have)}"
-            )
+    _check_method(method, version)
+    _check_method_fields(obj, method)
+    return obj
+
+
+def _speculative_object(whole: Any, parts: dict[str, Any]) -> dict[str, Any] | None:
+    """The object from `speculative_config` given whole or from the pseudo fields (checked).
+
+    Raises:
+        ConfigError: both forms given, or bad values.
+    """
+    if whole is not None and parts:
         raise ConfigError(
-            f"unknown speculative method {method!r} for vLLM {version}; valid: "
-            f"{', '.join(methods)}",
-            field="speculative_method",
+            f"set either speculative_config or {', '.join(sorted(parts))}, not both",
+            field="speculative_config",
         )
+    if whole is not None:
+        return dict(_check("speculative_config", FIELDS["speculative_config"], None, whole))
+    if not parts:
+        return None
+    obj = {}
+    for key in SPECULATIVE_FIELDS:
+        if key in parts:
+            obj[_SPEC_KEYS[key]] = _check(key, FIELDS[key], None, parts[key])
+    return obj
+
+
+def _check_method(method: Any, version: str) -> None:
+    """The method must be one `version` knows (speculative_methods).
+
+    Raises:
+        UnsupportedFlagError: a method other releases know.
+        ConfigError: a method no release knows.
+    """
+    methods = speculative_methods(version)
+    if method in methods:
+        return
+    have = [(a, b) for a, b, ms in _spec_methods() if method in ms]
+    if have:
+        raise UnsupportedFlagError(
+            f"speculative_method {method!r} is not supported by vLLM {version}; "
+            f"releases that have it: {_ranges_text(have)}"
+        )
+    raise ConfigError(
+        f"unknown speculative method {method!r} for vLLM {version}; valid: {', '.join(methods)}",
+        field="speculative_method",
+    )
+
+
+def _check_method_fields(obj: dict[str, Any], method: Any) -> None:
+    """The prompt-lookup bounds apply to ngram only (min <= max); other methods but suffix
+    need num_speculative_tokens.
+
+    Raises:
+        ConfigError: a field the method does not take, or lacks.
+    """
     lookup = [k for k in ("prompt_lookup_max", "prompt_lookup_min") if k in obj]
     if lookup and method not in NGRAM_METHODS:
         raise ConfigError(
@@ -497,7 +506,6 @@ def speculative_config(config: Mapping[str, Any], version: str) -> dict[str, Any
             f"speculative_method {method!r} needs num_speculative_tokens",
             field="num_speculative_tokens",
         )
-    return obj
 
 
 def _graph_fields(config: Mapping[str, Any], i: int) -> None:
@@ -541,12 +549,10 @@ def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dic
     if spec_obj is not None and "speculative_config" not in by_canonical:
         by_canonical["speculative_config"] = ("speculative_method", spec_obj)
 
-    order = [n for n in FIELDS if n in by_canonical]
-    order += sorted(n for n in by_canonical if n not in FIELDS)
     argv: list[str] = []
     env: dict[str, str] = {}
     dests: dict[str, str] = {}
-    for canonical in order:
+    for canonical in emission_order(by_canonical, FIELDS):
         key, value = by_canonical[canonical]
         field = _field(canonical)
         if field.pseudo:
@@ -556,22 +562,28 @@ def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dic
         if value is None:
             continue
         if field.env is not None:
-            if i < _versions().index(field.env_since):
-                raise UnsupportedFlagError(
-                    f"config field {key!r} ({field.env}) is not supported by vLLM {version}; "
-                    f"releases that have it: {field.env_since}-{_LAST}"
-                )
-            env[field.env] = "1" if _check(key, field, None, value) else "0"
+            env[field.env] = _env_value(key, field, value, version)
             continue
-        flag, spec = _resolve_flag(key, canonical, field, i)
-        if spec.dest in dests:
-            raise ConfigError(
-                f"sets the same engine option ({spec.dest}) as {dests[spec.dest]!r}; keep one",
-                field=key,
-            )
-        dests[spec.dest] = key
+        _flag, spec = _resolve_flag(key, canonical, field, i)
+        claim_dest(dests, spec.dest, key)
         value = _check(key, field, spec, value)
         if canonical == "max_cudagraph_capture_size" and spec.kind == "l":
             value = [value]  # --cuda-graph-sizes N: capture up to N
         argv += _render(key, spec, value, version)
     return argv, env
+
+
+def _env_value(key: str, field: Field, value: Any, version: str) -> str:
+    """An env-only field's value ("1" / "0").
+
+    Raises:
+        UnsupportedFlagError: the release predates the variable.
+        ConfigError: not a bool.
+    """
+    assert field.env is not None
+    if version_index(version) < _versions().index(field.env_since):
+        raise UnsupportedFlagError(
+            f"config field {key!r} ({field.env}) is not supported by vLLM {version}; "
+            f"releases that have it: {field.env_since}-{_LAST}"
+        )
+    return "1" if _check(key, field, None, value) else "0"

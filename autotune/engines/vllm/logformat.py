@@ -19,8 +19,11 @@ with the release where it changed:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from autotune.engines._logformat import oom_from_values, required
 from autotune.engines.vllm.flags import at_least, parse_version
 from autotune.engines.vllm.logs import READY_TEXT, SIMULATED_MARKER, VLLMLaunchReport
 from autotune.errors import ConfigError
@@ -57,6 +60,33 @@ class _Printer:
             proc = None  # 0.10.0's API server did not decorate its logs
         head = f"({proc} pid={self.pid}) " if proc else ""
         return f"{head}{level} {self.ts} [{src}] {msg}"
+
+
+_API = "APIServer"
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """One rendering of startup lines: the release, its printer, the figures and the launch."""
+
+    p: _Printer
+    report: VLLMLaunchReport
+    model: str
+    host: str
+    port: int
+    tp_size: int
+    elapsed_s: float
+
+    @property
+    def version(self) -> str:
+        return self.p.version
+
+    @property
+    def core(self) -> str:
+        return self.p.core_name()
+
+    def workers(self) -> list[str]:
+        return [self.p.worker_name(r, self.tp_size) for r in range(max(self.tp_size, 1))]
 
 
 def _kv_lines(version: str, tokens: int, max_len: int, concurrency: float) -> list[str]:
@@ -99,132 +129,150 @@ def format_startup_lines(
     Raises:
         ConfigError: a bad version, or figures the release's format cannot express.
     """
-    version = parse_version(version)
-    p = _Printer(version, timestamp, pid)
-    api, core = "APIServer", p.core_name()
+    p = _Printer(parse_version(version), timestamp, pid)
+    s = _Launch(p, report, model, host, port, tp_size, elapsed_s)
+    return [
+        *_api_header(s, non_default),
+        *_api_settings(s, mamba_padding_pct),
+        p.line(s.core, "core.py:98", _engine_config_msg(s)),
+        *_worker_memory_lines(s, total_gib, estimate_cudagraphs),
+        *_kv_capacity_lines(s),
+        *_graph_capture_lines(s),
+        *_serving_lines(s),
+    ]
+
+
+def _api_header(s: _Launch, non_default: dict[str, Any] | None) -> list[str]:
+    """The simulation marker, the version line and the non-default args."""
+    p, version, report = s.p, s.version, s.report
     out: list[str] = []
     if report.simulated:
-        out.append(p.line(api, "sim.py:1", SIMULATED_MARKER))
+        out.append(p.line(_API, "sim.py:1", SIMULATED_MARKER))
     if at_least(version, "0.25.0"):
-        out.append(
-            p.line(api, "utils.py:60", f"vLLM server version {version}, serving model {model}")
-        )
+        msg = f"vLLM server version {version}, serving model {s.model}"
+        out.append(p.line(_API, "utils.py:60", msg))
     else:
-        out.append(p.line(api, "api_server.py:1755", f"vLLM API server version {version}"))
-    args: dict[str, Any] = {"model_tag": model, "host": host, "port": port}
+        out.append(p.line(_API, "api_server.py:1755", f"vLLM API server version {version}"))
+    args: dict[str, Any] = {"model_tag": s.model, "host": s.host, "port": s.port}
     for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
         value = getattr(report, key)
         if value is not None:
             args[key] = value
-    if tp_size > 1:
-        args["tensor_parallel_size"] = tp_size
+    if s.tp_size > 1:
+        args["tensor_parallel_size"] = s.tp_size
     args.update(non_default or {})
-    out.append(p.line(api, "utils.py:263", f"non-default args: {_non_default_repr(args)}"))
+    out.append(p.line(_API, "utils.py:263", f"non-default args: {_non_default_repr(args)}"))
+    return out
+
+
+def _api_settings(s: _Launch, mamba_padding_pct: float | None) -> list[str]:
+    """The API server's config lines: max model len, chunked prefill, the hybrid block size."""
+    p, report = s.p, s.report
+    out: list[str] = []
     if report.context_len is not None:
-        out.append(p.line(api, "model.py:1545", f"Using max model len {report.context_len}"))
+        out.append(p.line(_API, "model.py:1545", f"Using max model len {report.context_len}"))
     if report.max_num_batched_tokens is not None and report.enable_chunked_prefill is not False:
-        out.append(
-            p.line(
-                api,
-                "scheduler.py:230",
-                "Chunked prefill is enabled with "
-                f"max_num_batched_tokens={report.max_num_batched_tokens}.",
-            )
+        msg = (
+            "Chunked prefill is enabled with "
+            f"max_num_batched_tokens={report.max_num_batched_tokens}."
         )
+        out.append(p.line(_API, "scheduler.py:230", msg))
     if report.block_size is not None:
-        out.append(
-            p.line(
-                api,
-                "config.py:477",
-                f"Setting attention block size to {report.block_size} tokens to ensure that "
-                "attention page size is >= mamba page size.",
-            )
+        msg = (
+            f"Setting attention block size to {report.block_size} tokens to ensure that "
+            "attention page size is >= mamba page size."
         )
+        out.append(p.line(_API, "config.py:477", msg))
         if mamba_padding_pct is not None:
-            out.append(
-                p.line(
-                    api,
-                    "config.py:497",
-                    f"Padding mamba page size by {mamba_padding_pct:.2f}% to ensure that mamba "
-                    "page size and attention page size are exactly equal.",
-                )
+            msg = (
+                f"Padding mamba page size by {mamba_padding_pct:.2f}% to ensure that mamba "
+                "page size and attention page size are exactly equal."
             )
+            out.append(p.line(_API, "config.py:497", msg))
+    return out
+
+
+def _engine_config_msg(s: _Launch) -> str:
+    version, report, model = s.version, s.report, s.model
     chunked_key = (
         "enable_chunked_prefill" if at_least(version, "0.11.1") else "chunked_prefill_enabled"
     )
     config = (
         f"model={model!r}, speculative_config=None, tokenizer={model!r}, "
-        f"max_seq_len={report.context_len}, tensor_parallel_size={tp_size}, "
+        f"max_seq_len={report.context_len}, tensor_parallel_size={s.tp_size}, "
         f"quantization={report.quantization}, enforce_eager={bool(report.enforce_eager)}, "
         f"kv_cache_dtype={report.kv_dtype or 'auto'}, device_config=cuda, "
         f"served_model_name={model}, enable_prefix_caching={report.enable_prefix_caching}, "
         f"{chunked_key}={report.enable_chunked_prefill}"
     )
-    out.append(
-        p.line(
-            core, "core.py:98", f"Initializing a V1 LLM engine (v{version}) with config: {config}"
-        )
-    )
-    workers = [p.worker_name(r, tp_size) for r in range(max(tp_size, 1))]
-    for w in workers:
-        if report.weights_gib is not None:
-            out.append(
-                p.line(w, "gpu_model_runner.py:1892", _weights_msg(version, report, elapsed_s))
-            )
-    for w in workers:
-        out += [p.line(w, "gpu_worker.py:359", m) for m in _memory_msgs(
-            version, report, total_gib, estimate_cudagraphs
-        )]  # fmt: skip
-    if report.kv_pool_tokens is not None:
-        if report.max_concurrency is None or report.context_len is None:
-            raise ConfigError(
-                "the KV capacity line needs max_concurrency and context_len with kv_pool_tokens",
-                field="max_concurrency",
-            )
+    return f"Initializing a V1 LLM engine (v{version}) with config: {config}"
+
+
+def _worker_memory_lines(s: _Launch, total_gib: float | None, estimate: bool | None) -> list[str]:
+    """Each worker's weights line, then each worker's memory profiling lines."""
+    out: list[str] = []
+    if s.report.weights_gib is not None:
+        msg = _weights_msg(s.version, s.report, s.elapsed_s)
+        out += [s.p.line(w, "gpu_model_runner.py:1892", msg) for w in s.workers()]
+    for w in s.workers():
         out += [
-            p.line(core, "kv_cache_utils.py:1305", m)
-            for m in _kv_lines(
-                version, report.kv_pool_tokens, report.context_len, report.max_concurrency
-            )  # fmt: skip
+            s.p.line(w, "gpu_worker.py:359", m)
+            for m in _memory_msgs(s.version, s.report, total_gib, estimate)
         ]
-    if report.graph_gib is not None and not report.enforce_eager:
-        for w in workers:
-            out.append(
-                p.line(
-                    w,
-                    "gpu_model_runner.py:2485",
-                    f"Graph capturing finished in {report.graph_capture_s or elapsed_s:.0f} secs, "
-                    f"took {report.graph_gib:.2f} GiB",
-                )
-            )
-    init_s = report.init_engine_s or elapsed_s
-    unit = "s" if at_least(version, "0.20.0") else "seconds"
-    out.append(
-        p.line(
-            core,
-            "core.py:274",
-            f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} {unit}",
+    return out
+
+
+def _kv_capacity_lines(s: _Launch) -> list[str]:
+    report = s.report
+    if report.kv_pool_tokens is None:
+        return []
+    if report.max_concurrency is None or report.context_len is None:
+        raise ConfigError(
+            "the KV capacity line needs max_concurrency and context_len with kv_pool_tokens",
+            field="max_concurrency",
         )
+    return [
+        s.p.line(s.core, "kv_cache_utils.py:1305", m)
+        for m in _kv_lines(
+            s.version, report.kv_pool_tokens, report.context_len, report.max_concurrency
+        )
+    ]
+
+
+def _graph_capture_lines(s: _Launch) -> list[str]:
+    report = s.report
+    if report.graph_gib is None or report.enforce_eager:
+        return []
+    msg = (
+        f"Graph capturing finished in {report.graph_capture_s or s.elapsed_s:.0f} secs, "
+        f"took {report.graph_gib:.2f} GiB"
     )
+    return [s.p.line(w, "gpu_model_runner.py:2485", msg) for w in s.workers()]
+
+
+def _serving_lines(s: _Launch) -> list[str]:
+    """From the engine's init time to the server's ready line (when the report is ready)."""
+    p, version, report = s.p, s.version, s.report
+    init_s = report.init_engine_s or s.elapsed_s
+    unit = "s" if at_least(version, "0.20.0") else "seconds"
+    msg = f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} {unit}"
+    out = [p.line(s.core, "core.py:274", msg)]
     if report.num_gpu_blocks is not None and not at_least(version, "0.11.1"):
-        out.append(
-            p.line(
-                api,
-                "loggers.py:142",
-                "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks "
-                f"is: {report.num_gpu_blocks}",
-            )
+        msg = (
+            "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks "
+            f"is: {report.num_gpu_blocks}"
         )
-    out += [p.line(api, "api_server.py:1", w, level="WARNING") for w in report.warnings]
-    url = f"http://{host}:{port}"
+        out.append(p.line(_API, "loggers.py:142", msg))
+    out += [p.line(_API, "api_server.py:1", w, level="WARNING") for w in report.warnings]
+    url = f"http://{s.host}:{s.port}"
     if at_least(version, "0.18.0"):
-        out.append(p.line(api, "api_server.py:602", f"Starting vLLM server on {url}"))
+        out.append(p.line(_API, "api_server.py:602", f"Starting vLLM server on {url}"))
     else:
-        out.append(p.line(api, "api_server.py:1818", f"Starting vLLM API server 0 on {url}"))
+        out.append(p.line(_API, "api_server.py:1818", f"Starting vLLM API server 0 on {url}"))
     if report.ready:
-        head = f"(APIServer pid={pid}) " if at_least(version, "0.10.1") else ""
+        head = f"(APIServer pid={p.pid}) " if at_least(version, "0.10.1") else ""
         out += [
-            f"{head}INFO:     Started server process [{pid}]",
+            f"{head}INFO:     Started server process [{p.pid}]",
             f"{head}INFO:     Waiting for application startup.",
             f"{head}INFO:     {READY_TEXT}",
         ]
@@ -265,44 +313,50 @@ def _memory_msgs(
         on = at_least(version, "0.20.0") if estimate is None else estimate
         delta = graph_est / total_gib
         equiv, suggested = round(util - delta, 4), min(round(util + delta, 4), 1.0)
-        if at_least(version, "0.20.0"):
-            if on:
-                out.append(
-                    "CUDA graph memory profiling is enabled (default since v0.21.0). The "
-                    f"current --gpu-memory-utilization={util:.4f} is equivalent to "
-                    f"--gpu-memory-utilization={equiv:.4f} without CUDA graph memory "
-                    "profiling. To maintain the same effective KV cache size as before, "
-                    f"increase --gpu-memory-utilization to {suggested:.4f}. To disable, set "
-                    "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
-                )
-            else:
-                out.append(
-                    "CUDA graph memory profiling is disabled "
-                    "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without it, CUDA graph "
-                    "memory is not accounted for during KV cache allocation, which may require "
-                    "lowering --gpu-memory-utilization to avoid OOM. Consider re-enabling it "
-                    "(the default as of v0.21.0) and increasing --gpu-memory-utilization from "
-                    f"{util:.4f} to {suggested:.4f}."
-                )
-        elif on:
-            out.append(
-                "CUDA graph memory profiling is enabled "
-                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1). This will become the default in "
-                f"v0.19. The current --gpu-memory-utilization={util:.4f} is equivalent to "
-                f"--gpu-memory-utilization={equiv:.4f} without CUDA graph memory profiling. To "
-                "maintain the same effective KV cache size as before, increase "
-                f"--gpu-memory-utilization to {suggested:.4f}."
-            )
-        else:
-            out.append(
-                "In v0.19, CUDA graph memory profiling will be enabled by default "
-                "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts "
-                "for CUDA graph memory during KV cache allocation. To try it now, set "
-                "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase "
-                f"--gpu-memory-utilization from {util:.4f} to {suggested:.4f} to maintain the "
-                "same effective KV cache size."
-            )
+        out.append(_graph_profiling_advice(version, on, util, equiv, suggested))
     return out
+
+
+def _graph_profiling_advice(
+    version: str, on: bool, util: float, equiv: float, suggested: float
+) -> str:
+    """The --gpu-memory-utilization advice of CUDA graph memory profiling (0.18+), worded per
+    release: opt-in on 0.18/0.19, the default from 0.20."""
+    if at_least(version, "0.20.0"):
+        if on:
+            return (
+                "CUDA graph memory profiling is enabled (default since v0.21.0). The "
+                f"current --gpu-memory-utilization={util:.4f} is equivalent to "
+                f"--gpu-memory-utilization={equiv:.4f} without CUDA graph memory "
+                "profiling. To maintain the same effective KV cache size as before, "
+                f"increase --gpu-memory-utilization to {suggested:.4f}. To disable, set "
+                "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
+            )
+        return (
+            "CUDA graph memory profiling is disabled "
+            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). Without it, CUDA graph "
+            "memory is not accounted for during KV cache allocation, which may require "
+            "lowering --gpu-memory-utilization to avoid OOM. Consider re-enabling it "
+            "(the default as of v0.21.0) and increasing --gpu-memory-utilization from "
+            f"{util:.4f} to {suggested:.4f}."
+        )
+    if on:
+        return (
+            "CUDA graph memory profiling is enabled "
+            "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1). This will become the default in "
+            f"v0.19. The current --gpu-memory-utilization={util:.4f} is equivalent to "
+            f"--gpu-memory-utilization={equiv:.4f} without CUDA graph memory profiling. To "
+            "maintain the same effective KV cache size as before, increase "
+            f"--gpu-memory-utilization to {suggested:.4f}."
+        )
+    return (
+        "In v0.19, CUDA graph memory profiling will be enabled by default "
+        "(VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1), which more accurately accounts "
+        "for CUDA graph memory during KV cache allocation. To try it now, set "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 and increase "
+        f"--gpu-memory-utilization from {util:.4f} to {suggested:.4f} to maintain the "
+        "same effective KV cache size."
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,26 +370,6 @@ FAILURE_KINDS = (
     "graph_capture_oom",
     "engine_dead",
 )
-
-
-def _get(values: dict[str, Any], key: str, kind: str) -> Any:
-    if key not in values:
-        raise ConfigError(f"format_failure({kind!r}) needs {key}=...", field=key)
-    return values[key]
-
-
-def _oom(values: dict[str, Any], kind: str) -> str:
-    from autotune.engines.sglang.logformat import torch_oom_message  # PyTorch's own wording
-
-    return torch_oom_message(
-        tried_gib=_get(values, "tried_gib", kind),
-        total_gib=_get(values, "total_gib", kind),
-        free_gib=_get(values, "free_gib", kind),
-        in_use_gib=_get(values, "in_use_gib", kind),
-        allocated_gib=_get(values, "allocated_gib", kind),
-        reserved_unallocated_gib=values.get("reserved_unallocated_gib", 0.0),
-    )
-
 
 _FRAMES = {
     # where each failure is raised, innermost last (vllm/v1/...)
@@ -363,6 +397,68 @@ _FRAMES = {
 }  # fmt: skip
 
 
+def _gib_text(version: str, x: float) -> str:
+    """A GiB figure in a failure message: format_gib from 0.14.0, `%.2f` before."""
+    return format_gib(x) if at_least(version, "0.14.0") else f"{x:.2f}"
+
+
+def _kv_too_small_text(version: str, values: Mapping[str, Any], kind: str) -> str:
+    est = values.get("estimated_max_len")
+    model = "model's" if at_least(version, "0.22.0") else "models's"
+    gib = _gib_text
+    msg = (
+        f"To serve at least one request with the {model} max seq len "
+        f"({required(values, 'max_model_len', kind)}), "
+        f"({gib(version, required(values, 'needed_gib', kind))} GiB KV cache is needed, which "
+        "is larger than the available KV cache memory "
+        f"({gib(version, required(values, 'available_gib', kind))} GiB)."
+    )
+    if est:
+        msg += f" Based on the available memory, the estimated maximum model length is {est}."
+    tail = (
+        " Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+        "backend) or decreasing `max_model_len` when initializing the engine."
+        if at_least(version, "0.22.0")
+        else " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+        "initializing the engine."
+    )
+    return "ValueError: " + msg + tail
+
+
+def _no_cache_memory_text(version: str, values: Mapping[str, Any], kind: str) -> str:
+    return (
+        "ValueError: No available memory for the cache blocks. Try increasing "
+        "`gpu_memory_utilization` when initializing the engine."
+    )
+
+
+def _startup_free_memory_text(version: str, values: Mapping[str, Any], kind: str) -> str:
+    free, total = required(values, "free_gib", kind), required(values, "total_gib", kind)
+    util = required(values, "gpu_memory_utilization", kind)
+    device = " cuda:0" if at_least(version, "0.14.0") else ""
+    gib = _gib_text
+    return (
+        f"ValueError: Free memory on device{device} ({gib(version, free)}/{gib(version, total)} "
+        f"GiB) on startup is less than desired GPU memory utilization ({util}, "
+        f"{gib(version, total * util)} GiB). Decrease GPU memory utilization or reduce GPU "
+        "memory used by other processes."
+    )
+
+
+def _oom_text(version: str, values: Mapping[str, Any], kind: str) -> str:
+    return "torch.OutOfMemoryError: " + oom_from_values(values, kind)
+
+
+# kind -> (its exception text, where it is raised, raised in the worker (else the engine core))
+_FAILURE_TEXTS = {
+    "kv_cache_too_small": (_kv_too_small_text, "kv", False),
+    "no_cache_memory": (_no_cache_memory_text, "kv", False),
+    "startup_free_memory": (_startup_free_memory_text, "init", True),
+    "profile_oom": (_oom_text, "profile", True),
+    "graph_capture_oom": (_oom_text, "graph", True),
+}
+
+
 def format_failure(
     kind: str,
     version: str,
@@ -386,81 +482,39 @@ def format_failure(
     """
     version = parse_version(version)
     p = _Printer(version, timestamp, pid)
-    core = p.core_name()
-    proc = p.worker_name(0, tp_size)
-    new_gib = at_least(version, "0.14.0")
-
-    def gib(x: float) -> str:
-        return format_gib(x) if new_gib else f"{x:.2f}"
-
-    if kind == "kv_cache_too_small":
-        est = values.get("estimated_max_len")
-        model = "model's" if at_least(version, "0.22.0") else "models's"
-        msg = (
-            f"To serve at least one request with the {model} max seq len "
-            f"({_get(values, 'max_model_len', kind)}), ({gib(_get(values, 'needed_gib', kind))} "
-            "GiB KV cache is needed, which is larger than the available KV cache memory "
-            f"({gib(_get(values, 'available_gib', kind))} GiB)."
-        )
-        if est:
-            msg += f" Based on the available memory, the estimated maximum model length is {est}."
-        tail = (
-            " Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
-            "backend) or decreasing `max_model_len` when initializing the engine."
-            if at_least(version, "0.22.0")
-            else " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine."
-        )
-        exc, frames, who = "ValueError: " + msg + tail, _FRAMES["kv"], core
-    elif kind == "no_cache_memory":
-        exc = (
-            "ValueError: No available memory for the cache blocks. Try increasing "
-            "`gpu_memory_utilization` when initializing the engine."
-        )
-        frames, who = _FRAMES["kv"], core
-    elif kind == "startup_free_memory":
-        free, total = _get(values, "free_gib", kind), _get(values, "total_gib", kind)
-        util = _get(values, "gpu_memory_utilization", kind)
-        device = " cuda:0" if new_gib else ""
-        exc = (
-            f"ValueError: Free memory on device{device} ({gib(free)}/{gib(total)} GiB) on "
-            f"startup is less than desired GPU memory utilization ({util}, "
-            f"{gib(total * util)} GiB). Decrease GPU memory utilization or reduce GPU memory "
-            "used by other processes."
-        )
-        frames, who = _FRAMES["init"], proc
-    elif kind == "profile_oom":
-        exc, frames, who = (
-            "torch.OutOfMemoryError: " + _oom(values, kind),
-            _FRAMES["profile"],
-            proc,
-        )
-    elif kind == "graph_capture_oom":
-        exc, frames, who = "torch.OutOfMemoryError: " + _oom(values, kind), _FRAMES["graph"], proc
-    elif kind == "engine_dead":
-        code = _get(values, "exit_code", kind)
-        return [
-            p.line("APIServer", "api_server.py:1", "Traceback (most recent call last):", "ERROR"),
-            "RuntimeError: Engine core initialization failed. See root cause above. "
-            f"Failed core proc(s): {{{core!r}: {code}}}",
-        ]
-    else:
+    if kind == "engine_dead":
+        return _core_init_failed(p, required(values, "exit_code", kind))
+    if kind not in _FAILURE_TEXTS:
         raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(FAILURE_KINDS)}")
+    text, frames, in_worker = _FAILURE_TEXTS[kind]
+    exc = text(version, values, kind)
+    who = p.worker_name(0, tp_size) if in_worker else p.core_name()
+    return [*_engine_traceback(p, who, _FRAMES[frames], exc), *_core_init_failed(p, 1)]
+
+
+def _engine_traceback(
+    p: _Printer, who: str, frames: tuple[tuple[str, str, str], ...], exc: str
+) -> list[str]:
+    """ "EngineCore failed to start." and the traceback down to `exc`, in process `who`."""
+    head = f"({who} pid={p.pid})"
     body = [
         p.line(who, "core.py:632", "EngineCore failed to start.", "ERROR"),
-        f"({who} pid={pid}) Traceback (most recent call last):",
+        f"{head} Traceback (most recent call last):",
     ]
     for path, func, code_line in frames:
         body += [
-            f'({who} pid={pid})   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/{path}",'
+            f'{head}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/{path}",'
             f" line 1, in {func}",
-            f"({who} pid={pid})     {code_line}",
+            f"{head}     {code_line}",
         ]
-    body.append(f"({who} pid={pid}) {exc}")
-    exit_code = 1
+    body.append(f"{head} {exc}")
+    return body
+
+
+def _core_init_failed(p: _Printer, exit_code: object) -> list[str]:
+    """The API server's traceback head and "Engine core initialization failed"."""
     return [
-        *body,
-        p.line("APIServer", "api_server.py:1", "Traceback (most recent call last):", "ERROR"),
+        p.line(_API, "api_server.py:1", "Traceback (most recent call last):", "ERROR"),
         "RuntimeError: Engine core initialization failed. See root cause above. "
-        f"Failed core proc(s): {{{core!r}: {exit_code}}}",
+        f"Failed core proc(s): {{{p.core_name()!r}: {exit_code}}}",
     ]

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 
 from pydantic import Field
 
+from autotune.engines._logs import Figures, Reader, StartupFormat, keep_first
 from autotune.engines.base import LaunchReport
 
 READY_TEXT = "Application startup complete."
@@ -195,6 +197,66 @@ def _num(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+def _rank0_messages(log_text: str) -> Iterator[str]:
+    for raw in log_text.splitlines():
+        proc, msg = split_prefix(raw)
+        if rank_of(proc) == 0:
+            yield msg
+
+
+def _concurrency(values: Figures, m: re.Match[str]) -> None:
+    values.setdefault("max_concurrency", float(m["x"]))
+    values["context_len"] = _num(m["len"])
+
+
+def _block_size(values: Figures, m: re.Match[str]) -> None:
+    values["block_size"] = int(m["n"])  # the last adjustment wins
+
+
+def _engine_config(values: Figures, m: re.Match[str]) -> None:
+    values.setdefault("engine_version", m["v"])
+    for key, value in _config_pairs(m["c"]).items():
+        values.setdefault(key, value)
+
+
+_NON_DEFAULT_KEYS = (
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "block_size",
+    "tensor_parallel_size",
+)
+
+
+def _non_default_args(values: Figures, m: re.Match[str]) -> None:
+    args = _non_default(m["d"])
+    for key in _NON_DEFAULT_KEYS:
+        if isinstance(args.get(key), int | float) and not isinstance(args[key], bool):
+            values.setdefault(key, args[key])
+
+
+# In order; every one reads every line (a line may carry several figures).
+_READERS: tuple[Reader, ...] = (
+    ((_WEIGHTS_RE,), keep_first(weights_gib=("gib", float), weights_load_s=("s", float))),
+    ((_AVAIL_RE,), keep_first(kv_cache_gib=("gib", float))),
+    ((_KV_TOKENS_RE,), keep_first(kv_pool_tokens=("tokens", _num))),
+    ((_CONCURRENCY_RE,), _concurrency),
+    ((_GRAPH_RE,), keep_first(graph_gib=("gib", float), graph_capture_s=("s", float))),
+    ((_GRAPH_EST_RE,), keep_first(graph_estimate_gib=("gib", float))),
+    ((_GMU_RE,), keep_first(gpu_memory_utilization=("u", float))),
+    ((_V0_BLOCKS_RE, _ENGINE_BLOCKS_RE), keep_first(num_gpu_blocks=("n", int))),
+    ((_BLOCK_SIZE_RE,), _block_size),
+    ((_CHUNKED_RE,), keep_first(max_num_batched_tokens=("n", int))),
+    ((_MAX_LEN_RE,), keep_first(context_len=("n", int))),
+    ((_INIT_RE,), keep_first(init_engine_s=("s", float))),
+    ((_ENGINE_RE,), _engine_config),
+    # After the engine line, which sets the version first when a line had both.
+    ((_SERVER_VERSION_RE,), keep_first(engine_version=("v", str))),
+    ((_NON_DEFAULT_RE,), _non_default_args),
+)
+_FORMAT = StartupFormat(READY_TEXT, SIMULATED_MARKER, _READERS, _WARNING_MARKERS, exclusive=False)
+
+
 def parse_startup(log_text: str) -> VLLMLaunchReport:
     """What a launch got, from its startup log (unknown lines ignored, rank 0 figures only).
 
@@ -202,64 +264,12 @@ def parse_startup(log_text: str) -> VLLMLaunchReport:
     from the engine core's report (the whole TP group); max_running_requests is max_num_seqs
     and chunked_prefill_size max_num_batched_tokens when the log names them.
     """
-    values: dict[str, object] = {}
-    warnings: list[str] = []
-    ready = simulated = False
-    for raw in log_text.splitlines():
-        proc, msg = split_prefix(raw)
-        if rank_of(proc) > 0:
-            continue
-        if READY_TEXT in msg:
-            ready = True
-            continue
-        if SIMULATED_MARKER in msg:
-            simulated = True
-            continue
-        if m := _WEIGHTS_RE.search(msg):
-            values.setdefault("weights_gib", float(m["gib"]))
-            values.setdefault("weights_load_s", float(m["s"]))
-        if m := _AVAIL_RE.search(msg):
-            values.setdefault("kv_cache_gib", float(m["gib"]))
-        if m := _KV_TOKENS_RE.search(msg):
-            values.setdefault("kv_pool_tokens", _num(m["tokens"]))
-        if m := _CONCURRENCY_RE.search(msg):
-            values.setdefault("max_concurrency", float(m["x"]))
-            values["context_len"] = _num(m["len"])
-        if m := _GRAPH_RE.search(msg):
-            values.setdefault("graph_gib", float(m["gib"]))
-            values.setdefault("graph_capture_s", float(m["s"]))
-        if m := _GRAPH_EST_RE.search(msg):
-            values.setdefault("graph_estimate_gib", float(m["gib"]))
-        if m := _GMU_RE.search(msg):
-            values.setdefault("gpu_memory_utilization", float(m["u"]))
-        if m := (_V0_BLOCKS_RE.search(msg) or _ENGINE_BLOCKS_RE.search(msg)):
-            values.setdefault("num_gpu_blocks", int(m["n"]))
-        if m := _BLOCK_SIZE_RE.search(msg):
-            values["block_size"] = int(m["n"])  # the last adjustment wins
-        if m := _CHUNKED_RE.search(msg):
-            values.setdefault("max_num_batched_tokens", int(m["n"]))
-        if m := _MAX_LEN_RE.search(msg):
-            values.setdefault("context_len", int(m["n"]))
-        if m := _INIT_RE.search(msg):
-            values.setdefault("init_engine_s", float(m["s"]))
-        if m := _ENGINE_RE.search(msg):
-            values.setdefault("engine_version", m["v"])
-            for key, value in _config_pairs(m["c"]).items():
-                values.setdefault(key, value)
-        elif m := _SERVER_VERSION_RE.search(msg):
-            values.setdefault("engine_version", m["v"])
-        if m := _NON_DEFAULT_RE.search(msg):
-            args = _non_default(m["d"])
-            for key in ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
-                        "block_size", "tensor_parallel_size"):  # fmt: skip
-                if isinstance(args.get(key), int | float) and not isinstance(args[key], bool):
-                    values.setdefault(key, args[key])
-        if any(marker in msg for marker in _WARNING_MARKERS) and msg.strip() not in warnings:
-            warnings.append(msg.strip())
+    scan = _FORMAT.scan(_rank0_messages(log_text))
+    values = scan.values
     if "max_num_seqs" in values:
         values["max_running_requests"] = values["max_num_seqs"]
     if "max_num_batched_tokens" in values:
         values["chunked_prefill_size"] = values["max_num_batched_tokens"]
     return VLLMLaunchReport.model_validate(
-        {**values, "ready": ready, "simulated": simulated, "warnings": warnings}
+        {**values, "ready": scan.ready, "simulated": scan.simulated, "warnings": scan.warnings}
     )

@@ -1,0 +1,145 @@
+"""SGLang's hybrid (mamba/linear-attention) state cache on one rank (sglang-internals §2.3):
+its slot size, how many slots the static budget holds, and the page sizes its radix caches
+refuse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.planner import rules
+from autotune.planner.common import GIB
+
+
+def mamba_slot_bytes(card: ModelCard, tp: int, ssm_dtype: str | None = None) -> tuple[int, int]:
+    """(conv, ssm) bytes of one Gated DeltaNet state slot on one rank (§2.3, F1)."""
+    la = card.linear_attention
+    if la is None:
+        return 0, 0
+    n = len(card.linear_layers)
+    conv_dim = la.num_value_heads * la.value_head_dim + 2 * la.num_key_heads * la.key_head_dim
+    conv = conv_dim // tp * (la.conv_kernel - 1) * int(DTYPE_BYTES[la.conv_dtype]) * n
+    ssm_b = DTYPE_BYTES[ssm_dtype or la.ssm_dtype]
+    ssm = int(la.num_value_heads // tp * la.value_head_dim * la.key_head_dim * ssm_b) * n
+    return conv, ssm
+
+
+@dataclass(frozen=True)
+class MambaPool:
+    """The hybrid (mamba/linear-attention) state cache on one rank (§2.3); zeros for a dense
+    model."""
+
+    conv_bytes: int  # one slot, every linear-attention layer
+    ssm_bytes: int
+    slots_per_request: int
+    slots: int  # max_mamba_cache_size (<= 0 when nothing fits)
+    spec_bytes: int  # speculative decoding's intermediate state
+    pool_bytes: int  # (slots + 1) slots
+
+    @property
+    def slot_bytes(self) -> int:
+        return self.conv_bytes + self.ssm_bytes
+
+
+def mamba_pool(
+    card: ModelCard,
+    cfg: dict[str, Any],
+    r: rules.Resolved,
+    v: tuple[int, int, int],
+    tp: int,
+    rest: float,
+    reasons: list[str],
+    assumptions: list[str],
+) -> MambaPool:
+    """The hybrid state cache out of `rest` (GiB); a cache that serves no request is a reason."""
+    conv_b, ssm_b = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
+    per_slot = conv_b + ssm_b
+    slots_per_req = rules.slots_per_request(r, v) if card.is_hybrid else 0
+    n_slots = 0
+    spec_bytes = 0
+    rest_b = rest * GIB
+    if card.is_hybrid:
+        d = r.spec_draft_tokens if r.spec_algorithm else 0
+        n_slots = mamba_slots(
+            cfg,
+            r,
+            v,
+            rest_b=rest_b,
+            ssm_b=ssm_b,
+            per_slot=per_slot,
+            slots_per_req=slots_per_req,
+            d=d,
+            assumptions=assumptions,
+        )
+        if d:
+            mrr_for_spec = r.max_running_requests or 48
+            if v >= (0, 5, 16):
+                mrr_for_spec = min(mrr_for_spec, max(n_slots // max(slots_per_req, 1), 0))
+            spec_bytes = ssm_b * (mrr_for_spec + 1) * d
+        if rest <= 0:
+            pass  # reported with the KV pool as weights leaving no memory
+        elif n_slots <= 0:
+            reasons.append(
+                "Not enough GPU memory for hybrid (mamba/linear-attention) state cache: "
+                f"computed max_mamba_cache_size={n_slots}"
+            )
+        elif n_slots // max(slots_per_req, 1) <= 0:
+            reasons.append(
+                f"Hybrid state cache is too small to serve any requests: {n_slots} slots, "
+                f"{slots_per_req} per request ({r.mamba_strategy}); use at least {slots_per_req}"
+            )
+    mamba_bytes = (max(n_slots, 0) + 1) * per_slot if card.is_hybrid else 0
+    return MambaPool(conv_b, ssm_b, slots_per_req, n_slots, spec_bytes, mamba_bytes)
+
+
+def mamba_slots(
+    cfg: dict[str, Any],
+    r: rules.Resolved,
+    v: tuple[int, int, int],
+    *,
+    rest_b: float,
+    ssm_b: int,
+    per_slot: int,
+    slots_per_req: int,
+    d: int,
+    assumptions: list[str],
+) -> int:
+    """max_mamba_cache_size: the user's, max_running_requests without radix cache, else the
+    ratio rule over `rest_b` (with `d` draft tokens' intermediate state)."""
+    explicit = cfg.get("max_mamba_cache_size")
+    ratio = float(cfg.get("mamba_full_memory_ratio") or 0.9)
+    if explicit is not None:
+        n_slots = int(explicit)
+    elif not r.radix_cache and r.max_running_requests is not None:
+        n_slots = r.max_running_requests
+    else:
+        budget = max(rest_b, 0) * ratio / (1 + ratio)
+        if v < (0, 5, 16):
+            if d:
+                budget -= ssm_b * (r.max_running_requests or 48) * d
+            n_slots = int(budget // per_slot)
+        elif d:
+            # joint solve for slots and the intermediate state of N // ratio requests
+            n_slots = int((budget - per_slot * (1 + d)) // (per_slot * (1 + d / slots_per_req)))
+        else:
+            n_slots = int((budget - per_slot) // per_slot)
+        assumptions.append(
+            f"max_mamba_cache_size from the ratio rule (mamba_full_memory_ratio {ratio})"
+        )
+    return n_slots
+
+
+def mamba_page_size_checks(card: ModelCard, r: rules.Resolved, reasons: list[str]) -> None:
+    """The page sizes SGLang's mamba radix caches refuse."""
+    if card.is_hybrid and r.radix_cache and r.page_size > 1:
+        if r.mamba_strategy == "no_buffer":
+            reasons.append(
+                f"page_size {r.page_size} with the mamba no_buffer radix cache: SGLang asserts "
+                "page_size == 1 there (MambaRadixCache); use page_size 1 or extra_buffer"
+            )
+        elif 256 % r.page_size:
+            reasons.append(
+                f"extra_buffer needs mamba_track_interval (256) % page_size == 0; page_size "
+                f"{r.page_size} does not divide it"
+            )

@@ -1,0 +1,191 @@
+"""vLLM's memory accounting before the KV cache, per rank (vllm/v1/worker/gpu_worker.py): the
+startup check of free memory against gpu_memory_utilization x total, and what comes off that
+budget before the KV cache (weights, the profiling run's peak activations, non-torch memory,
+CUDA graphs by release). The activation and non-torch terms are estimates (documented
+constants), not measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from autotune.hardware.gpus import GPUSpec
+from autotune.models.card import ModelCard
+from autotune.planner.common import GIB, MIB, weights_per_rank
+
+# Free memory at vLLM's initial snapshot = capacity - CUDA context - desktop share (F3). The
+# snapshot is taken after the context exists, so the context only matters for the startup check
+# (free >= requested) and for the headroom where graphs live before 0.20.
+CUDA_CONTEXT_MIB = 500
+# Memory outside torch's allocator that appears after the snapshot (cuBLAS workspaces, attention
+# backend buffers; NCCL and custom all-reduce buffers with TP > 1).
+NON_TORCH_MIB = 150
+NON_TORCH_TP_MIB = 400
+# Profiling-run activation workspace per token, in units of the widest per-token tensors on a
+# rank (gate_up out, qkv, GDN in_proj), x2 for temporaries beside them (as the SGLang planner);
+# plus the sampler's fp32 logits (and probabilities) for min(max_num_seqs, tokens) rows.
+ACT_TENSORS_FACTOR = 2.0
+LOGITS_COPIES = 2
+# CUDA graph memory: first capture plus each further graph (fit to two public 0.2x logs:
+# 5 graphs 0.09 GiB on Qwen3.6-27B TP2; 86 graphs 0.52 GiB on Qwen3-8B).
+GRAPH_BASE_MIB = 64
+GRAPH_PER_GRAPH_MIB = 5.5
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+
+def capture_sizes(
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    num_spec: int = 0,
+    max_capture: int | None = None,
+    sizes: list[int] | None = None,
+) -> list[int]:
+    """vLLM's default CUDA-graph capture sizes (VllmConfig._set_cudagraph_sizes, then rounded to
+    multiples of 1 + num_speculative_tokens by adjust_cudagraph_sizes_for_spec_decode)."""
+    q = 1 + num_spec
+    cap = max_capture if max_capture is not None else min(max_num_seqs * q * 2, 512)
+    cap = min(cap, max_num_batched_tokens)
+    base = sizes or [1, 2, 4, *range(8, 256, 8), *range(256, cap + 1, 16)]
+    out = sorted({s for s in base if s <= cap})
+    if q > 1:
+        rounded = sorted({-(-s // q) * q for s in out if -(-s // q) * q <= cap})
+        out = rounded or ([q] if q <= cap else [])
+    return out
+
+
+def graph_bytes(sizes: list[int], max_num_seqs: int, num_spec: int) -> int:
+    """CUDA graph memory: PIECEWISE graphs for every size plus FULL decode graphs up to
+    max_num_seqs x (1 + spec) (FULL_AND_PIECEWISE, the V1 default)."""
+    if not sizes:
+        return 0
+    full = [s for s in sizes if s <= max_num_seqs * (1 + num_spec)]
+    n = len(sizes) + len(full)
+    return int((GRAPH_BASE_MIB + GRAPH_PER_GRAPH_MIB * (n - 1)) * MIB)
+
+
+def activation_bytes(card: ModelCard, tp: int, tokens: int, num_reqs: int) -> int:
+    """Peak activations of the profiling run (estimate, see module constants)."""
+    widths = (2 * card.intermediate_size) // tp + 2 * card.hidden_size
+    la = card.linear_attention
+    if la is not None:
+        widths += (
+            2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
+        ) // tp
+    act = int(tokens * widths * 2 * ACT_TENSORS_FACTOR)
+    logits = int(min(num_reqs, tokens) * card.vocab_size * 4 * LOGITS_COPIES)
+    return act + logits
+
+
+@dataclass(frozen=True)
+class StartupMemory:
+    """Memory at vLLM's startup check, in GiB: total, free at the initial snapshot, and what
+    gpu_memory_utilization requests of the total."""
+
+    total_gib: float
+    init_free_gib: float
+    gpu_memory_utilization: float
+
+    @property
+    def requested_gib(self) -> float:
+        return self.total_gib * self.gpu_memory_utilization
+
+    @property
+    def headroom_gib(self) -> float:
+        """Free memory above `requested` at startup (where graphs live before 0.20)."""
+        return self.init_free_gib - self.requested_gib
+
+
+def startup_memory(
+    gpu: GPUSpec,
+    cfg: dict[str, Any],
+    gpu_free_gib: float | None,
+    reasons: list[str],
+    assumptions: list[str],
+) -> StartupMemory:
+    """The startup figures; less free memory than requested is a reason (vLLM fails to start)."""
+    total_gib = gpu.memory_mib / 1024
+    if gpu_free_gib is not None:
+        init_free = float(gpu_free_gib)
+        assumptions.append(f"free memory at startup given: {init_free:.2f} GiB")
+    else:
+        reserve = CUDA_CONTEXT_MIB + gpu.desktop_reserve_mib
+        init_free = (gpu.memory_mib - reserve) / 1024
+        assumptions.append(
+            f"free memory at startup = {gpu.memory_mib} MiB - CUDA context {CUDA_CONTEXT_MIB} "
+            f"MiB - desktop {gpu.desktop_reserve_mib} MiB"
+        )
+    gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
+    mem = StartupMemory(total_gib, init_free, gmu)
+    requested = mem.requested_gib
+    if init_free < requested:
+        reasons.append(
+            f"Free memory on device ({init_free:.2f}/{total_gib:.2f} GiB) on startup is less "
+            f"than desired GPU memory utilization ({gmu}, {requested:.2f} GiB): lower "
+            "gpu_memory_utilization"
+        )
+    return mem
+
+
+@dataclass(frozen=True)
+class ProfiledMemory:
+    """What vLLM takes from `requested` before the KV cache, in GiB (vllm.py's docstring)."""
+
+    weights_gib: float
+    activation_gib: float  # profiling-run peak (estimate)
+    non_torch_gib: float
+    capture_sizes: list[int]
+    graph_gib: float  # CUDA graph memory (estimate)
+    graph_in_budget: bool  # graphs taken from the KV budget (0.20+)
+    kv_cache_gib: float  # "Available KV cache memory"
+
+
+def profiled_memory(
+    card: ModelCard,
+    cfg: dict[str, Any],
+    *,
+    version: str,
+    tp: int,
+    max_num_seqs: int,
+    max_tokens: int,
+    num_spec: int,
+    mtp: bool,
+    startup: StartupMemory,
+    reasons: list[str],
+) -> ProfiledMemory:
+    """Weights, activations, non-torch memory and graphs, and the KV memory they leave; graphs
+    captured outside the budget that the headroom cannot hold are a reason."""
+    from autotune.engines.vllm.flags import at_least
+
+    requested = startup.requested_gib
+    weights = weights_per_rank(card, tp, load_mtp=mtp) / GIB
+    act = activation_bytes(card, tp, max_tokens, max_num_seqs) / GIB
+    non_torch = (NON_TORCH_MIB + (NON_TORCH_TP_MIB if tp > 1 else 0)) / 1024
+    eager = bool(cfg.get("enforce_eager"))
+    sizes: list[int] = []
+    if not eager:
+        given = cfg.get("cudagraph_capture_sizes")
+        sizes = capture_sizes(
+            max_num_seqs,
+            max_tokens,
+            num_spec,
+            cfg.get("max_cudagraph_capture_size"),
+            list(given) if given else None,
+        )
+    graph = graph_bytes(sizes, max_num_seqs, num_spec) / GIB
+    estimate_env = cfg.get("memory_profiler_estimate_cudagraphs")
+    in_budget = (
+        at_least(version, "0.20.0")
+        if estimate_env is None
+        else bool(estimate_env) and at_least(version, "0.18.0")
+    )
+    kv_mem = requested - weights - act - non_torch - (graph if in_budget else 0.0)
+    headroom = startup.headroom_gib
+    if not in_budget and graph > 0 and headroom < graph:
+        reasons.append(
+            f"CUDA graphs (~{graph:.2f} GiB) are captured outside gpu_memory_utilization on "
+            f"vLLM {version}, and only {max(headroom, 0):.2f} GiB is left above it: graph "
+            "capture would run out of memory; lower gpu_memory_utilization or "
+            "max_cudagraph_capture_size"
+        )
+    return ProfiledMemory(weights, act, non_torch, sizes, graph, in_budget, kv_mem)
