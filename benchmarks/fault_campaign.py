@@ -17,7 +17,6 @@ Exit status 0 only when every case passed.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import shutil
@@ -36,6 +35,10 @@ import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.sweep.conftest import make_spec  # noqa: E402
+
 SIGNAL_LIMIT_S = 10.0
 ORPHAN_WAIT_S = 10.0
 MEMORY_LIMIT_MB = 200.0
@@ -89,15 +92,8 @@ BASE: dict[str, Any] = {
 
 
 def spec_with(**changes: Any) -> dict[str, Any]:
-    """BASE with dotted-key changes."""
-    spec = copy.deepcopy(BASE)
-    for dotted, value in changes.items():
-        node = spec
-        *parents, last = dotted.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[last] = value
-    return spec
+    """BASE with dotted-key changes (the sweep tests' helper)."""
+    return make_spec(BASE, **changes)
 
 
 @dataclass
@@ -317,23 +313,27 @@ def section_bad_inputs(c: Campaign) -> None:
 # -- signals ---------------------------------------------------------------------------------
 
 
+def sweep_args(d: Path, path: Path) -> list[str]:
+    """`autotune sweep` on a case folder: its database, its report folder, JSON, no bar."""
+    return [
+        "sweep",
+        str(path),
+        "--db",
+        str(d / "s.db"),
+        "--out",
+        str(d / "out"),
+        "--json",
+        "--progress",
+        "none",
+    ]
+
+
 def start_sweep(
     c: Campaign, d: Path, spec: dict[str, Any], *extra: str, env: Any = None
 ) -> subprocess.Popen[str]:
     path = write(d / "spec.yaml", spec)
     return subprocess.Popen(
-        cli_argv(
-            "sweep",
-            str(path),
-            "--db",
-            str(d / "s.db"),
-            "--out",
-            str(d / "out"),
-            "--json",
-            "--progress",
-            "none",
-            *extra,
-        ),
+        cli_argv(*sweep_args(d, path), *extra),
         cwd=d,
         env=env or env_for({CASE_ENV: str(d)}),
         stdout=subprocess.PIPE,
@@ -594,20 +594,7 @@ def section_secrets(c: Campaign) -> None:
         }
     )
     path = write(d / "spec.yaml", spec)
-    sweep = run_cli(
-        c,
-        "sweep",
-        str(path),
-        "--db",
-        str(d / "s.db"),
-        "--out",
-        str(d / "out"),
-        "--json",
-        "--progress",
-        "none",
-        cwd=d,
-        timeout=300,
-    )
+    sweep = run_cli(c, *sweep_args(d, path), cwd=d, timeout=300)
     try:
         outcome = json.loads(sweep.out)
         complete = outcome.get("counts", {}).get("complete", 0)

@@ -49,8 +49,7 @@ def make_out_dir(out: Path, *, field: str) -> None:
     """Create `out` and prove it writable (ConfigError naming `field` otherwise)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".autotune-write-test-"):
-            pass
+        tempfile.NamedTemporaryFile(dir=out, prefix=".autotune-write-test-").close()
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ConfigError(

@@ -43,13 +43,12 @@ def driver_state(notes: Mapping[str, Any]) -> str:
         return DRIVER_UNKNOWN  # its PID means nothing here
     try:
         p = psutil.Process(pid)
-        if same_process(p, float(born)) and p.status() != psutil.STATUS_ZOMBIE:
-            return DRIVER_ALIVE
+        alive = same_process(p, float(born)) and p.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        pass
+        alive = False
     except psutil.Error:
         return DRIVER_UNKNOWN  # cannot look
-    return DRIVER_DEAD
+    return DRIVER_ALIVE if alive else DRIVER_DEAD
 
 
 def _driver(status: str, notes: Mapping[str, Any]) -> str | None:
