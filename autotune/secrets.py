@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from autotune.errors import ConfigError
 
@@ -39,6 +39,8 @@ MIN_HIDDEN_LEN = 4
 _ENV_REF = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
 _SECRET_SEGMENTS = {"token", "key", "secret", "password", "passwd", "apikey"}
 
+V = TypeVar("V")
+
 
 def is_secret_name(name: str) -> bool:
     """An environment variable name that holds a secret: it contains TOKEN, KEY, SECRET or
@@ -53,10 +55,10 @@ def is_secret_field(name: str) -> bool:
     return any(seg in _SECRET_SEGMENTS for seg in re.split(r"[_\-.]+", name.lower()))
 
 
-def redact_mapping(values: Mapping[str, Any], *, env: bool = False) -> dict[str, Any]:
+def redact_mapping(values: Mapping[str, object], *, env: bool = False) -> dict[str, object]:
     """A copy with the value of every secret key replaced; nested mappings too. `env=True`:
     keys are environment variable names (substring rule); a nested `env` mapping always is."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for k, v in values.items():
         secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
         if secret and v is not None and not isinstance(v, Mapping):
@@ -94,12 +96,12 @@ class Redactor:
             {s for s in secrets if s and len(s) >= self.MIN_SECRET_LEN}, key=len, reverse=True
         )
 
-    def add(self, value: Any) -> None:
+    def add(self, value: object) -> None:
         text = "" if value is None else str(value)
         if len(text) >= self.MIN_SECRET_LEN and text not in self.secrets:
             self.secrets = sorted([*self.secrets, text], key=len, reverse=True)
 
-    def add_from(self, values: Mapping[str, Any], *, env: bool = False) -> None:
+    def add_from(self, values: Mapping[str, object], *, env: bool = False) -> None:
         """Learn the secret values of a config (or, `env=True`, an environment mapping)."""
         for k, v in values.items():
             secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
@@ -149,7 +151,7 @@ def holds_secret_env(name: str) -> bool:
     return _last_segment(name).endswith(_LAST_WORDS)
 
 
-def holds_secret_field(name: str, value: Any) -> bool:
+def holds_secret_field(name: str, value: object) -> bool:
     """An engine field value the sweep keeps as a reference: api_key, admin_api_key, hf_token,
     ssl_keyfile_password holding text; not api_key_file, nor a token count."""
     last = _last_segment(name)
@@ -218,7 +220,7 @@ def env_ref(name: str) -> str:
     return f"${{env:{name}}}"
 
 
-def ref_name(value: Any) -> str | None:
+def ref_name(value: object) -> str | None:
     """NAME if `value` is exactly a reference `${env:NAME}`, else None."""
     if not isinstance(value, str):
         return None
@@ -231,10 +233,10 @@ def field_var(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", name).upper()
 
 
-def resolve_refs(values: Mapping[str, Any], secrets: Mapping[str, str]) -> dict[str, Any]:
+def resolve_refs(values: Mapping[str, V], secrets: Mapping[str, str]) -> dict[str, V | str]:
     """A copy of a config or an environment with every reference replaced by its value (from
     `secrets`, else this process's environment)."""
-    out: dict[str, Any] = {}
+    out: dict[str, V | str] = {}
     for k, v in values.items():
         name = ref_name(v)
         if name is None:
@@ -255,7 +257,7 @@ class SpecSecrets:
     values: dict[str, str] = field(default_factory=dict)
     fields: dict[str, str] = field(default_factory=dict)
     # (path in the YAML mapping, new value) of every literal replaced, for the stored text
-    replaced: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
+    replaced: list[tuple[tuple[str, ...], str | list[object]]] = field(default_factory=list)
     # variables whose value came from the spec itself (the rest from the environment)
     literal: set[str] = field(default_factory=set)
 
@@ -307,7 +309,7 @@ def protect_spec(
     return protected, out
 
 
-def _take(out: SpecSecrets, path: tuple[str, ...], var: str, value: Any) -> str:
+def _take(out: SpecSecrets, path: tuple[str, ...], var: str, value: object) -> str:
     """Record the secret at `path` (a literal: its value; a reference: its place) in `out`;
     the reference that stands for it."""
     dotted = ".".join(path)
@@ -364,15 +366,15 @@ def _resolve_from_env(out: SpecSecrets, env: Mapping[str, str]) -> None:
 def _protect_override(
     path: tuple[str, ...],
     name: str,
-    ov: Mapping[str, Any],
-    take: Callable[[tuple[str, ...], str, Any], str],
+    ov: Mapping[str, object],
+    take: Callable[[tuple[str, ...], str, object], str],
     out: SpecSecrets,
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A secret field given as a parameter ({type: categorical, choices: [None, K]}): one value
     at most, kept as its reference; any other override is returned as it is."""
     new = dict(ov)
 
-    def secret(v: Any) -> bool:
+    def secret(v: object) -> bool:
         return holds_secret_field(name, v) or ref_name(v) is not None
 
     choices = ov.get("choices")
@@ -386,9 +388,9 @@ def _protect_override(
             )
         before = len(out.replaced)
         ref = take((*path, "choices"), field_var(name), next(iter(distinct)))
-        new["choices"] = [ref if secret(c) else c for c in choices]
+        new["choices"] = protected = [ref if secret(c) else c for c in choices]
         del out.replaced[before:]  # the whole list is what the stored text gets
-        out.replaced.append(((*path, "choices"), new["choices"]))
+        out.replaced.append(((*path, "choices"), protected))
     if secret(ov.get("default")):
         new["default"] = take((*path, "default"), field_var(name), ov["default"])
     return new
@@ -437,7 +439,7 @@ def _quoted_ref(ref: str) -> Callable[[re.Match[str]], str]:
     return sub
 
 
-def _hide_deep(node: Any, values: Iterable[str]) -> Any:
+def _hide_deep(node: object, values: Iterable[str]) -> object:
     vals = list(values)
     if isinstance(node, str):
         return hide(node, vals)

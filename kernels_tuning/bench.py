@@ -34,10 +34,13 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.problems import Problem, WeightCache, l2_bytes, make_problem, ring_size
-from kernels_tuning.space import KernelConfig
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "ATOL_RMS",
@@ -89,7 +92,7 @@ class CheckResult:
     detail: str = ""
 
 
-def check_output(out: Any, ref: Any) -> CheckResult:
+def check_output(out: torch.Tensor, ref: torch.Tensor) -> CheckResult:
     """The gate's comparison (module docstring)."""
     import torch
 
@@ -111,7 +114,7 @@ def check_output(out: Any, ref: Any) -> CheckResult:
 
 
 def time_graph(
-    launch: Callable[[int], None],
+    launch: Callable[[int], object],
     n_sets: int,
     *,
     target_us: float = 400.0,
@@ -138,7 +141,7 @@ def time_graph(
     return statistics.median(per), False
 
 
-def _eager_estimate(launch: Callable[[int], None], n_sets: int) -> float:
+def _eager_estimate(launch: Callable[[int], object], n_sets: int) -> float:
     """Microseconds per launch of one or two eager launches (Python launch overhead included)."""
     import torch
 
@@ -154,7 +157,7 @@ def _eager_estimate(launch: Callable[[int], None], n_sets: int) -> float:
     return float(start.elapsed_time(end) * 1000.0 / n_est)
 
 
-def _capture(launch: Callable[[int], None], n_sets: int, r: int) -> Any:
+def _capture(launch: Callable[[int], object], n_sets: int, r: int) -> torch.cuda.CUDAGraph:
     """A CUDA graph of `r` back-to-back launches, rotating through the input sets."""
     import torch
 
@@ -175,7 +178,7 @@ def _capture(launch: Callable[[int], None], n_sets: int, r: int) -> Any:
     return graph
 
 
-def _timed_replays(graph: Any, r: int, replays: int) -> list[float]:
+def _timed_replays(graph: torch.cuda.CUDAGraph, r: int, replays: int) -> list[float]:
     """Microseconds per launch of each of `replays` timed replays of `graph` (`r` launches),
     after the warm-up."""
     import torch
@@ -200,16 +203,16 @@ def _timed_replays(graph: Any, r: int, replays: int) -> list[float]:
     return [a.elapsed_time(b) * 1000.0 / r for a, b in events]
 
 
-_STREAM: dict[str, Any] = {}
+_STREAM: dict[str, torch.cuda.Stream] = {}
 
 
-def _event() -> Any:
+def _event() -> torch.cuda.Event:
     import torch
 
     return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
 
-def _side_stream() -> Any:
+def _side_stream() -> torch.cuda.Stream:
     """One side stream for every capture (each graph keeps its own private memory pool)."""
     import torch
 
@@ -284,7 +287,7 @@ class Evaluator:
         return Measurement(us, True, None, chk.rel_err, early, launch_s=launch_s)
 
 
-def time_callable(fn: Callable[[int], None], n_sets: int) -> float:
+def time_callable(fn: Callable[[int], object], n_sets: int) -> float:
     """Baselines (cuBLAS, torch.matmul, ...) through the same graph timing."""
     fn(0)
     return time_graph(fn, n_sets)[0]

@@ -19,17 +19,21 @@ import math
 import random
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernels_tuning.space import (
+from kernels_tuning.kernel_config import (
     DEFAULT_INT4,
     SGLANG_DEFAULT_FP8,
     VLLM_AWQ_DEFAULT,
-    DeviceLimits,
     KernelConfig,
-    build_space,
 )
+from kernels_tuning.resources import DeviceLimits
+from kernels_tuning.space import build_space
 from kernels_tuning.work_items import ItemResult, WorkItem
+
+if TYPE_CHECKING:
+    from kernels_tuning.engine_kernel import EngineKernel
+    from kernels_tuning.problems import Problem
 
 
 def compare_item(
@@ -37,7 +41,7 @@ def compare_item(
     *,
     rounds: int = 2,
     extra: Mapping[str, KernelConfig | None] | None = None,
-    engine: Any = None,
+    engine: EngineKernel | None = None,
     engine_arch: str = "",
 ) -> dict[str, Any]:
     """Time the item's tuned config(s), the defaults and the baselines side by side: every
@@ -90,9 +94,9 @@ class _Candidates:
     """What compare_item times on one problem, by name: our kernel's configs (once each, after
     the correctness gate) and the baselines; and why any of them could not run."""
 
-    def __init__(self, problem: Any) -> None:
+    def __init__(self, problem: Problem) -> None:
         self.p = problem
-        self.cands: dict[str, Callable[[int], Any]] = {}
+        self.cands: dict[str, Callable[[int], object]] = {}
         self.errors: dict[str, str] = {}
         self.rel_err: dict[str, float] = {}
         self.same_as: dict[str, str] = {}  # a name whose config another name already times
@@ -122,7 +126,7 @@ class _Candidates:
         self.rel_err[name] = chk.rel_err
         self.cands[name] = _launcher(p, cfg)
 
-    def base(self, name: str, fn: Callable[[int], Any]) -> None:
+    def base(self, name: str, fn: Callable[[int], object]) -> None:
         import torch
 
         try:
@@ -138,7 +142,7 @@ def _fp8_candidates(
     c: _Candidates,
     res: ItemResult,
     extra: Mapping[str, KernelConfig | None] | None,
-    engine: Any,
+    engine: EngineKernel | None,
 ) -> None:
     """FP8: the tuned configs, the default, `extra`, cuBLAS per-tensor FP8 and bf16 matmul."""
     import torch
@@ -227,7 +231,7 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _launcher(problem: Any, cfg: KernelConfig) -> Callable[[int], None]:
+def _launcher(problem: Problem, cfg: KernelConfig) -> Callable[[int], None]:
     def launch(i: int) -> None:
         problem.launch(cfg, i)
 

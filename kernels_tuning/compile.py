@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels_tuning.space import KernelConfig, KernelKind
+from kernels_tuning.kernel_config import KernelConfig, KernelKind
 
 
 @dataclass

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernels_tuning.item_search import default_config
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.result_cache import ResultCache
-from kernels_tuning.space import KernelConfig
 from kernels_tuning.work_items import us_or_inf
 
 # An entry on an engine release's kernel must beat the release's default by 3% in the

@@ -29,13 +29,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from autotune.errors import ConfigError
-from kernels_tuning.space import (
-    DeviceLimits,
-    KernelConfig,
-    cdiv,
-    legality,
-    waste,
-)
+from kernels_tuning.kernel_config import KernelConfig
+from kernels_tuning.resources import DeviceLimits
+from kernels_tuning.space import cdiv, legality, waste
 
 if TYPE_CHECKING:
     from autotune.engines.kernel_facts import KernelFacts

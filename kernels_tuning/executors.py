@@ -13,9 +13,10 @@ from typing import Any
 
 from autotune.errors import ConfigError
 from kernels_tuning.item_search import TuneParams, choose_seeds, tune_item
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.objectives import ObjectiveFactory
+from kernels_tuning.resources import DeviceLimits
 from kernels_tuning.result_cache import Driver, eval_record
-from kernels_tuning.space import DeviceLimits, KernelConfig
 from kernels_tuning.strategies import Trial
 from kernels_tuning.work_items import ItemResult, WorkItem
 

@@ -15,16 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autotune.errors import ConfigError
-from kernels_tuning.space import (
-    DEFAULT_INT4,
-    SGLANG_DEFAULT_FP8,
-    DeviceLimits,
-    KernelConfig,
-    KernelKind,
-    build_space,
-    canonical_group,
-    legality,
-)
+from kernels_tuning.kernel_config import DEFAULT_INT4, SGLANG_DEFAULT_FP8, KernelConfig, KernelKind
+from kernels_tuning.resources import DeviceLimits
+from kernels_tuning.space import build_space, canonical_group, legality
 from kernels_tuning.strategies import Memo, Objective, SearchResult, Trial, budgeted, exhaustive
 from kernels_tuning.work_items import ItemResult, WorkItem
 

@@ -191,7 +191,10 @@ def prove(
 
 
 def _compare(
-    name: str, want: Mapping[int, Any], got: Mapping[Any, Any] | None, path: str | None
+    name: str,
+    want: Mapping[int, Mapping[str, object]],
+    got: Mapping[Any, Any] | None,
+    path: str | None,
 ) -> FileProof:
     if not got:
         return FileProof(name, False, path, detail="the lookup returned no table")

@@ -5,10 +5,13 @@ an objective factory; the default one benchmarks the kernel on this process's GP
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kernels_tuning.strategies import Objective
 from kernels_tuning.work_items import WorkItem
+
+if TYPE_CHECKING:
+    from kernels_tuning.engine_kernel import EngineKernel
 
 
 class ObjectiveFactory(Protocol):
@@ -21,7 +24,7 @@ class GpuObjectiveFactory:
 
     def __init__(self, *, reject_ratio: float = 1.5) -> None:
         self.reject_ratio = reject_ratio
-        self._engines: dict[str, Any] = {}
+        self._engines: dict[str, EngineKernel] = {}
 
     def __call__(self, item: WorkItem) -> Objective:
         from kernels_tuning import bench
@@ -31,7 +34,7 @@ class GpuObjectiveFactory:
         if item.engine:
             from kernels_tuning.engine_kernel import load_engine_kernel
             from kernels_tuning.engine_space import EngineTarget
-            from kernels_tuning.space import DeviceLimits
+            from kernels_tuning.resources import DeviceLimits
 
             if item.engine not in self._engines:
                 t = EngineTarget.parse(item.engine)

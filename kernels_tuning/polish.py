@@ -13,9 +13,10 @@ from pathlib import Path
 
 from kernels_tuning.engine_defaults import ENGINE_MARGIN
 from kernels_tuning.item_search import default_config, item_legality
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.objectives import GpuObjectiveFactory, ObjectiveFactory
+from kernels_tuning.resources import DeviceLimits
 from kernels_tuning.result_cache import Driver, Log, ResultCache, eval_record
-from kernels_tuning.space import DeviceLimits, KernelConfig
 from kernels_tuning.strategies import Memo, Objective, Trial
 from kernels_tuning.work_items import ItemResult, TuneSummary, WorkItem
 

@@ -6,11 +6,17 @@ in L2), the outputs, and the fp32 reference the correctness gate compares with.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernels_tuning.space import KernelConfig, KernelKind, cdiv
+from kernels_tuning.kernel_config import KernelConfig, KernelKind
+from kernels_tuning.space import cdiv
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernels_tuning.engine_kernel import EngineKernel
 
 
 def ring_size(set_bytes: int, l2_bytes: int, factor: float = 3.0, cap: int = 48) -> int:
@@ -33,13 +39,13 @@ class Problem:
     m: int
     n: int
     k: int
-    sets: list[dict[str, Any]]
-    ref: Any
+    sets: list[dict[str, Any]]  # tensors by name, and the INT4 "packing"
+    ref: torch.Tensor
     bytes_moved: int
-    extras: dict[str, Any] = field(default_factory=dict)  # baseline inputs
-    # An engine's own kernel (kernels_tuning.engine_kernel.EngineKernel) instead of ours: its
-    # launcher allocates the output, which `launch` keeps in the set as "C".
-    engine: Any = None
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)  # split-K workspaces
+    # An engine's own kernel instead of ours: its launcher allocates the output, which `launch`
+    # keeps in the set as "C".
+    engine: EngineKernel | None = None
     engine_arch: str = ""
 
     @property
@@ -81,7 +87,7 @@ class Problem:
                 workspace=ws,
             )
 
-    def _workspace(self, split_k: int) -> Any:
+    def _workspace(self, split_k: int) -> torch.Tensor | None:
         """Split-K partials, allocated on first (eager) use so graph capture allocates nothing
         (ATOMIC_REDUCE configs sum into the device's cached zeroed buffer instead,
         kernels/_buffers.py, which the eager first launch also sizes)."""
@@ -97,20 +103,21 @@ class Problem:
             self.extras[f"ws{split_k}"] = ws
         return ws
 
-    def output(self, i: int = 0) -> Any:
-        return self.sets[i]["C"]
+    def output(self, i: int = 0) -> torch.Tensor:
+        out: torch.Tensor = self.sets[i]["C"]
+        return out
 
 
 class WeightCache:
     """Quantized weights of the current (kind, N, K), reused across the M values of a shape."""
 
     def __init__(self) -> None:
-        self.key: tuple[Any, ...] | None = None
+        self.key: tuple[Hashable, ...] | None = None
         self.copies: list[dict[str, Any]] = []
         self.base: dict[str, Any] = {}
 
     def get(
-        self, key: tuple[Any, ...], make: Callable[[], dict[str, Any]], n: int
+        self, key: tuple[Hashable, ...], make: Callable[[], dict[str, Any]], n: int
     ) -> list[dict[str, Any]]:
         import torch
 
@@ -141,7 +148,7 @@ def make_problem(
     baselines: bool = False,
     device: str = "cuda",
     act_dtype: str = "bfloat16",
-    engine: Any = None,
+    engine: EngineKernel | None = None,
     engine_arch: str = "",
 ) -> Problem:
     """Random activations and weights, quantized the way the engines quantize them.
@@ -178,13 +185,13 @@ def _fp8_problem(
     m: int,
     n: int,
     k: int,
-    dev: Any,
-    gen: Any,
-    gen_x: Any,
+    dev: torch.device,
+    gen: torch.Generator,
+    gen_x: torch.Generator,
     l2: int,
     *,
     baselines: bool,
-    engine: Any,
+    engine: EngineKernel | None,
     engine_arch: str,
 ) -> Problem:
     """make_problem for block FP8 (`gen`: the weights' random numbers, `gen_x`: the
@@ -232,9 +239,9 @@ def _int4_problem(
     m: int,
     n: int,
     k: int,
-    dev: Any,
-    gen: Any,
-    gen_x: Any,
+    dev: torch.device,
+    gen: torch.Generator,
+    gen_x: torch.Generator,
     l2: int,
     *,
     packing: str,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ConfigError
-from kernels_tuning.space import KernelConfig
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.strategies import Trial
 from kernels_tuning.work_items import ItemResult, WorkItem, us_or_inf, us_or_none
 

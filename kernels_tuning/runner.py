@@ -36,11 +36,12 @@ from kernels_tuning.item_search import (
     item_legality,
     tune_item,
 )
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.objectives import GpuObjectiveFactory, ObjectiveFactory
 from kernels_tuning.polish import polish
+from kernels_tuning.resources import DeviceLimits
 from kernels_tuning.result_cache import Driver, Log, ResultCache, eval_record
 from kernels_tuning.result_files import write_engine_file, write_outputs
-from kernels_tuning.space import DeviceLimits, KernelConfig
 from kernels_tuning.work_items import ItemResult, TuneSummary, WorkItem, make_items
 
 __all__ = [

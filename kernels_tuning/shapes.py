@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from autotune.errors import ConfigError
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
-from kernels_tuning.space import KERNEL_KINDS, KernelKind
+from kernels_tuning.kernel_config import KERNEL_KINDS, KernelKind
 
 # SGLang's tuning_block_wise_kernel.py default batch sizes (and vLLM's).
 SGLANG_BATCH_SIZES: tuple[int, ...] = (

@@ -16,17 +16,20 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from autotune.errors import ConfigError
 from kernels_tuning import output
-from kernels_tuning.space import (
+from kernels_tuning.kernel_config import (
     DEFAULT_INT4,
     SGLANG_DEFAULT_FP8,
     KernelConfig,
     KernelKind,
     foreign_flag,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 ENV_DIR = "AUTOTUNE_KERNEL_CONFIG_DIR"
@@ -126,16 +129,16 @@ def _device_name(device: int = 0) -> str:
 
 
 def int4_matmul(
-    x: Any,
-    qweight: Any,
-    qzeros: Any,
-    scales: Any,
+    x: torch.Tensor,
+    qweight: torch.Tensor,
+    qzeros: torch.Tensor,
+    scales: torch.Tensor,
     *,
     group_size: int = 128,
     packing: str = "awq",
     config_dir: Path | str | None = None,
     deterministic: bool = False,
-) -> Any:
+) -> torch.Tensor:
     """W4A16 GEMM with the tuned config for this shape and batch size (`deterministic`: the
     ordered split-K sum where the entry has ATOMIC_REDUCE; see `get_config`)."""
     from kernels_tuning.kernels.int4_w4a16 import Packing, w4a16_matmul
@@ -160,14 +163,14 @@ def int4_matmul(
 
 
 def fp8_block_matmul(
-    A: Any,
-    B: Any,
-    As: Any,
-    Bs: Any,
-    output_dtype: Any = None,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    As: torch.Tensor,
+    Bs: torch.Tensor,
+    output_dtype: torch.dtype | None = None,
     *,
     config_dir: Path | str | None = None,
-) -> Any:
+) -> torch.Tensor:
     """FP8 block GEMM with our tuned (split-K) config, falling back to the engine file."""
     from kernels_tuning.kernels.fp8_block import w8a8_block_fp8_matmul
 

@@ -1,7 +1,8 @@
 """The config space: SGLang's grid as the superset, plus split-K, pre-filtered before any compile.
 
-A `KernelConfig` is one Triton launch config. `build_space` lists the configs worth timing for
-one (kernel, M, N, K) on one GPU, after three filters that need no compile:
+A `KernelConfig` (kernels_tuning/kernel_config.py) is one Triton launch config. `build_space`
+lists the configs worth timing for one (kernel, M, N, K) on one GPU, after three filters that
+need no compile:
 
 - legality: BLOCK_SIZE_K divides the quantization group along K (one scale per K tile; a tile
   that straddles two groups gives silently wrong results, SGLang PR #20819 / issue #39626);
@@ -9,8 +10,9 @@ one (kernel, M, N, K) on one GPU, after three filters that need no compile:
   per block. SGLang PR #28038's rule `(stages-1) * (BM+BN) * BK * bytes` matches Triton's figure
   for mma.sync kernels; on Hopper, Triton 3.6's wgmma path (BLOCK_SIZE_M >= 64) keeps `stages`
   buffers of the operands it feeds from shared memory, and the INT4 kernel stages the dequantized
-  [BK, BN] tile once more. `smem_bytes` models both; it matched the `shared` figure of 28
-  sm_90 compiles of our two kernels to within 1 KiB (the margin added);
+  [BK, BN] tile once more. `smem_bytes` (kernels_tuning/resources.py) models both; it matched
+  the `shared` figure of 28 sm_90 compiles of our two kernels to within 1 KiB (the margin
+  added);
 - registers: the fp32 accumulator tile BM*BN spread over 32*num_warps threads must fit in half
   of the 255 registers a thread has;
 - waste: a BLOCK_SIZE_M above M (rounded up to a power of two, at least 16) only multiplies
@@ -55,28 +57,57 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, replace
-from typing import Literal
+from collections.abc import Iterable
 
 from autotune.errors import ConfigError
+from kernels_tuning.kernel_config import (
+    DEFAULT_INT4,
+    DIMENSIONS,
+    FLAGS,
+    GRID,
+    SGLANG_DEFAULT_FP8,
+    SPLIT_K_VALUES,
+    VLLM_AWQ_DEFAULT,
+    KernelConfig,
+    KernelKind,
+    foreign_flag,
+)
+from kernels_tuning.resources import (
+    H200_LIMITS,
+    MAX_ACC_REGISTERS,
+    DeviceLimits,
+    acc_registers,
+    sm_version,
+    smem_bytes,
+)
 
-KernelKind = Literal["fp8", "int4"]
-KERNEL_KINDS: tuple[KernelKind, ...] = ("fp8", "int4")
+# The space's own names, and (re-exported) the config and GPU names the autotune CLI, plugins and
+# benchmarks import from here.
+__all__ = [
+    "DEFAULT_INT4",
+    "FLAGS",
+    "GROUP_N",
+    "H200_LIMITS",
+    "SGLANG_DEFAULT_FP8",
+    "SWAP_BLOCK_M",
+    "SWAP_INT4_MAX_TILE",
+    "SWAP_MAX_M",
+    "VLLM_AWQ_DEFAULT",
+    "DeviceLimits",
+    "KernelConfig",
+    "KernelKind",
+    "build_space",
+    "candidate_grid",
+    "canonical_group",
+    "cdiv",
+    "compile_set",
+    "dimension_values",
+    "legal_configs",
+    "legality",
+    "next_pow2",
+    "waste",
+]
 
-# SGLang's benchmark/kernels/quantization grid (and its MoE superset with BK 256).
-GRID: dict[str, tuple[int, ...]] = {
-    "BLOCK_SIZE_M": (16, 32, 64, 128, 256),
-    "BLOCK_SIZE_N": (32, 64, 128, 256),
-    "BLOCK_SIZE_K": (64, 128, 256),
-    "GROUP_SIZE_M": (1, 16, 32, 64),
-    "num_warps": (4, 8),
-    "num_stages": (2, 3, 4, 5),
-}
-# Not only powers of two: an N = 5120 shape has 20 column tiles of 256, so split-K 6 fills 120
-# of an H200's 132 SMs where 4 fills 80 and 8 needs a second wave (INT4 M = 1, 5120x3072:
-# 10.1 us at split 6 against 12.7 at 4, call 13 in reports/kernels/README.md).
-SPLIT_K_VALUES: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 GROUP_N = 128  # the weight block's rows (block_shape [128, 128] in every FP8 model we tune)
 # BLOCK_SIZE_M (tokens, the MMA's N side) of swapped configs. Triton 3.6 runs BM 8 on mma.sync
 # (wgmma from 16 tokens), still half the padded rows of an unswapped BM 16 tile at M <= 8.
@@ -85,192 +116,6 @@ SWAP_MAX_M = 32  # above this, swapped tiles re-read the weights for every 32 to
 # Every swapped AWQ BM32 x BN256 sm_90 compile (Triton 3.6, cuobjdump -res-usage) spilled
 # (255 registers + 470-840 B of stack, warps 4 or 8); BM*BN <= 4096 used 120-255 registers.
 SWAP_INT4_MAX_TILE = 4096
-DIMENSIONS: tuple[str, ...] = (
-    *GRID,
-    "SPLIT_K",
-    "SWAP_AB",
-    "FOLD_SCALES",
-    "TMA",
-    "ATOMIC_REDUCE",
-)
-# In our own files only.
-OWN_KEYS: tuple[str, ...] = ("SPLIT_K", "SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
-# 0/1 keys, written only where 1.
-FLAGS: tuple[str, ...] = ("SWAP_AB", "FOLD_SCALES", "TMA", "ATOMIC_REDUCE")
-
-# Keys SGLang's and vLLM's _w8a8_block_fp8_matmul accept (the engine files hold only these).
-ENGINE_KEYS: tuple[str, ...] = tuple(GRID)
-
-# Bytes per element of the A operand and the B operand as they sit in shared memory.
-OPERAND_BYTES: dict[KernelKind, tuple[float, float]] = {
-    "fp8": (1.0, 1.0),  # fp8 activations, fp8 weights
-    "int4": (2.0, 0.5),  # bf16/fp16 activations, packed int4 weights
-}
-
-
-@dataclass(frozen=True, order=True)
-class KernelConfig:
-    """One launch config; `as_dict()` gives the engines' JSON value."""
-
-    BLOCK_SIZE_M: int
-    BLOCK_SIZE_N: int
-    BLOCK_SIZE_K: int
-    GROUP_SIZE_M: int
-    num_warps: int
-    num_stages: int
-    SPLIT_K: int = 1
-    SWAP_AB: int = 0
-    FOLD_SCALES: int = 0
-    TMA: int = 0
-    ATOMIC_REDUCE: int = 0
-
-    def as_dict(self, *, engine: bool = False) -> dict[str, int]:
-        """The config dict; `engine=True` drops SPLIT_K (the engines' kernels do not read our
-        keys). SWAP_AB=0, FOLD_SCALES=0, TMA=0 and ATOMIC_REDUCE=0 are left out of our own dicts
-        too, so files and cache records written before they existed read back unchanged."""
-        d = asdict(self)
-        if engine:
-            if self.SPLIT_K != 1:
-                raise ConfigError(
-                    f"SPLIT_K={self.SPLIT_K} cannot go into an engine file: SGLang's and vLLM's "
-                    "w8a8 block kernels have no split-K",
-                    field="SPLIT_K",
-                )
-            if self.SWAP_AB:
-                raise ConfigError(
-                    f"SWAP_AB={self.SWAP_AB} cannot go into an engine file: SGLang's and vLLM's "
-                    "w8a8 block kernels have no swapped (C^T = B A^T) variant",
-                    field="SWAP_AB",
-                )
-            if self.FOLD_SCALES:
-                raise ConfigError(
-                    f"FOLD_SCALES={self.FOLD_SCALES} cannot go into an engine file: SGLang's and "
-                    "vLLM's w8a8 block kernels rescale with both scales per element",
-                    field="FOLD_SCALES",
-                )
-            if self.TMA:
-                raise ConfigError(
-                    f"TMA={self.TMA} cannot go into an engine file: SGLang's and vLLM's w8a8 "
-                    "block kernels load their tiles with plain loads",
-                    field="TMA",
-                )
-            if self.ATOMIC_REDUCE:
-                raise ConfigError(
-                    f"ATOMIC_REDUCE={self.ATOMIC_REDUCE} cannot go into an engine file: SGLang's "
-                    "and vLLM's kernels have no split-K to reduce",
-                    field="ATOMIC_REDUCE",
-                )
-            d.pop("SPLIT_K")
-        for flag in FLAGS:
-            if not d[flag]:
-                d.pop(flag)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, object], *, source: str | None = None) -> KernelConfig:
-        unknown = set(d) - set(DIMENSIONS)
-        if unknown:
-            raise ConfigError(
-                f"unknown config keys {sorted(unknown)}; valid: {list(DIMENSIONS)}", source=source
-            )
-        missing = set(ENGINE_KEYS) - set(d)
-        if missing:
-            raise ConfigError(f"config lacks keys {sorted(missing)}", source=source)
-        vals: dict[str, int] = {}
-        for key, v in d.items():
-            if key in FLAGS:
-                if isinstance(v, bool):  # SGLang's own files write "SWAP_AB": true
-                    v = int(v)
-                if not isinstance(v, int) or v not in (0, 1):
-                    raise ConfigError(f"expected 0 or 1, got {v!r}", source=source, field=key)
-                vals[key] = v
-                continue
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ConfigError(
-                    f"expected a positive integer, got {v!r}", source=source, field=key
-                )
-            vals[key] = v
-        return cls(**vals)
-
-    def key(self) -> str:
-        """Compact stable text key, e.g. 'm64n128k128g32w4s3k1' ('...k1t' when SWAP_AB, '...f'
-        when FOLD_SCALES, '...x' when TMA, '...a' when ATOMIC_REDUCE)."""
-        return (
-            f"m{self.BLOCK_SIZE_M}n{self.BLOCK_SIZE_N}k{self.BLOCK_SIZE_K}g{self.GROUP_SIZE_M}"
-            f"w{self.num_warps}s{self.num_stages}k{self.SPLIT_K}{'t' if self.SWAP_AB else ''}"
-            f"{'f' if self.FOLD_SCALES else ''}{'x' if self.TMA else ''}"
-            f"{'a' if self.ATOMIC_REDUCE else ''}"
-        )
-
-    def compile_key(self) -> tuple[int, ...]:
-        """What a compiled binary depends on: GROUP_SIZE_M, SPLIT_K and ATOMIC_REDUCE are runtime
-        arguments of our kernels, so configs differing only there share one binary; SWAP_AB,
-        FOLD_SCALES and TMA are constexprs."""
-        return (
-            self.BLOCK_SIZE_M,
-            self.BLOCK_SIZE_N,
-            self.BLOCK_SIZE_K,
-            self.num_warps,
-            self.num_stages,
-            self.SWAP_AB,
-            self.FOLD_SCALES,
-            self.TMA,
-        )
-
-    @property
-    def engine_ok(self) -> bool:
-        """Whether an engine file can hold this config (none of our own keys set)."""
-        return (
-            self.SPLIT_K == 1
-            and not self.SWAP_AB
-            and not self.FOLD_SCALES
-            and not self.TMA
-            and not self.ATOMIC_REDUCE
-        )
-
-    def with_(self, **changes: int) -> KernelConfig:
-        return replace(self, **changes)
-
-
-# The engines' fallback when no file exists (SGLang fp8_kernel.py, block [128, 128]).
-SGLANG_DEFAULT_FP8 = KernelConfig(64, 128, 128, 32, 4, 3)
-# vLLM's Triton AWQ GEMM is hard-coded to 32/32/32 with split_k_iters=8 (pack factor).
-VLLM_AWQ_DEFAULT = KernelConfig(32, 32, 32, 1, 4, 3, SPLIT_K=8)  # Triton's default warps/stages
-# Our INT4 kernel's fallback when no tuned file matches.
-DEFAULT_INT4 = KernelConfig(16, 64, 128, 1, 4, 4, SPLIT_K=1)
-
-
-@dataclass(frozen=True)
-class DeviceLimits:
-    """What the filters need to know about the GPU."""
-
-    smem_per_block_bytes: int
-    sm_count: int
-    name: str = ""
-    arch: str = ""  # sm_90 etc.; selects the wgmma shared-memory model
-
-    @classmethod
-    def from_gpu_spec(cls, spec: object) -> DeviceLimits:
-        """From an `autotune.hardware.GPUSpec` (catalog entry)."""
-        smem_kib = int(getattr(spec, "smem_per_block_kib"))  # noqa: B009 - duck-typed
-        return cls(
-            smem_kib * 1024,
-            int(getattr(spec, "sm_count")),  # noqa: B009
-            str(getattr(spec, "cuda_name", "") or ""),
-            str(getattr(spec, "arch", "")),
-        )
-
-    @classmethod
-    def from_torch(cls, device: int = 0) -> DeviceLimits:
-        """From the live CUDA device (needs torch with CUDA)."""
-        import torch
-
-        p = torch.cuda.get_device_properties(device)
-        smem = int(getattr(p, "shared_memory_per_block_optin", 0) or 48 * 1024)
-        return cls(smem, int(p.multi_processor_count), str(p.name), f"sm_{p.major}{p.minor}")
-
-
-H200_LIMITS = DeviceLimits(227 * 1024, 132, "NVIDIA H200", "sm_90")
 
 
 def next_pow2(x: int) -> int:
@@ -279,74 +124,6 @@ def next_pow2(x: int) -> int:
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def sm_version(arch: str) -> int:
-    """'sm_90' / 'sm_90a' -> 90; 0 when unknown."""
-    digits = "".join(ch for ch in arch.removeprefix("sm_") if ch.isdigit())
-    return int(digits) if digits else 0
-
-
-def uses_wgmma(cfg: KernelConfig, arch: str) -> bool:
-    """Triton emits Hopper wgmma for tiles of at least one warpgroup's 64 rows on the MMA's M
-    side: BLOCK_SIZE_M, or the weight rows BLOCK_SIZE_N when SWAP_AB, where the tokens
-    (BLOCK_SIZE_M) are the MMA's N side and Triton 3.6 wants at least 16 of them (sm_90
-    compiles of our kernels: BM 8 swapped runs mma.sync)."""
-    if not arch.startswith("sm_90"):
-        return False
-    if cfg.SWAP_AB:
-        return cfg.BLOCK_SIZE_N >= 64 and cfg.BLOCK_SIZE_M >= 16
-    return cfg.BLOCK_SIZE_M >= 64
-
-
-SMEM_MARGIN = 1024  # barriers and scratch Triton adds beyond the operand buffers
-
-
-def smem_bytes(cfg: KernelConfig, kind: KernelKind, arch: str = "") -> int:
-    """Shared memory of one program, in bytes (see module docstring)."""
-    a_bytes, b_bytes = OPERAND_BYTES[kind]
-    a_tile = cfg.BLOCK_SIZE_M * cfg.BLOCK_SIZE_K * a_bytes
-    b_tile = cfg.BLOCK_SIZE_K * cfg.BLOCK_SIZE_N * b_bytes
-    s = cfg.num_stages
-    if kind == "fp8":
-        nbuf = s if uses_wgmma(cfg, arch) else s - 1  # TMA or not (sm_90 compiles)
-        return int(nbuf * (a_tile + b_tile)) + SMEM_MARGIN
-    if cfg.SWAP_AB:
-        # Swapped INT4: the dequantized planes feed the MMA from registers (no staged tile);
-        # bound: `s` buffers of activations, packed weights and a word per column for the
-        # zeros/scales (above Triton's figure for every swapped config compiled for sm_90).
-        return int(s * (a_tile + b_tile + 4 * cfg.BLOCK_SIZE_N)) + SMEM_MARGIN
-    # INT4: packed weights go through registers (dequant), so wgmma keeps `s` A buffers but
-    # s - 1 packed-B buffers; the dequantized tile is staged once for the MMA.
-    w_tile = cfg.BLOCK_SIZE_K * cfg.BLOCK_SIZE_N * a_bytes
-    a_buf = s if uses_wgmma(cfg, arch) else s - 1
-    return int(a_buf * a_tile + (s - 1) * b_tile + w_tile) + SMEM_MARGIN
-
-
-# A thread has 255 registers; a tile whose fp32 accumulator alone needs more than half of them
-# spills (the BM128xBN256 4-warp and BM256xBN256 configs took 4-23 s each to compile for sm_90
-# on the H200 and are never competitive).
-MAX_ACC_REGISTERS = 128
-
-
-def acc_registers(cfg: KernelConfig) -> int:
-    return cfg.BLOCK_SIZE_M * cfg.BLOCK_SIZE_N // (32 * cfg.num_warps)
-
-
-# The kernel each 0/1 option belongs to, and why the other kernel cannot take it.
-FLAG_KINDS: dict[str, tuple[KernelKind, str]] = {
-    "FOLD_SCALES": ("fp8", "the INT4 kernel has no per-K-tile rescale"),
-    "TMA": ("fp8", "the INT4 kernels load their tiles with plain loads"),
-    "ATOMIC_REDUCE": ("int4", "the FP8 kernel reduces split-K in a fixed order"),
-}
-
-
-def foreign_flag(cfg: KernelConfig, kind: KernelKind) -> tuple[str, str] | None:
-    """(option, why) for the first option `cfg` sets that `kind`'s kernel does not have."""
-    for flag, (owner, why) in FLAG_KINDS.items():
-        if getattr(cfg, flag) and kind != owner:
-            return flag, f"{flag} is an {owner.upper()} option ({why})"
-    return None
 
 
 def legality(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels_tuning.space import KernelConfig, KernelKind
+from kernels_tuning.kernel_config import KernelConfig, KernelKind
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from autotune.cli._common import JSON_OPTION, emit_json
+
+if TYPE_CHECKING:
+    from autotune.sweep.starter_text import Starter
 
 
 def init(
@@ -54,12 +58,42 @@ def init(
 ) -> None:
     """Write a commented starter sweep spec: the built-in space, the known-good configs that
     apply, a probe and a throughput scenario, an overnight budget."""
-    from autotune.errors import ConfigError, StorageError
+    starter = _render(
+        out,
+        force=force,
+        engine=engine,
+        model=model,
+        gpu=gpu,
+        engine_version=engine_version,
+        engine_python=engine_python,
+        simulate=simulate,
+        name=name,
+        max_trials=max_trials,
+    )
+    _write_spec(out, starter.text)
+    _report(starter, out, json_out=json_out)
+
+
+def _render(
+    out: Path,
+    *,
+    force: bool,
+    engine: str,
+    model: str,
+    gpu: str,
+    engine_version: str | None,
+    engine_python: str | None,
+    simulate: bool,
+    name: str | None,
+    max_trials: int | None,
+) -> Starter:
+    """The starter spec for `init`'s options; an existing FILE is kept unless --force."""
+    from autotune.errors import ConfigError
     from autotune.sweep.starter import render_starter
 
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; pass --force to overwrite it", field="--out")
-    starter = render_starter(
+    return render_starter(
         engine=engine,
         model=model,
         gpu=gpu,
@@ -70,12 +104,26 @@ def init(
         max_trials=max_trials,
         out_name=str(out),
     )
+
+
+def _write_spec(out: Path, text: str) -> None:
+    """Write the spec to FILE, creating its folder.
+
+    Raises:
+        StorageError: FILE cannot be written.
+    """
+    from autotune.errors import StorageError
+
     try:
         if out.parent != Path():
             out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(starter.text, encoding="utf-8")
+        out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise StorageError(f"{out}: cannot write the spec: {exc.strerror or exc}") from None
+
+
+def _report(starter: Starter, out: Path, *, json_out: bool) -> None:
+    """What `init` wrote: one JSON object, or a summary (notes on stderr) and the next step."""
     if json_out:
         emit_json({"ok": True, "file": str(out), **starter.to_json()})
         return

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from autotune.cli._common import JSON_OPTION, emit_json
+
+if TYPE_CHECKING:
+    from autotune.inspect.report import InspectionReport, QuantReport
 
 
 def _size(n: float) -> str:
@@ -35,25 +39,38 @@ def inspect(
     2 when the folder cannot be read (missing, no config.json or
     safetensors files, corrupt header).
     """
-    from autotune.inspect import inspect_checkpoint, layer_groups
+    from autotune.inspect import inspect_checkpoint
 
     report = inspect_checkpoint(model_dir, tp=tp)
     if json_out:
         emit_json(report.model_dump(mode="json") | {"exit_code": report.exit_code})
         raise typer.Exit(report.exit_code)
+    _echo_summary(report)
+    _echo_layers(report)
+    _echo_findings(report)
+    typer.echo(f"verdict: {report.verdict} (exit {report.exit_code})")
+    raise typer.Exit(report.exit_code)
 
-    q = report.quantization
+
+def _quantization(q: QuantReport) -> str:
+    """`awq (gemm), 4-bit, group 128`: the method and the details it declares."""
     quant = q.method or "none"
     if q.method:
         quant += f" ({q.format})" if q.format else ""
         quant += f", {q.bits}-bit" if q.bits else ""
         quant += f", group {q.group_size}" if q.group_size else ""
         quant += f", blocks {q.block_shape}" if q.block_shape else ""
+    return quant
+
+
+def _echo_summary(report: InspectionReport) -> None:
+    """The checkpoint's files, quantization, weight sizes, MTP and vision tensors."""
+    q = report.quantization
     echo = typer.echo
     echo(f"checkpoint   {report.path}")
     echo(f"architecture {report.architecture}, {report.num_layers} layers, TP {report.tp}")
     echo(f"files        {len(report.files)} safetensors, {report.tensor_count} tensors")
-    echo(f"quantization {quant}")
+    echo(f"quantization {_quantization(q)}")
     if q.exclude_field:
         echo(f"             {q.exclude_field}: {len(q.exclude)} entries")
     comp = ", ".join(f"{k} {_size(v)}" for k, v in report.bytes_by_component.items() if v)
@@ -65,12 +82,24 @@ def inspect(
     )
     echo(f"vision       {report.vision_tensors} tensors")
     echo("")
+
+
+def _echo_layers(report: InspectionReport) -> None:
+    """Runs of alike layers: their kind and which projections are (un)quantized."""
+    from autotune.inspect import layer_groups
+
+    echo = typer.echo
     echo("layers:")
     for ranges, layer in layer_groups(report):
         echo(f"  {ranges:<16} {layer.kind}")
         echo(f"  {'':<16}   quantized:   {', '.join(layer.quantized) or '-'}")
         echo(f"  {'':<16}   unquantized: {', '.join(layer.unquantized) or '-'}")
     echo("")
+
+
+def _echo_findings(report: InspectionReport) -> None:
+    """Each finding with the tensors it names (a few) and its fix."""
+    echo = typer.echo
     if report.findings:
         echo("findings:")
     for f in report.findings:
@@ -80,8 +109,6 @@ def inspect(
             echo(f"          tensors: {', '.join(f.tensors)}{more}")
         if f.fix:
             echo(f"          fix: {f.fix}")
-    echo(f"verdict: {report.verdict} (exit {report.exit_code})")
-    raise typer.Exit(report.exit_code)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,13 +1,16 @@
 """What the SGLang and vLLM log formatters share: PyTorch's own out-of-memory text (both engines
-print torch.OutOfMemoryError as the CUDA caching allocator words it) and the check that a
+print torch.OutOfMemoryError as the CUDA caching allocator words it), a Python traceback as the
+interpreter prints it, and the failure texts' table: the text for a kind, and the check that a
 failure kind got the values its text needs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
 
 from autotune.errors import ConfigError
+
+T = TypeVar("T")
 
 
 def format_size(num_bytes: float) -> str:
@@ -46,7 +49,7 @@ def torch_oom_message(
     )
 
 
-def required(values: Mapping[str, Any], key: str, kind: str) -> Any:
+def required(values: Mapping[str, object], key: str, kind: str) -> Any:
     """`values[key]`, which format_failure(`kind`) needs.
 
     Raises:
@@ -72,3 +75,23 @@ def oom_from_values(values: Mapping[str, Any], kind: str) -> str:
         allocated_gib=required(values, "allocated_gib", kind),
         reserved_unallocated_gib=values.get("reserved_unallocated_gib", 0.0),
     )
+
+
+def failure_text(texts: Mapping[str, T], kind: str, kinds: Iterable[str]) -> T:
+    """What an engine's table of failure texts holds for `kind`.
+
+    Raises:
+        ConfigError: an unknown kind, naming the valid `kinds`.
+    """
+    if kind not in texts:
+        raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(kinds)}")
+    return texts[kind]
+
+
+def traceback_lines(frames: Iterable[tuple[str, int, str, str]], exception: str) -> list[str]:
+    """A Python traceback as the interpreter prints it: the header, each (path, line, function,
+    code) frame innermost last, then the exception's text (one line each)."""
+    out = ["Traceback (most recent call last):"]
+    for path, line, func, code in frames:
+        out += [f'  File "{path}", line {line}, in {func}', f"    {code}"]
+    return out + exception.rstrip("\n").split("\n")

@@ -10,6 +10,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 Figures = dict[str, object]
+
+# What log collectors put before an engine's own line, when people paste what they saw: a
+# `docker compose` service column (`svc-1  | `) and a `docker logs -t` RFC 3339 timestamp.
+_OUTER_RE = re.compile(
+    r"^(?:[\w.-]+\s*\| )?(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})? )?"
+)
+
+
+def strip_outer(line: str) -> str:
+    """The engine's own line without a collector's prefix (unchanged when there is none)."""
+    return _OUTER_RE.sub("", line, count=1)
+
+
 # What a reader takes from a matched line into the figures.
 Take = Callable[[Figures, re.Match[str]], None]
 # The patterns a reader tries in order (the first that matches is read) and what it takes.

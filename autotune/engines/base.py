@@ -58,6 +58,9 @@ class LaunchReport(BaseModel):
     """What a launch actually got, parsed from its startup log (every field optional)."""
 
     weights_gib: float | None = None
+    free_before_weights_gib: float | None = Field(
+        default=None, description="free GiB on rank 0 before weights (SGLang `Load weight begin`)"
+    )
     kv_dtype: str | None = None
     kv_pool_tokens: int | None = None
     kv_k_gib: float | None = None

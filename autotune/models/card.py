@@ -30,6 +30,7 @@ QuantScheme = Literal[
     "fp8",  # fp8 e4m3 with per-tensor or per-channel weight scales
     "int8",  # int8 weights (W8A16 / W8A8)
     "nvfp4",  # NVIDIA fp4 (modelopt), needs Blackwell
+    "mxfp4",  # OCP MX fp4 experts (gpt-oss), attention left bf16
 ]
 
 
@@ -64,6 +65,26 @@ class LinearAttention(_Frozen):
     conv_dtype: str = "bfloat16"
 
 
+class LatentAttention(_Frozen):
+    """Multi-head latent attention (DeepSeek V2/V3, Kimi K2 config field names): the KV cache
+    holds one compressed latent plus the rope key per token and layer, on every TP rank."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    q_lora_rank: int | None = None
+
+
+class Experts(_Frozen):
+    """Mixture-of-experts MLP shape; dense layers keep `intermediate_size`."""
+
+    num_experts: int
+    experts_per_token: int
+    moe_intermediate_size: int
+    shared_intermediate_size: int = 0
+    moe_layers: int = Field(description="decoder layers with an expert MLP")
+
+
 class VisionTower(_Frozen):
     layers: int
     hidden_size: int
@@ -77,6 +98,9 @@ class WeightBytes(_Frozen):
     decoder: int = Field(description="all decoder layers: attention, GDN, MLP, norms")
     mtp: int = 0
     vision: int = 0
+    replicated: int = Field(
+        default=0, description="parts every TP rank holds whole (MLA down-projections, routers)"
+    )
     load_overhead: int = Field(
         default=0, description="buffers allocated at load that are not weights read per token"
     )
@@ -89,6 +113,7 @@ class WeightBytes(_Frozen):
             + self.decoder
             + self.mtp
             + self.vision
+            + self.replicated
             + self.load_overhead
         )
 
@@ -113,6 +138,8 @@ class ModelCard(_Frozen):
         description="layer ids with full attention; the rest are linear attention"
     )
     linear_attention: LinearAttention | None = None
+    latent_attention: LatentAttention | None = None
+    experts: Experts | None = None
     max_position_embeddings: int = 262144
     tie_word_embeddings: bool = False
     mtp_layers: int = Field(default=0, description="MTP layers present in the checkpoint")

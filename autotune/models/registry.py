@@ -1,4 +1,5 @@
-"""`--model CARD_OR_DIR`: a built-in card name or a local Hugging Face model folder."""
+"""`--model CARD_OR_DIR`: a built-in card name, a local Hugging Face model folder, or the
+Hugging Face id of a model with a committed config card (autotune.models.config_cards)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,14 @@ def load_card(name_or_dir: str) -> ModelCard:
         or name_or_dir.startswith((".", "~"))
         or path.exists()
     )
-    if not looks_like_path:
-        raise UnknownNameError("model card", name_or_dir, BUILTIN_CARDS)
+    if not path.exists():
+        from autotune.models.config_cards import config_card, config_cards
+
+        card = config_card(name_or_dir)
+        if card is not None:
+            return card
+        if not looks_like_path:
+            raise UnknownNameError("model card", name_or_dir, [*BUILTIN_CARDS, *config_cards()])
     if not path.is_dir():
         raise ModelLoadError(
             f"--model {name_or_dir}: no such model folder (and not a built-in card; built-in: "

@@ -4,7 +4,7 @@ llama.cpp)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -60,6 +60,46 @@ class Plan(BaseModel):
     perf: dict[str, Any] | None = None
 
 
+class PlanContract(TypedDict):
+    """Plan's contract figures, as an engine's planner computes them (its report step builds
+    the Plan from typed parts like this one, so a misspelt field is a type error)."""
+
+    weights_gib: float
+    kv_cell_bytes: int
+    kv_pool_tokens: int
+    mamba_slots: int
+    mamba_pool_gib: float
+    max_running_requests: int
+
+
+class PlanWorking(TypedDict):
+    """Plan's working figures every engine's planner fills in its own terms."""
+
+    pre_weights_free_gib: float
+    mem_fraction_static: float
+    static_budget_gib: float
+    kv_pool_gib: float
+    mamba_conv_gib: float
+    mamba_ssm_gib: float
+    mamba_spec_gib: float
+    mamba_slot_mib: float
+    slack_gib: float
+    slack_needed_gib: float
+    chunked_prefill_size: int
+    cuda_graph_max_bs: int
+    context_len: int
+    mamba_strategy: str
+    slots_per_request: int
+    radix_cache: bool
+    overlap_schedule: bool
+    mixed_chunk: bool
+    speculative: dict[str, Any]
+
+
+class ContractAndWorking(PlanContract, PlanWorking):
+    """Both parts, for a planner that computes them in one step (vLLM, llama.cpp)."""
+
+
 def host_ram_available_gib(host_free_gib: float | None, assumptions: list[str]) -> float:
     """Host RAM available to the launch: `host_free_gib` when given, else this machine's
     (noted in `assumptions`)."""
@@ -72,7 +112,8 @@ def host_ram_available_gib(host_free_gib: float | None, assumptions: list[str]) 
 
 
 def weights_per_rank(card: ModelCard, tp: int, load_mtp: bool) -> int:
-    """Weights on one rank: sharded parts / TP; the vision tower is replicated."""
+    """Weights on one rank: sharded parts / TP; the vision tower and the parts the engines build
+    as replicated layers are whole on every rank."""
     w = card.weights
     sharded = w.embed_tokens + w.lm_head + w.decoder + (w.mtp if load_mtp else 0)
-    return (sharded + w.load_overhead) // tp + w.vision
+    return (sharded + w.load_overhead) // tp + w.vision + w.replicated

@@ -41,10 +41,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from autotune.hardware.gpus import GPUSpec
-from autotune.planner.common import GIB, MIB, Plan, host_ram_available_gib
+from autotune.planner.common import (
+    GIB,
+    MIB,
+    ContractAndWorking,
+    Plan,
+    host_ram_available_gib,
+)
 from autotune.planner.llamacpp_config import (
     CACHE_TYPE_BYTES,
     QUANT_BLOCK,
@@ -99,6 +105,25 @@ class LlamaPlan(Plan):
     """A Plan (see the mapping above) plus llama.cpp's own buffer breakdown."""
 
     engine: str = "llamacpp"
+    compute_gib: float
+    output_gib: float
+    weights_device_gib: float
+    weights_host_gib: float
+    n_ctx: int
+    kv_streams: int
+    flash_attn: bool
+    gpu_layers: int
+
+
+class LlamaContract(ContractAndWorking):
+    """The Plan's contract and working figures in llama.cpp's terms, the KV types included."""
+
+    kv_dtype: str
+
+
+class LlamaFields(TypedDict):
+    """LlamaPlan's own fields (past the Plan contract)."""
+
     compute_gib: float
     output_gib: float
     weights_device_gib: float
@@ -335,10 +360,10 @@ def _check_fit(gpu: GPUSpec | None, b: Buffers, place: Placement, reasons: list[
 
 def _plan_fields(
     cfg: dict[str, Any], m: GGUFModel, r: Resolved, b: Buffers, place: Placement
-) -> dict[str, Any]:
+) -> LlamaContract:
     """The Plan contract's figures in llama.cpp's terms (the mapping in the module docstring)."""
     conv_b, state_b, rs_slots = b.rs_conv, b.rs_state, b.rs_slots
-    return dict(
+    return LlamaContract(
         weights_gib=round(m.tensor_bytes / GIB, 6),
         kv_cell_bytes=b.kv_cell,
         kv_pool_tokens=b.kv_tokens,
@@ -373,9 +398,9 @@ def _plan_fields(
     )
 
 
-def _llama_fields(r: Resolved, b: Buffers) -> dict[str, Any]:
+def _llama_fields(r: Resolved, b: Buffers) -> LlamaFields:
     """LlamaPlan's own figures."""
-    return dict(
+    return LlamaFields(
         compute_gib=round(b.compute / GIB, 6),
         output_gib=round(b.output / GIB, 6),
         weights_device_gib=round(b.weights_device / GIB, 6),

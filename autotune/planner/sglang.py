@@ -24,7 +24,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner import rules
-from autotune.planner.common import GIB, MIB, Plan, weights_per_rank
+from autotune.planner.common import GIB, MIB, Plan, PlanWorking, weights_per_rank
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_mamba import (
     MambaPool,
@@ -90,7 +90,12 @@ def _kv_dtype(card: ModelCard, value: Any) -> str:
 
 
 def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int) -> int:
-    """Per-token KV bytes on one rank: only full-attention layers count for hybrids (§2.2)."""
+    """Per-token KV bytes on one rank: only full-attention layers count for hybrids (§2.2);
+    latent attention (MLA) keeps one latent + rope key per layer on every rank."""
+    mla = card.latent_attention
+    if mla is not None:
+        per = (mla.kv_lora_rank + mla.qk_rope_head_dim) * len(card.full_attention_layers)
+        return int(per * KV_DTYPE_BYTES[kv_dtype])
     heads = max(1, card.num_kv_heads // tp)
     per = heads * (card.head_dim + card.value_head_dim) * len(card.full_attention_layers)
     return int(per * KV_DTYPE_BYTES[kv_dtype])
@@ -338,6 +343,15 @@ def _slack_needed(
     return need
 
 
+class SGLangWorking(PlanWorking):
+    """The Plan's working fields as SGLang fills them: the common ones and the HiCache host
+    pools."""
+
+    host_pool_gb: float | None
+    host_mamba_gb: float | None
+    host_available_gib: float | None
+
+
 def _working_fields(
     card: ModelCard,
     r: rules.Resolved,
@@ -347,10 +361,10 @@ def _working_fields(
     mamba: MambaPool,
     need: int,
     host: HostPool,
-) -> dict[str, Any]:
+) -> SGLangWorking:
     """The Plan's working fields (after the contract's)."""
     n_slots = mamba.slots
-    return dict(
+    return SGLangWorking(
         pre_weights_free_gib=round(budget.pre_gib, 3),
         mem_fraction_static=budget.mem_fraction_static,
         static_budget_gib=round(budget.rest_gib, 3),

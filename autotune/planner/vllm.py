@@ -25,14 +25,14 @@ layout, and how vLLM logs its capacity); what callers use of them is importable 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import Field
 
 from autotune.errors import ConfigError
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
-from autotune.planner.common import GIB, MIB, Plan
+from autotune.planner.common import GIB, MIB, ContractAndWorking, Plan
 from autotune.planner.vllm_kv import (
     DEFAULT_BLOCK_SIZE,
     KVLayout,
@@ -110,6 +110,33 @@ class VLLMPlan(Plan):
     max_model_len: int
     prefix_caching: bool
     kv_needed_gib: float = Field(description="KV memory one max_model_len request needs")
+    estimated_max_model_len: int
+    capture_sizes: list[int]
+
+
+class VLLMFields(TypedDict):
+    """VLLMPlan's own fields (past the Plan contract), as the planner's report step fills them."""
+
+    gpu_memory_utilization: float
+    total_gib: float
+    requested_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    graph_gib: float
+    graph_in_budget: bool
+    kv_cache_gib: float
+    block_size: int
+    num_gpu_blocks: int
+    kv_groups: int
+    layers_per_group: int
+    page_bytes: int
+    blocks_per_request: int
+    max_concurrency: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    prefix_caching: bool
+    kv_needed_gib: float
     estimated_max_model_len: int
     capture_sizes: list[int]
 
@@ -397,13 +424,13 @@ def _plan_fields(
     prefix: bool,
     mem: ProfiledMemory,
     lay: KVLayout,
-) -> dict[str, Any]:
+) -> ContractAndWorking:
     """The Plan contract's figures in vLLM's terms (VLLMPlan's docstring)."""
     max_num_seqs, sizes = limits.max_num_seqs, mem.capture_sizes
     mamba_per_req = lay.mamba_groups * lay.mamba_blocks
     slots = min(max_num_seqs, lay.num_blocks // mamba_per_req) if mamba_per_req else 0
     n_lin = len(card.linear_layers)
-    return dict(
+    return ContractAndWorking(
         weights_gib=round(mem.weights_gib, 3),
         kv_cell_bytes=lay.attn_bytes_per_token * lay.attention_layers,
         kv_pool_tokens=lay.kv_tokens,
@@ -442,9 +469,9 @@ def _vllm_fields(
     prefix: bool,
     mem: ProfiledMemory,
     lay: KVLayout,
-) -> dict[str, Any]:
+) -> VLLMFields:
     """VLLMPlan's own figures."""
-    return dict(
+    return VLLMFields(
         gpu_memory_utilization=startup.gpu_memory_utilization,
         total_gib=round(startup.total_gib, 3),
         requested_gib=round(startup.requested_gib, 3),

@@ -56,6 +56,9 @@ def _kv_bytes(card: ModelCard, kv_dtype: str) -> float:
 
 def attention_bytes_per_token(card: ModelCard, kv_dtype: str, tp: int) -> int:
     """K+V bytes of one token in ONE attention layer on one rank (FullAttentionSpec page / block)."""
+    mla = card.latent_attention
+    if mla is not None:  # MLAAttentionSpec: one latent + rope key, not split across ranks
+        return int((mla.kv_lora_rank + mla.qk_rope_head_dim) * _kv_bytes(card, kv_dtype))
     heads = max(1, card.num_kv_heads // tp)
     return int(heads * (card.head_dim + card.value_head_dim) * _kv_bytes(card, kv_dtype))
 

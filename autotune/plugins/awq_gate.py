@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kernels_tuning.bench import CheckResult, check_output
 from kernels_tuning.space import KernelConfig
+
+if TYPE_CHECKING:
+    import torch
 
 GROUP_SIZE = 128
 # Elements of one dequantized reference slice (fp32 and int temporaries of about 4-8 B each).
@@ -27,13 +30,15 @@ RUNS = 2  # the second launch sees the split-K counters and sums the first one l
 
 @dataclass(frozen=True)
 class AwqInputs:
-    x: Any  # [M, K] activations
-    qweight: Any  # int32 [K, N/8], AWQ order
-    qzeros: Any  # int32 [K/G, N/8]
-    scales: Any  # [K/G, N], the activations' dtype
+    x: torch.Tensor  # [M, K] activations
+    qweight: torch.Tensor  # int32 [K, N/8], AWQ order
+    qzeros: torch.Tensor  # int32 [K/G, N/8]
+    scales: torch.Tensor  # [K/G, N], the activations' dtype
 
 
-def synthetic_weights(n: int, k: int, dtype: Any, device: Any, gen: Any) -> tuple[Any, Any, Any]:
+def synthetic_weights(
+    n: int, k: int, dtype: torch.dtype, device: torch.device, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(qweight, qzeros, scales): every nibble uniform in 0..15, scales in [1e-3, 3e-3)."""
     import torch
 
@@ -46,7 +51,7 @@ def synthetic_weights(n: int, k: int, dtype: Any, device: Any, gen: Any) -> tupl
     return qweight, qzeros, scales.to(dtype)
 
 
-def reference(inp: AwqInputs) -> Any:
+def reference(inp: AwqInputs) -> torch.Tensor:
     """`int4_w4a16.reference`, one slice of output columns at a time."""
     import torch
 
@@ -69,7 +74,13 @@ def reference(inp: AwqInputs) -> Any:
 
 
 def run_gate(
-    cfg: KernelConfig, n: int, k: int, ms: Sequence[int], dtype: Any, device: Any, seed: int = 0
+    cfg: KernelConfig,
+    n: int,
+    k: int,
+    ms: Sequence[int],
+    dtype: torch.dtype,
+    device: torch.device,
+    seed: int = 0,
 ) -> CheckResult:
     """Gate `cfg` for (N, K, dtype) at each M in `ms`; the first failure is the result (a
     compile or launch error is one too)."""

@@ -33,9 +33,15 @@ import importlib
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from kernels_tuning.space import KernelConfig
 
 ENV = "AUTOTUNE_VLLM_AWQ"
 OFF_VALUES = frozenset({"0", "off", "false", "no"})
@@ -53,7 +59,11 @@ OP_SCHEMA = (
     "SymInt block_size_m, SymInt block_size_n, SymInt block_size_k) -> Tensor"
 )
 
-AwqGemm = Callable[..., Any]
+# vLLM's awq_gemm_triton(input, qweight, scales, qzeros, split_k_iters, block_size_m,
+# block_size_n, block_size_k) and our wrapper of it
+AwqGemm = Callable[..., "torch.Tensor"]
+# (N, K, config, dtype, device): one gate's result
+GateKey = tuple[int, int, "KernelConfig", "torch.dtype", str]
 
 
 class AwqPluginWarning(UserWarning):
@@ -87,25 +97,25 @@ def register() -> None:
         _warn(f"not active: {type(exc).__name__}: {exc}")
 
 
-def patch(module: Any) -> AwqGemm:
+def patch(module: ModuleType) -> AwqGemm:
     """Replace `awq_gemm_triton` in `module` and in every loaded vllm module holding it (a
     caller that imported the function itself resolves it there, not in `module`)."""
-    original = getattr(module, FUNCTION)
+    original: AwqGemm = getattr(module, FUNCTION)
     if hasattr(original, ORIGINAL_ATTR):
-        return original  # type: ignore[no-any-return]
+        return original
     wrapper = make_wrapper(original)
     _replace(module, original, wrapper)
     return wrapper
 
 
-def unpatch(module: Any) -> None:
+def unpatch(module: ModuleType) -> None:
     current = getattr(module, FUNCTION)
     original = getattr(current, ORIGINAL_ATTR, None)
     if original is not None:
         _replace(module, current, original)
 
 
-def _replace(module: Any, old: AwqGemm, new: AwqGemm) -> None:
+def _replace(module: ModuleType, old: AwqGemm, new: AwqGemm) -> None:
     for name, mod in list(sys.modules.items()):
         if (name == "vllm" or name.startswith("vllm.")) and getattr(mod, FUNCTION, None) is old:
             setattr(mod, FUNCTION, new)
@@ -115,15 +125,15 @@ def _replace(module: Any, old: AwqGemm, new: AwqGemm) -> None:
 def make_wrapper(original: AwqGemm) -> AwqGemm:
     @functools.wraps(original)
     def awq_gemm_triton(
-        input: Any,
-        qweight: Any,
-        scales: Any,
-        qzeros: Any,
+        input: torch.Tensor,
+        qweight: torch.Tensor,
+        scales: torch.Tensor,
+        qzeros: torch.Tensor,
         split_k_iters: int,
         block_size_m: int = 32,
         block_size_n: int = 32,
         block_size_k: int = 32,
-    ) -> Any:
+    ) -> torch.Tensor:
         args = (input, qweight, scales, qzeros, split_k_iters, block_size_m, block_size_n)
         if not handles(input, qweight, scales, qzeros):
             return original(*args, block_size_k)
@@ -141,7 +151,9 @@ def make_wrapper(original: AwqGemm) -> AwqGemm:
     return awq_gemm_triton
 
 
-def handles(input: Any, qweight: Any, scales: Any, qzeros: Any) -> bool:
+def handles(
+    input: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor
+) -> bool:
     """Calls our kernel can serve with vLLM's semantics; shapes and dtypes only (no M, which
     torch.compile keeps symbolic). Anything else goes to vLLM's function unchanged."""
     import torch
@@ -178,22 +190,22 @@ class Router:
     """Per-process state: tuned configs per (N, K, device, M), gate results, warnings given."""
 
     original: AwqGemm | None = None
-    configs: dict[tuple[int, int, str, int], Any] = field(default_factory=dict)
-    gates: dict[tuple[Any, ...], _Gate] = field(default_factory=dict)
-    warned: set[tuple[Any, ...]] = field(default_factory=set)
+    configs: dict[tuple[int, int, str, int], KernelConfig | None] = field(default_factory=dict)
+    gates: dict[GateKey, _Gate] = field(default_factory=dict)
+    warned: set[tuple[Hashable, ...]] = field(default_factory=set)
 
     def dispatch(
         self,
         original: AwqGemm,
-        input: Any,
-        qweight: Any,
-        scales: Any,
-        qzeros: Any,
+        input: torch.Tensor,
+        qweight: torch.Tensor,
+        scales: torch.Tensor,
+        qzeros: torch.Tensor,
         split_k_iters: int,
         block_size_m: int,
         block_size_n: int,
         block_size_k: int,
-    ) -> Any:
+    ) -> torch.Tensor:
         args = (input, qweight, scales, qzeros, split_k_iters, block_size_m, block_size_n)
         cfg = self.route(input, qweight) if input.shape[0] > 0 else None
         if cfg is None:
@@ -202,21 +214,22 @@ class Router:
         from kernels_tuning.kernels.int4_w4a16 import w4a16_matmul
 
         try:
-            return w4a16_matmul(
+            out: torch.Tensor = w4a16_matmul(
                 input, qweight, qzeros, scales, group_size=GROUP_SIZE, packing="awq", config=cfg
             )
         except ConfigError as exc:  # checks made before any launch, e.g. a split-K buffer limit
             self.warn_once(("call", cfg, input.shape[0]), f"M={input.shape[0]}: {exc}")
             return original(*args, block_size_k)
+        return out
 
-    def route(self, input: Any, qweight: Any) -> Any:
+    def route(self, input: torch.Tensor, qweight: torch.Tensor) -> KernelConfig | None:
         """Our config for this call when it exists and passed its gate, else None."""
         n, k, m = qweight.shape[1] * 8, qweight.shape[0], input.shape[0]
         dev = input.device
         cfg = self.config(n, k, dev, m)
         if cfg is None:
             return None
-        key = (n, k, cfg, input.dtype, str(dev))
+        key: GateKey = (n, k, cfg, input.dtype, str(dev))
         gate = self.gates.get(key)
         if gate is None:
             if capturing(dev):
@@ -231,7 +244,7 @@ class Router:
             gate = self.gates[key]
         return cfg if gate.ok else None
 
-    def config(self, n: int, k: int, dev: Any, m: int) -> Any:
+    def config(self, n: int, k: int, dev: torch.device, m: int) -> KernelConfig | None:
         """Our tuned config for (N, K, device) at M; None without a file for this GPU."""
         ck = (n, k, str(dev), m)
         if ck in self.configs:
@@ -239,7 +252,7 @@ class Router:
         from kernels_tuning import shim
 
         name = device_name(dev)
-        cfg = None
+        cfg: KernelConfig | None = None
         try:
             if shim.find_config_file("int4", n, k, name, group_size=GROUP_SIZE) is not None:
                 det = os.environ.get(ENV, "").strip().lower() == DETERMINISTIC
@@ -251,19 +264,19 @@ class Router:
         self.configs[ck] = cfg
         return cfg
 
-    def gate_shape(self, n: int, k: int, dtype: Any, dev: Any, m: int) -> None:
+    def gate_shape(self, n: int, k: int, dtype: torch.dtype, dev: torch.device, m: int) -> None:
         """Gate every config the file gives for M = 1..PREGATE_MAX_M and for this M, each at the
         smallest and largest M it serves there (partial tiles; split-K buffers sized before
         any capture needs them)."""
         from autotune.plugins.awq_gate import run_gate
 
-        serves: dict[Any, list[int]] = {}
+        serves: dict[KernelConfig, list[int]] = {}
         for mm in sorted({*range(1, PREGATE_MAX_M + 1), m}):
             cfg = self.config(n, k, dev, mm)
             if cfg is not None:
                 serves.setdefault(cfg, []).append(mm)
         for cfg, ms in serves.items():
-            key = (n, k, cfg, dtype, str(dev))
+            key: GateKey = (n, k, cfg, dtype, str(dev))
             if key in self.gates:
                 continue
             res = run_gate(cfg, n, k, sorted({min(ms), max(ms)}), dtype, dev)
@@ -276,7 +289,7 @@ class Router:
                 )
         _release_cached_memory(dev)
 
-    def warn_once(self, key: tuple[Any, ...], message: str) -> None:
+    def warn_once(self, key: tuple[Hashable, ...], message: str) -> None:
         if key not in self.warned:
             self.warned.add(key)
             _warn(message)
@@ -292,7 +305,7 @@ def reset() -> None:
     STATE.warned.clear()
 
 
-def device_name(dev: Any) -> str:
+def device_name(dev: torch.device) -> str:
     """The GPU name our files carry (`NVIDIA_H200`); `CPU` under Triton's interpreter."""
     if dev.type != "cuda":
         return str(dev.type).upper()
@@ -303,7 +316,7 @@ def device_name(dev: Any) -> str:
     return current_device_name(dev.index if dev.index is not None else torch.cuda.current_device())
 
 
-def capturing(dev: Any) -> bool:
+def capturing(dev: torch.device) -> bool:
     if dev.type != "cuda":
         return False
     import torch
@@ -312,14 +325,15 @@ def capturing(dev: Any) -> bool:
 
 
 @functools.cache
-def custom_op() -> Any:
+def custom_op() -> AwqGemm:
+    """`autotune::vllm_awq_gemm`: the per-call choice as an op torch.compile does not trace."""
     import torch
 
-    def impl(*args: Any) -> Any:
+    def impl(*args: Any) -> torch.Tensor:  # awq_gemm_triton's arguments, as OP_SCHEMA
         assert STATE.original is not None
         return STATE.dispatch(STATE.original, *args)
 
-    def fake(input: Any, qweight: Any, *_: Any) -> Any:
+    def fake(input: torch.Tensor, qweight: torch.Tensor, *_: object) -> torch.Tensor:
         return input.new_empty((input.shape[0], qweight.shape[1] * 8))
 
     op = torch.library.custom_op(OP_NAME, impl, mutates_args=(), schema=OP_SCHEMA)
@@ -327,7 +341,7 @@ def custom_op() -> Any:
     return op
 
 
-def _release_cached_memory(dev: Any) -> None:
+def _release_cached_memory(dev: torch.device) -> None:
     """Give the gate's temporaries back to the driver: the engine sized its KV cache already."""
     if dev.type == "cuda":
         import torch

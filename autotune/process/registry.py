@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import psutil
 
@@ -31,6 +31,30 @@ from autotune.process.filelock import locked
 log = logging.getLogger(__name__)
 
 TOKEN_ENV = tree.TOKEN_ENV
+
+
+class PidEntry(TypedDict):
+    """One line of the file, as `PidRegistry.record` writes it (lines read back are checked for
+    a JSON object with an int pid; the other keys are read defensively)."""
+
+    pid: int
+    pgid: int | None
+    port: int | None
+    argv0: str
+    label: str
+    started_at: str
+    create_time: float
+    token: str | None
+    owner_pid: int
+    owner_create_time: float
+
+
+class ReapedEntry(PidEntry):
+    """An entry `reap_orphans` acted on: the signal sent, the PIDs it stopped, the survivors."""
+
+    signal: str | None
+    killed: list[int]
+    leftovers: list[int]
 
 
 class PidRegistry:
@@ -52,17 +76,17 @@ class PidRegistry:
         with locked(self._lock_path):
             yield
 
-    def _read(self) -> list[dict[str, Any]]:
+    def _read(self) -> list[PidEntry]:
         try:
             text = self.path.read_text()
         except FileNotFoundError:
             return []
-        out: list[dict[str, Any]] = []
+        out: list[PidEntry] = []
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                entry = json.loads(line)
+                entry: PidEntry = json.loads(line)  # checked below
             except json.JSONDecodeError:
                 # A crash mid-append leaves a torn last line; drop it rather than fail the sweep.
                 log.warning("%s:%d: unreadable registry line dropped", self.path, n)
@@ -71,13 +95,13 @@ class PidRegistry:
                 out.append(entry)
         return out
 
-    def _write(self, entries: list[dict[str, Any]]) -> None:
+    def _write(self, entries: list[PidEntry]) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=self.path.name + ".")
         with os.fdopen(fd, "w") as fh:
             fh.writelines(json.dumps(e, sort_keys=True) + "\n" for e in entries)
         os.replace(tmp, self.path)
 
-    def entries(self) -> list[dict[str, Any]]:
+    def entries(self) -> list[PidEntry]:
         """All recorded entries (a snapshot)."""
         with self._locked():
             return self._read()
@@ -91,7 +115,7 @@ class PidRegistry:
         argv0: str = "",
         label: str = "",
         token: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PidEntry:
         """Record a process we just started (call right after spawning it).
 
         Raises ProcessLookupError if ``pid`` does not exist (nothing would prove it ours later).
@@ -101,7 +125,7 @@ class PidRegistry:
         except psutil.NoSuchProcess as exc:
             raise ProcessLookupError(f"cannot record pid {pid}: no such process") from exc
         me = psutil.Process()
-        entry: dict[str, Any] = {
+        entry: PidEntry = {
             "pid": pid,
             "pgid": pgid if pgid is not None else _getpgid(pid),
             "port": port,
@@ -129,7 +153,7 @@ class PidRegistry:
 
     def reap_orphans(
         self, *, grace_s: float = 5.0, include_live_owners: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[ReapedEntry]:
         """Stop every recorded engine whose starting sweep is gone; return what was stopped.
 
         An entry is acted on only when its owner process has exited (unless
@@ -138,9 +162,9 @@ class PidRegistry:
         Returned entries carry ``signal`` (SIGTERM/SIGKILL) and ``killed`` (PIDs) and
         ``leftovers`` (PIDs that survived SIGKILL, kept in the file for the next try).
         """
-        reaped: list[dict[str, Any]] = []
+        reaped: list[ReapedEntry] = []
         with self._locked():
-            kept: list[dict[str, Any]] = []
+            kept: list[PidEntry] = []
             for entry in self._read():
                 if not include_live_owners and _owner_alive(entry):
                     kept.append(entry)
@@ -179,7 +203,7 @@ def _getpgid(pid: int) -> int | None:
         return None
 
 
-def _owner_alive(entry: dict[str, Any]) -> bool:
+def _owner_alive(entry: PidEntry) -> bool:
     owner, born = entry.get("owner_pid"), entry.get("owner_create_time")
     if not isinstance(owner, int) or not isinstance(born, int | float):
         return False
@@ -189,14 +213,14 @@ def _owner_alive(entry: dict[str, Any]) -> bool:
         return False
 
 
-def _leader_verified(entry: dict[str, Any]) -> bool:
+def _leader_verified(entry: PidEntry) -> bool:
     try:
         return tree.same_process(psutil.Process(entry["pid"]), float(entry["create_time"]))
     except (psutil.Error, KeyError, TypeError, ValueError):
         return False
 
 
-def _provably_ours(entry: dict[str, Any]) -> list[psutil.Process]:
+def _provably_ours(entry: PidEntry) -> list[psutil.Process]:
     """The recorded leader (if its creation time matches) with its group and descendants; if the
     leader is gone, the group's survivors that carry the recorded token."""
     pid, pgid, born = entry["pid"], entry.get("pgid"), entry.get("create_time")

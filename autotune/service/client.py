@@ -13,17 +13,138 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypedDict
 
 from autotune.errors import AutotuneError, ConfigError
+from autotune.jsontypes import JSONObject, JSONValue
 
 if TYPE_CHECKING:
     import httpx
 
 YAML_TYPE = "application/yaml"
+# --max-trials, --wall-clock (wall_clock_s), --until, --workers, --executor; None: not given
+OverrideValue = int | float | str | None
+
+
+# The service's answers as JSON (autotune/service/schemas.py; datetimes are ISO text).
+
+
+class JobJSON(TypedDict):
+    kind: str
+    state: str
+    pid: int | None
+    started_at: str | None
+    ended_at: str | None
+    exit_code: int | None
+    runs: int
+    started_by: str
+    stop_requested: str | None
+    overrides: JSONObject
+    log_path: str
+    log_tail: str | None
+    note: str | None
+    queue_position: int | None
+    gpus: list[str] | None
+
+
+class LinksJSON(TypedDict):
+    status: str
+    events: str
+    stop: str
+    resume: str
+    report: str
+    launch_sh: str
+    winner_json: str
+
+
+class SubmitJSON(TypedDict):
+    """SubmitResult: POST /v1/sweeps and /v1/sweeps/{name}/resume."""
+
+    name: str
+    state: str
+    job: JobJSON
+    links: LinksJSON
+
+
+class TrialBriefJSON(TypedDict):
+    number: int | None
+    status: str
+    value: float | None
+    values: list[float] | None
+    config: JSONObject
+
+
+class FailureJSON(TypedDict):
+    trial: int | None
+    failure_class: str
+    reason: str
+
+
+class ProgressJSON(TypedDict):
+    launched: int
+    max_trials: int | None
+    fraction: float | None
+    running: int
+    elapsed_s: float | None
+    eta_s: float | None
+
+
+class SweepStatusJSON(TypedDict):
+    """SweepStatusOut: GET /v1/sweeps/{name}, POST .../stop, the `end` event."""
+
+    name: str
+    state: str
+    status: str | None
+    engine: str | None
+    engine_version: str | None
+    model: str | None
+    gpu: str | None
+    simulated: bool
+    created_at: str | None
+    updated_at: str | None
+    progress: ProgressJSON
+    counts: dict[str, int]
+    best: TrialBriefJSON | None
+    baseline: TrialBriefJSON | None
+    running: list[JSONObject]
+    recent: list[JSONObject]
+    failures_by_class: dict[str, int]
+    failures: list[FailureJSON]
+    stop_reason: str | None
+    error: str | None
+    finalists: list[JSONObject]
+    objective: list[JSONObject] | None
+    job: JobJSON | None
+    next_steps: list[str]
+
+
+class SweepSummaryJSON(TypedDict):
+    name: str
+    state: str
+    status: str | None
+    trials: int
+    best_value: float | None
+    created_at: str | None
+    updated_at: str | None
+    job: str | None
+    queue_position: int | None
+
+
+class SweepListJSON(TypedDict):
+    """SweepList: GET /v1/sweeps."""
+
+    sweeps: list[SweepSummaryJSON]
+
+
+class WinnerJSON(TypedDict, total=False):
+    """winner.json: the keys the CLI reads (the file has more: autotune/report/writer.py)."""
+
+    sweep: str
+    simulated: bool
+    notes: list[str]
 
 
 class RemoteError(AutotuneError):
@@ -98,11 +219,22 @@ class ServiceClient:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, OverrideValue] | None = None,
+        json: JSONValue = None,
+    ) -> httpx.Response:
         import httpx
 
         try:
-            r = self._http.request(method, path, **kw)
+            r = self._http.request(
+                method, path, content=content, headers=headers, params=params, json=json
+            )
         except httpx.HTTPError as exc:
             raise RemoteError(
                 f"cannot reach the autotune service at {self.base_url}: {exc}", status=None
@@ -111,38 +243,54 @@ class ServiceClient:
             raise _remote_error(r)
         return r
 
-    def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        data = self.request(method, path, **kw).json()
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, OverrideValue] | None = None,
+        json: JSONValue = None,
+    ) -> Any:
+        """The answer's JSON object, typed by the caller (the endpoint's response model)."""
+        r = self.request(method, path, content=content, headers=headers, params=params, json=json)
+        data = r.json()
         if not isinstance(data, dict):
             raise RemoteError(f"{path}: expected a JSON object from the service", status=None)
         return data
 
     # -- sweeps ------------------------------------------------------------------------------
 
-    def submit_sweep(self, spec_yaml: str, **overrides: Any) -> dict[str, Any]:
+    def submit_sweep(self, spec_yaml: str, **overrides: OverrideValue) -> SubmitJSON:
         params = {k: v for k, v in overrides.items() if v is not None}
-        return self._json(
+        result: SubmitJSON = self._json(
             "POST",
             "/v1/sweeps",
             content=spec_yaml.encode(),
             headers={"Content-Type": YAML_TYPE},
             params=params,
         )
+        return result
 
-    def list_sweeps(self) -> dict[str, Any]:
-        return self._json("GET", "/v1/sweeps")
+    def list_sweeps(self) -> SweepListJSON:
+        result: SweepListJSON = self._json("GET", "/v1/sweeps")
+        return result
 
-    def sweep_status(self, name: str) -> dict[str, Any]:
-        return self._json("GET", f"/v1/sweeps/{name}")
+    def sweep_status(self, name: str) -> SweepStatusJSON:
+        result: SweepStatusJSON = self._json("GET", f"/v1/sweeps/{name}")
+        return result
 
-    def stop_sweep(self, name: str, *, force: bool = False, wait_s: float = 0) -> dict[str, Any]:
-        return self._json(
+    def stop_sweep(self, name: str, *, force: bool = False, wait_s: float = 0) -> SweepStatusJSON:
+        result: SweepStatusJSON = self._json(
             "POST", f"/v1/sweeps/{name}/stop", json={"force": force, "wait_s": wait_s}
         )
+        return result
 
-    def resume_sweep(self, name: str, **overrides: Any) -> dict[str, Any]:
-        body = {k: v for k, v in overrides.items() if v is not None}
-        return self._json("POST", f"/v1/sweeps/{name}/resume", json=body)
+    def resume_sweep(self, name: str, **overrides: OverrideValue) -> SubmitJSON:
+        body: JSONObject = {k: v for k, v in overrides.items() if v is not None}
+        result: SubmitJSON = self._json("POST", f"/v1/sweeps/{name}/resume", json=body)
+        return result
 
     def report_md(self, name: str) -> str:
         return self.request("GET", f"/v1/sweeps/{name}/report").text
@@ -156,8 +304,9 @@ class ServiceClient:
                 return None
             raise
 
-    def winner_json(self, name: str) -> dict[str, Any]:
-        return self._json("GET", f"/v1/sweeps/{name}/winner.json")
+    def winner_json(self, name: str) -> WinnerJSON:
+        result: WinnerJSON = self._json("GET", f"/v1/sweeps/{name}/winner.json")
+        return result
 
     def events(self, name: str, *, interval_s: float = 1.0) -> Iterator[tuple[str, Any]]:
         """(event, data) from the sweep's SSE stream until its `end` event."""

@@ -13,16 +13,26 @@ from __future__ import annotations
 import functools
 import json
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import typer
 
 from autotune.errors import ConfigError
 
 if TYPE_CHECKING:
-    from autotune.service.client import ServiceClient
+    from autotune.service.client import (
+        JobJSON,
+        OverrideValue,
+        ServiceClient,
+        SubmitJSON,
+        SweepListJSON,
+        SweepStatusJSON,
+    )
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 REMOTE_COMMANDS = ("sweep", "status", "report")
 _server: list[str] = []
@@ -69,13 +79,14 @@ def route_remote_commands(app: typer.Typer) -> None:
             info.callback = _routed(info.callback, impls[name])
 
 
-def _routed(local: Callable[..., Any], remote: Callable[..., None]) -> Callable[..., Any]:
+def _routed(local: Callable[P, R], remote: Callable[..., None]) -> Callable[P, R | None]:
     @functools.wraps(local)  # typer reads the options from the wrapped function's signature
-    def command(*args: Any, **kwargs: Any) -> Any:
+    def command(*args: P.args, **kwargs: P.kwargs) -> R | None:
         url = active_server()
         if url is None:
             return local(*args, **kwargs)
-        return remote(url, **kwargs)
+        remote(url, **kwargs)
+        return None
 
     return command
 
@@ -89,12 +100,12 @@ def _client(url: str) -> ServiceClient:
     return ServiceClient(url)
 
 
-def _refuse(option: str, value: Any, hint: str) -> None:
+def _refuse(option: str, value: object, hint: str) -> None:
     if value not in (None, False, [], ()):
         raise ConfigError(f"not available with --server: {hint}", field=option)
 
 
-def _refuse_unknown(kwargs: dict[str, Any], known: set[str]) -> None:
+def _refuse_unknown(kwargs: Mapping[str, object], known: set[str]) -> None:
     for key, value in kwargs.items():
         if key not in known:
             _refuse(f"--{key.replace('_', '-')}", value, "this option runs locally only")
@@ -124,7 +135,7 @@ def remote_sweep(url: str, **kw: Any) -> None:
     _refuse_local_sweep_options(kw)
     spec_file: Path | None = kw.get("spec_file")
     resume: str | None = kw.get("resume")
-    overrides = {
+    overrides: dict[str, OverrideValue] = {
         "max_trials": kw.get("max_trials"),
         "wall_clock_s": kw.get("wall_clock"),
         "until": kw.get("until"),
@@ -145,7 +156,7 @@ def remote_sweep(url: str, **kw: Any) -> None:
     raise typer.Exit(_exit_code(final))
 
 
-def _refuse_local_sweep_options(kw: dict[str, Any]) -> None:
+def _refuse_local_sweep_options(kw: Mapping[str, object]) -> None:
     _refuse("--db", kw.get("db"), "the service uses its own database")
     _refuse("--out", kw.get("out"), "the service writes into its state folder")
     _refuse(
@@ -157,8 +168,11 @@ def _refuse_local_sweep_options(kw: dict[str, Any]) -> None:
 
 
 def _start_sweep(
-    c: ServiceClient, spec_file: Path | None, resume: str | None, overrides: dict[str, Any]
-) -> dict[str, Any]:
+    c: ServiceClient,
+    spec_file: Path | None,
+    resume: str | None,
+    overrides: Mapping[str, OverrideValue],
+) -> SubmitJSON:
     """Resume the stored sweep `resume`, or submit the spec in `spec_file` (exactly one)."""
     if resume is not None:
         if spec_file is not None:
@@ -178,7 +192,7 @@ def _start_sweep(
     raise ConfigError("give a spec file, or --resume NAME", field="SPEC")
 
 
-def _echo_submitted(url: str, name: str, job: dict[str, Any]) -> None:
+def _echo_submitted(url: str, name: str, job: JobJSON) -> None:
     where = (
         f"queued at position {job.get('queue_position')} behind jobs on the same GPUs"
         if job.get("state") == "queued"
@@ -187,7 +201,7 @@ def _echo_submitted(url: str, name: str, job: dict[str, Any]) -> None:
     typer.echo(f"sweep {name} submitted to {url} ({where})", err=True)
 
 
-def _follow_or_detach(c: ServiceClient, url: str, name: str, *, quiet: bool) -> dict[str, Any]:
+def _follow_or_detach(c: ServiceClient, url: str, name: str, *, quiet: bool) -> SweepStatusJSON:
     """The sweep's final status; Ctrl-C detaches (exit 130), the sweep keeps running."""
     try:
         return _follow(c, name, quiet=quiet)
@@ -200,8 +214,8 @@ def _follow_or_detach(c: ServiceClient, url: str, name: str, *, quiet: bool) -> 
         raise typer.Exit(130) from None
 
 
-def _follow(c: ServiceClient, name: str, *, quiet: bool) -> dict[str, Any]:
-    final: dict[str, Any] | None = None
+def _follow(c: ServiceClient, name: str, *, quiet: bool) -> SweepStatusJSON:
+    final: SweepStatusJSON | None = None
     for event, data in c.events(name):
         if event == "end":
             final = data
@@ -213,13 +227,14 @@ def _follow(c: ServiceClient, name: str, *, quiet: bool) -> dict[str, Any]:
     return final if final is not None else c.sweep_status(name)
 
 
-def _exit_code(status: dict[str, Any]) -> int:
+def _exit_code(status: SweepStatusJSON) -> int:
     state = status.get("state")
     if state in ("failed", "failed_to_start", "interrupted", "cancelled"):
         return 1
-    job = status.get("job") or {}
-    if state == "stopped" and job.get("stop_requested"):
-        return 128 + int(signal.Signals[job["stop_requested"]])
+    job = status.get("job")
+    stop = job.get("stop_requested") if job else None
+    if state == "stopped" and stop:
+        return 128 + int(signal.Signals[stop])
     return 0
 
 
@@ -230,14 +245,23 @@ def remote_status(url: str, **kw: Any) -> None:
     _refuse("--db", kw.get("db"), "the service uses its own database")
     _refuse_unknown(kw, {"name", "db", "json_out"})
     name: str | None = kw.get("name")
+    status: SweepStatusJSON | None = None
+    listing: SweepListJSON | None = None
     with _client(url) as c:
-        data = c.sweep_status(name) if name else c.list_sweeps()
+        if name:
+            status = c.sweep_status(name)
+        else:
+            listing = c.list_sweeps()
     if kw.get("json_out"):
-        typer.echo(json.dumps(data, indent=2))
+        typer.echo(json.dumps(status if name else listing, indent=2))
         return
-    if name:
-        _print_status(data)
-        return
+    if status is not None:
+        _print_status(status)
+    elif listing is not None:
+        _print_list(url, listing)
+
+
+def _print_list(url: str, data: SweepListJSON) -> None:
     if not data["sweeps"]:
         typer.echo(f"no sweeps on {url}")
     for r in data["sweeps"]:
@@ -248,7 +272,7 @@ def remote_status(url: str, **kw: Any) -> None:
         )
 
 
-def _print_status(s: dict[str, Any]) -> None:
+def _print_status(s: SweepStatusJSON) -> None:
     p = s["progress"]
     total = p["max_trials"] if p["max_trials"] is not None else "?"
     typer.echo(f"sweep {s['name']}: {s['state']} (database: {s['status'] or '-'})")
@@ -264,9 +288,10 @@ def _print_status(s: dict[str, Any]) -> None:
         typer.echo(f"stop reason: {s['stop_reason']}")
     if s.get("error"):
         typer.echo(f"error: {s['error']}")
-    job = s.get("job") or {}
-    if job.get("log_tail"):
-        typer.echo("job log (end):\n" + job["log_tail"].rstrip()[-2000:])
+    job = s.get("job")
+    log_tail = job.get("log_tail") if job else None
+    if log_tail:
+        typer.echo("job log (end):\n" + log_tail.rstrip()[-2000:])
     for step in s.get("next_steps") or []:
         typer.echo(f"next: {step}")
 

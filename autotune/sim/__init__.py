@@ -5,9 +5,13 @@ process (`autotune.sim.analytic.evaluate`).
 
 Modules: `options` (the simulator's own --sim-* flags), `args` (SGLang flags by version; vLLM's
 in `vllm_args`), `tokens` (fake tokenizer and text), `radix` (prefix cache with HiCache and mamba
-checkpoints), `scheduler` (the discrete-event engine model), `analytic` (workloads in virtual
-time), `main` (the process entry), `api`/`http`/`server`/`vllm_server`/`metrics`/`startup` (the
-process).
+checkpoints), `scheduler` (the discrete-event engine model; its records in `records`, speculative
+acceptance in `speculation`), `analytic` (workloads in virtual time), `main` (the process entry).
+The process: `core` (what both simulated servers share: engine loop, dispatch, generation,
+lifecycle; `clock` maps its virtual time to real time), `server` (SGLang's routes, texts and log
+lines) and `vllm_server` (vLLM's), `launch` (plan before serving), `startup`/`vllm_startup` (each
+engine's startup and refusal lines), `api` (request parsing, error bodies), `job` (one request's
+output and response bytes), `http` (the HTTP/1.1 server), `metrics` (/metrics).
 """
 
 from __future__ import annotations

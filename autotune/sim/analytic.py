@@ -29,7 +29,8 @@ from autotune.models.registry import load_card
 from autotune.planner.perf import PerfModel
 from autotune.planner.sglang import plan_sglang
 from autotune.sim import tokens
-from autotune.sim.scheduler import RequestTooLong, Scheduler, SimRequest
+from autotune.sim.records import RequestTooLong, SimRequest
+from autotune.sim.scheduler import Scheduler
 
 TEXT_KINDS = ("prose", "code", "extraction")
 

@@ -21,10 +21,10 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from autotune.sim.options import SIM_DEFAULT_VERSION, SimOptions, add_sim_flags
+from autotune.sim.options import CATALOG_NARGS, SIM_DEFAULT_VERSION, SimOptions, add_sim_flags
 
 # Server-side settings with SGLang's defaults; not part of the engine configuration.
-SERVER_DEFAULTS: dict[str, Any] = {
+SERVER_DEFAULTS: dict[str, object] = {
     "host": "127.0.0.1",
     "port": 30000,
     "served_model_name": None,
@@ -66,7 +66,7 @@ NON_CONFIG = {
     "stream_interval",
     "tp_size",
 }
-_TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float}
+_TYPES: dict[str, Callable[[str], object]] = {"int": int, "float": float}
 
 
 def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
@@ -85,10 +85,8 @@ def _add_sglang_flags(p: argparse.ArgumentParser, version: str) -> None:
             kw["type"] = conv
             if spec.choices:
                 kw["choices"] = [conv(c) for c in spec.choices]
-            if spec.kind == "l":
-                kw["nargs"] = "+"
-            elif spec.kind == "o":
-                kw["nargs"] = "?"
+            if spec.kind in CATALOG_NARGS:
+                kw["nargs"] = CATALOG_NARGS[spec.kind]
         if spec.deprecated:
             kw["help"] = "(deprecated alias)"
         p.add_argument(flag, **kw)

@@ -11,8 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import h11
 
@@ -26,7 +25,6 @@ class Request:
     query: str
     headers: dict[str, str]
     body: bytes = b""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 Dispatch = Callable[[Request, "Connection"], None]
@@ -148,7 +146,7 @@ class Connection(asyncio.Protocol):
 
     # -- responses -----------------------------------------------------------------------------
 
-    def _send(self, event: Any) -> None:
+    def _send(self, event: h11.Event) -> None:
         data = self.h11.send(event)
         if data and self.transport is not None and not self.closed:
             self.transport.write(data)

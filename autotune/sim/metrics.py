@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Protocol
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Histogram
@@ -78,6 +78,32 @@ LABELS = ("model_name", "engine_type", "tp_rank", "pp_rank", "moe_ep_rank")
 # SGLang never exposes `_created` samples (multiprocess registry); neither do we.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
+# A counter's or gauge's value at scrape time: one sample, or one per value of an extra label.
+SampleValue = float | dict[str, float]
+
+
+class Observer(Protocol):
+    def observe(self, value: float, /) -> None: ...
+
+
+class ServerMetrics(Protocol):
+    """What a simulated server needs of its /metrics registry: the latency histograms it
+    observes as requests stream, and the exposition text."""
+
+    @property
+    def ttft(self) -> Observer: ...
+
+    @property
+    def itl(self) -> Observer: ...
+
+    @property
+    def e2e(self) -> Observer: ...
+
+    @property
+    def queue(self) -> Observer: ...
+
+    def exposition(self) -> bytes: ...
+
 
 class _SchedulerCollector:
     def __init__(self, sched: Scheduler, labels: list[str], extra: Callable[[], dict[str, float]]):
@@ -85,7 +111,7 @@ class _SchedulerCollector:
         self.labels = labels
         self.extra = extra
 
-    def _values(self) -> dict[str, Any]:
+    def _values(self) -> dict[str, SampleValue]:
         """Current value of each counter/gauge, by metric family name."""
         s, st, extra = self.sched, self.sched.stats, self.extra()
         hits = st.cached_device + st.cached_host
@@ -210,13 +236,13 @@ class _VLLMCollector:
         sched: Scheduler,
         labels: list[str],
         names: set[str],
-        extra: Callable[[], dict[str, Any]],
+        extra: Callable[[], dict[str, dict[str, int]]],
         cache_info: dict[str, str],
     ):
         self.sched, self.labels, self.names = sched, labels, names
         self.extra, self.cache_info = extra, cache_info
 
-    def _values(self) -> dict[str, Any]:
+    def _values(self) -> dict[str, SampleValue]:
         s, st, extra = self.sched, self.sched.stats, self.extra()
         hits = st.cached_device + st.cached_host
         drafts = st.spec_verify_ct
@@ -277,7 +303,7 @@ class VLLMSimMetrics:
         sched: Scheduler,
         model_name: str,
         version: str,
-        extra: Callable[[], dict[str, Any]],
+        extra: Callable[[], dict[str, dict[str, int]]],
         cache_info: dict[str, str],
     ):
         from autotune.engines.vllm.metrics import metrics_for

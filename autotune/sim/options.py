@@ -5,10 +5,12 @@ sim/vllm_args.py vLLM's)."""
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 # The SGLang version the simulator follows when --sim-engine-version is not given.
 SIM_DEFAULT_VERSION = "0.5.17"
+# argparse's nargs for the engines' catalog kinds that take values: a list, an optional value.
+CATALOG_NARGS = {"l": "+", "o": "?"}
 
 
 @dataclass(frozen=True)
@@ -26,19 +28,9 @@ class SimOptions:
 
     @classmethod
     def from_namespace(cls, ns: argparse.Namespace, engine: str = "sglang") -> SimOptions:
-        """The --sim-* flags `add_sim_flags` declared, as parsed."""
-        return cls(
-            gpu=ns.sim_gpu,
-            engine_version=ns.sim_engine_version,
-            time_scale=ns.sim_time_scale,
-            seed=ns.sim_seed,
-            model=ns.sim_model,
-            gpu_free_gib=ns.sim_gpu_free_gib,
-            host_free_gib=ns.sim_host_free_gib,
-            max_startup_s=ns.sim_max_startup_s,
-            noise=ns.sim_noise,
-            engine=engine,
-        )
+        """The --sim-* flags `add_sim_flags` declared, as parsed (field x from --sim-x)."""
+        parsed = {f.name: getattr(ns, "sim_" + f.name) for f in fields(cls) if f.name != "engine"}
+        return cls(**parsed, engine=engine)
 
 
 def add_sim_flags(

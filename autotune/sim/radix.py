@@ -329,6 +329,15 @@ class RadixCache:
         def leaf(nd: Node) -> bool:
             return nd.device and nd.lock == 0 and not any(c.device for c in nd.children.values())
 
+        freed = self._evict_lru(leaf, tokens, self._drop_device)
+        self.evicted_tokens += freed
+        return freed
+
+    def _evict_lru(
+        self, leaf: Callable[[Node], bool], tokens: int, drop: Callable[[Node], None]
+    ) -> int:
+        """Drop least-recently-used nodes that `leaf` accepts until `tokens` are freed; a parent
+        that becomes such a leaf joins the candidates. Returns the tokens freed."""
         heap = [(nd.last, nd) for nd in self._nodes() if leaf(nd)]
         heapq.heapify(heap)
         freed = 0
@@ -338,10 +347,9 @@ class RadixCache:
                 continue
             parent = nd.parent
             freed += len(nd.key)
-            self._drop_device(nd)
+            drop(nd)
             if parent is not None and parent is not self.root and leaf(parent):
                 heapq.heappush(heap, (parent.last, parent))
-        self.evicted_tokens += freed
         return freed
 
     def _drop_device(self, nd: Node) -> None:
@@ -381,21 +389,12 @@ class RadixCache:
                 and not any(c.host for c in nd.children.values())
             )
 
-        heap = [(nd.last, nd) for nd in self._nodes() if leaf(nd)]
-        heapq.heapify(heap)
-        freed = 0
-        while heap and freed < tokens:
-            _, nd = heapq.heappop(heap)
-            if not leaf(nd):
-                continue
-            parent = nd.parent
-            freed += len(nd.key)
-            nd.host = False
-            self.host_tokens -= len(nd.key)
-            self._delete(nd)
-            if parent is not None and parent is not self.root and leaf(parent):
-                heapq.heappush(heap, (parent.last, parent))
-        return freed
+        return self._evict_lru(leaf, tokens, self._drop_host)
+
+    def _drop_host(self, nd: Node) -> None:
+        nd.host = False
+        self.host_tokens -= len(nd.key)
+        self._delete(nd)
 
     def _evict_ck(self, host: bool, count: int, protect: Node | None = None) -> None:
         """Drop `count` checkpoints of a tier: inner ones (a deeper checkpoint covers their

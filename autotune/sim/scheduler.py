@@ -28,7 +28,6 @@ import math
 import random
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,114 +35,14 @@ import numpy as np
 from autotune.planner.perf import DecodeSeq, PerfModel, PrefillChunk
 from autotune.planner.sglang import Plan
 from autotune.sim import tokens
-from autotune.sim.radix import Match, Node, RadixCache
+from autotune.sim.radix import Match, RadixCache
+from autotune.sim.records import RequestTooLong, SimRequest, Stats, StepResult
+from autotune.sim.speculation import AcceptanceSampler
 from autotune.sim.tokens import IdArray
 
 NOISE_SIGMA = 0.02  # lognormal step-time noise
 DECODE_LOG_INTERVAL = 40  # SGLang's --decode-log-interval: gen_throughput window
 DEFAULT_MAX_PREFILL_TOKENS = 16384
-
-
-@dataclass(eq=False)
-class SimRequest:
-    """One request as the scheduler sees it. Times are virtual seconds."""
-
-    rid: str
-    prompt: IdArray
-    output_len: int
-    kind: str = "prose"
-    seed: int = 0
-    output_ids: IdArray | None = None  # generated lazily at finish when None
-    arrival: float | None = None
-    ctx: Any = None  # the caller's handle (the server's stream)
-    internal: bool = False  # health probes: not counted in the metrics
-    # progress
-    ready_at: float = 0.0
-    admitted_at: float | None = None
-    prefilled: int = 0
-    cached: int = 0
-    cached_device: int = 0
-    cached_host: int = 0
-    generated: int = 0
-    first_token_at: float | None = None
-    finished_at: float | None = None
-    decode_steps: int = 0
-    decode_time: float = 0.0
-    spec_steps: int = 0
-    spec_accepted: int = 0
-    aborted: bool = False
-    # internal
-    _alloc: int = 0
-    _node: Node | None = None
-    _in_tree: int = 0
-    _restore_s: float = 0.0
-    _ckpts: list[int] = field(default_factory=list)
-
-    @property
-    def prompt_len(self) -> int:
-        return len(self.prompt)
-
-    @property
-    def finished(self) -> bool:
-        return self.finished_at is not None
-
-
-@dataclass
-class StepResult:
-    kind: str  # prefill / decode / mixed
-    duration: float
-    steps: int  # forward passes covered (1 unless fused)
-    emitted: list[tuple[SimRequest, int]]  # (request, new tokens) in this step
-    finished: list[SimRequest]
-    prefill_tokens: int = 0
-
-
-@dataclass
-class Stats:
-    """Cumulative counters in SGLang's metric semantics (sglang-internals §4.1)."""
-
-    num_requests: int = 0
-    prompt_tokens: int = 0  # at request completion
-    generation_tokens: int = 0  # at request completion
-    cached_device: int = 0
-    cached_host: int = 0
-    spec_verify_ct: int = 0
-    spec_accepted: int = 0
-    forward_steps: int = 0
-    prefill_steps: int = 0
-    decode_steps: int = 0
-    busy_s: float = 0.0
-    load_back_tokens: int = 0
-    gen_throughput: float = 0.0
-    spec_accept_length: float = 0.0
-    spec_accept_rate: float = 0.0
-    # decode-log window
-    _win_steps: int = 0
-    _win_tokens: int = 0
-    _win_time: float = 0.0
-    _win_verify: int = 0
-    _win_accepted: int = 0
-
-
-class RequestTooLong(ValueError):
-    """The request can never fit in the KV pool."""
-
-
-def _chain_p(mean: float, d: int) -> float:
-    """Per-position acceptance p of a draft chain whose expected yield 1 + sum p^i is `mean`."""
-    target = mean - 1.0
-    if d <= 0 or target <= 0:
-        return 0.0
-    if target >= d:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if sum(mid**i for i in range(1, d + 1)) < target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
 
 
 class Scheduler:
@@ -194,7 +93,7 @@ class Scheduler:
         self.prefilling: deque[SimRequest] = deque()
         self.kv_used = 0  # KV reserved by running requests beyond what they hold in the tree
         self.stats = Stats()
-        self._accept_p: dict[str, float] = {}
+        self.acceptance = AcceptanceSampler(perf, self.spec_d, self.rng, self.nprng)
 
     # -- capacities ------------------------------------------------------------------------------
 
@@ -339,28 +238,6 @@ class Scheduler:
 
     # -- the step --------------------------------------------------------------------------------
 
-    def _accept_draws(self, kind: str, size: int) -> IdArray:
-        p = self._accept_p.get(kind)
-        if p is None:
-            p = self._accept_p[kind] = _chain_p(self.perf.accept_length(kind), self.spec_d)
-        if p <= 0.0:
-            return np.ones(size, dtype=np.int64)
-        if p >= 1.0:
-            return np.full(size, 1 + self.spec_d, dtype=np.int64)
-        g = self.nprng.geometric(1.0 - p, size) - 1  # drafts accepted before the first reject
-        return 1 + np.minimum(g, self.spec_d)
-
-    def _accept_one(self, kind: str) -> int:
-        p = self._accept_p.get(kind)
-        if p is None:
-            p = self._accept_p[kind] = _chain_p(self.perf.accept_length(kind), self.spec_d)
-        if p <= 0.0:
-            return 1
-        if p >= 1.0:
-            return 1 + self.spec_d
-        u = 1.0 - self.rng.random()  # (0, 1]
-        return 1 + min(int(math.log(u) / math.log(p)), self.spec_d)
-
     def _noise(self, k: int = 1) -> float:
         if not self.noise:
             return 1.0
@@ -428,7 +305,7 @@ class Scheduler:
     ) -> int:
         old = r.prompt_len + r.generated
         if self.spec_d:
-            acc = total if total is not None else self._accept_one(r.kind)
+            acc = total if total is not None else self.acceptance.one(r.kind)
             r.spec_steps += steps
             r.spec_accepted += acc
             self.stats.spec_verify_ct += steps
@@ -475,7 +352,7 @@ class Scheduler:
             totals: list[int] = []
             if self.spec_d:
                 for r in decodes:
-                    totals.append(int(self._accept_draws(r.kind, k).sum()))
+                    totals.append(int(self.acceptance.draws(r.kind, k).sum()))
             else:
                 totals = [k] * len(decodes)
             last = [

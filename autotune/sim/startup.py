@@ -157,69 +157,94 @@ def _float(pattern: str, text: str) -> float | None:
 def failure_lines(plan: Plan, version: str, config: dict[str, Any], total_gib: float) -> list[str]:
     """SGLang's own error text for the first reason the planner rejects the config, in the order
     SGLang meets them at startup (weights, pools, CUDA graphs, then the HiCache host pool)."""
-    reasons = list(plan.reasons)
-    mfs = plan.mem_fraction_static
+    refusal = _Refusal(plan, version, total_gib)
+    lines = refusal.own_message()
+    if lines is None:
+        lines = refusal.scheduler_traceback()
+    return [stamp(line) for line in lines]
 
-    def render(kind: str, **values: Any) -> list[str] | None:
+
+class _Refusal:
+    """The lines SGLang `version` prints for a plan the planner rejects."""
+
+    def __init__(self, plan: Plan, version: str, total_gib: float):
+        self.plan, self.version, self.total_gib = plan, version, total_gib
+        self.reasons = list(plan.reasons)
+
+    def render(self, kind: str, **values: float | None) -> list[str] | None:
+        """format_failure's lines for `kind`, None where this version has no such message."""
         try:
-            return format_failure(kind, version, timestamp=_TS, tp_size=plan.tp, **values)
+            return format_failure(
+                kind, self.version, timestamp=_TS, tp_size=self.plan.tp, **values
+            )
         except ConfigError:
             return None
 
-    def first(*needles: str) -> str | None:
-        return next((r for r in reasons if any(n in r for n in needles)), None)
+    def first(self, *needles: str) -> str | None:
+        return next((r for r in self.reasons if any(n in r for n in needles)), None)
 
-    lines: list[str] | None = None
-    if first("leave no GPU memory for the KV cache"):
-        lines = render(
-            "weights_leave_no_memory",
-            mem_fraction_static=mfs,
-            available_gib=plan.pre_weights_free_gib - plan.weights_gib,
-            pre_gib=plan.pre_weights_free_gib,
-        )
-    elif first("Not enough GPU memory for hybrid", "too small to serve any requests"):
-        if first("Not enough GPU memory for hybrid"):
-            lines = render(
+    def own_message(self) -> list[str] | None:
+        """SGLang's message for the first kind of reason it meets (None: it has none)."""
+        mfs = self.plan.mem_fraction_static
+        if self.first("leave no GPU memory for the KV cache"):
+            return self.render(
+                "weights_leave_no_memory",
+                mem_fraction_static=mfs,
+                available_gib=self.plan.pre_weights_free_gib - self.plan.weights_gib,
+                pre_gib=self.plan.pre_weights_free_gib,
+            )
+        if self.first("Not enough GPU memory for hybrid", "too small to serve any requests"):
+            return self.mamba_pool()
+        if self.first("Not enough memory for the KV cache"):
+            return self.render("kv_cache_oom", mem_fraction_static=mfs)
+        if self.first("non-static slack"):
+            return self.graph_capture()
+        if reason := self.first("Not enough host memory available"):
+            return self.render(
+                "host_memory",
+                requested_gb=_float(r"Requesting ([\d.]+) GB", reason) or 0.0,
+                available_gb=_float(r"only have ([\d.]+) GB", reason) or 0.0,
+            )
+        return None
+
+    def mamba_pool(self) -> list[str] | None:
+        plan = self.plan
+        if self.first("Not enough GPU memory for hybrid"):
+            lines = self.render(
                 "mamba_cache_oom",
                 max_mamba_cache_size=plan.mamba_slots,
                 total_rest_gib=plan.static_budget_gib,
                 per_req_mb=plan.mamba_slot_mib,
             )
         else:
-            lines = render(
+            lines = self.render(
                 "mamba_too_small",
                 max_mamba_cache_size=plan.mamba_slots,
                 ratio=plan.slots_per_request,
                 max_num_reqs=0,
             )
         if lines is None:  # before 0.5.13 SGLang has no message of its own: the pool sizing fails
-            lines = render("kv_cache_oom", mem_fraction_static=mfs)
-    elif first("Not enough memory for the KV cache"):
-        lines = render("kv_cache_oom", mem_fraction_static=mfs)
-    elif first("non-static slack"):
+            lines = self.render("kv_cache_oom", mem_fraction_static=plan.mem_fraction_static)
+        return lines
+
+    def graph_capture(self) -> list[str] | None:
+        plan = self.plan
         free = max(plan.slack_gib - (plan.slack_needed_gib - graph_gib(plan)), 0.0) * 0.5
-        used = total_gib - free
-        lines = render(
+        used = self.total_gib - free
+        return self.render(
             "graph_capture",
             tried_gib=min(graph_gib(plan), 2.0),
-            total_gib=total_gib,
+            total_gib=self.total_gib,
             free_gib=free,
             in_use_gib=used,
             allocated_gib=max(used - 0.5, 0.0),
         )
-    elif reason := first("Not enough host memory available"):
-        lines = render(
-            "host_memory",
-            requested_gb=_float(r"Requesting ([\d.]+) GB", reason) or 0.0,
-            available_gb=_float(r"only have ([\d.]+) GB", reason) or 0.0,
-        )
-    if lines is None:
-        # no SGLang message of its own (missing MTP weights, unsupported combination): the
-        # scheduler's traceback with the planner's words, then the launcher's propagation
-        lines = render("scheduler_dead", exit_code=1) or []
-        lines = [
+
+    def scheduler_traceback(self) -> list[str]:
+        """No SGLang message of its own (missing MTP weights, unsupported combination): the
+        scheduler's traceback with the planner's words, then the launcher's propagation."""
+        return [
             f"[{_TS}] Scheduler hit an exception: Traceback (most recent call last):",
-            f"RuntimeError: {'; '.join(reasons)}",
-            *lines,
+            f"RuntimeError: {'; '.join(self.reasons)}",
+            *(self.render("scheduler_dead", exit_code=1) or []),
         ]
-    return [stamp(line) for line in lines]

@@ -23,11 +23,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from autotune.sim.options import SimOptions, add_sim_flags
+from autotune.sim.options import CATALOG_NARGS, SimOptions, add_sim_flags
 
 PROG = "vllm serve"
 # Server-side settings (not the engine configuration the planner reads), with vLLM's defaults.
-SERVER_DEFAULTS: dict[str, Any] = {
+SERVER_DEFAULTS: dict[str, object] = {
     "host": None,
     "port": 8000,
     "served_model_name": None,
@@ -66,7 +66,7 @@ _FLOAT = re.compile(r"^[+-]?(\d+\.\d*|\.\d+|\d+)([eE][+-]?\d+)?$")
 _UNDERSCORE_FLAG = re.compile(r"^--[A-Za-z0-9_-]+")
 
 
-def _value(text: str) -> Any:
+def _value(text: str) -> object:
     """A value as vLLM's parser would type it when the catalogue gives no type."""
     t = text.strip()
     if t.startswith(("{", "[")):
@@ -85,7 +85,7 @@ def _value(text: str) -> Any:
     return text
 
 
-def _typed(dest: str, value: Any) -> Any:
+def _typed(dest: str, value: object) -> object:
     from autotune.engines.vllm.flags import FIELDS
 
     field = FIELDS.get(dest)
@@ -127,10 +127,8 @@ def build_parser(version: str) -> argparse.ArgumentParser:
         else:
             if spec.choices:
                 kw["choices"] = list(spec.choices)
-            if spec.kind == "l":
-                kw["nargs"] = "+"
-            elif spec.kind == "o":
-                kw["nargs"] = "?"
+            if spec.kind in CATALOG_NARGS:
+                kw["nargs"] = CATALOG_NARGS[spec.kind]
         if spec.deprecated:
             kw["help"] = "(deprecated)"
         p.add_argument(flag, **kw)

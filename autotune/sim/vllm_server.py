@@ -22,164 +22,60 @@ caching at block granularity; hybrid models cache mamba state at block boundarie
 mode), enable_prefix_caching to the radix cache, gpu_memory_utilization through the KV pool the
 planner sizes, and the speculative config to the perf model's families (ngram -> NGRAM; mtp,
 eagle, draft models -> EAGLE; planner.dispatch.scheduler_plan). The first line of the log carries
-the vLLM adapter's SIMULATED_MARKER, so nothing mistakes it for a GPU run.
+the vLLM adapter's SIMULATED_MARKER, so nothing mistakes it for a GPU run. What vLLM shares with
+SGLang (engine loop, dispatch, generation, lifecycle) is sim/core.py's; its startup and refusal
+texts are sim/vllm_startup.py's.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import logging
 import os
 import sys
-import time
+from collections.abc import Callable
 from typing import Any
 
-from autotune.engines.vllm import SIMULATED_MARKER, format_failure, format_startup_lines
-from autotune.engines.vllm.flags import at_least
-from autotune.engines.vllm.logs import VLLMLaunchReport
+from autotune.engines.vllm import SIMULATED_MARKER
 from autotune.errors import AutotuneError, ConfigError
-from autotune.hardware.gpus import GPUSpec, get_gpu
-from autotune.models.card import ModelCard
-from autotune.models.registry import load_card
 from autotune.planner.dispatch import scheduler_plan
 from autotune.planner.vllm import VLLMPlan, plan_vllm
+from autotune.sim.core import Routes, SimCore
 from autotune.sim.http import Connection, Request
+from autotune.sim.launch import Launch, plan_launch, target_error
 from autotune.sim.metrics import VLLMSimMetrics
 from autotune.sim.options import SimOptions
-from autotune.sim.scheduler import StepResult
-from autotune.sim.server import SimServer
+from autotune.sim.records import StepResult
+from autotune.sim.scheduler import Scheduler
+from autotune.sim.vllm_startup import (
+    emit,
+    failure_lines,
+    info_line,
+    startup_lines,
+    startup_schedule,
+    weights_load_s,
+)
 
 log = logging.getLogger("autotune.sim")
 
-TS = "00-00 00:00:00"  # placeholder timestamp, replaced by the wall clock when printed
 STATS_INTERVAL_S = 10.0  # VLLM_LOG_STATS_INTERVAL
-# ModelCard quantization schemes as vLLM's engine config line names them.
-QUANTIZATION = {"fp8_block": "fp8", "fp8": "fp8", "awq": "awq_marlin", "gptq": "gptq_marlin"}
-QUANTIZATION.update({"int8": "compressed-tensors", "nvfp4": "modelopt_fp4"})
 
 
-def stamp(line: str) -> str:
-    """The line with the wall-clock time where the placeholder is."""
-    return line.replace(TS, time.strftime("%m-%d %H:%M:%S"), 1)
-
-
-def emit(line: str) -> None:
-    sys.stderr.write(stamp(line) + "\n")
-    sys.stderr.flush()
-
-
-def info_line(message: str, src: str = "sim.py:1") -> str:
-    """A line in vLLM's API-server format (prefix from 0.10.1 on every release we print)."""
-    return f"(APIServer pid={os.getpid()}) INFO {TS} [{src}] {message}"
-
-
-def launch_report(
-    plan: VLLMPlan, config: dict[str, Any], card: ModelCard, version: str, startup_s: float
-) -> VLLMLaunchReport:
-    """The figures a real launch of `plan` logs (set only where vLLM prints them: max_num_seqs
-    and gpu_memory_utilization appear in `non-default args` only when given)."""
-    eager = bool(config.get("enforce_eager"))
-    graph_estimate = (
-        plan.graph_gib if plan.graph_in_budget and at_least(version, "0.18.0") else None
-    )
-    load_s = card.weights.total / plan.tp / 2.0e9
-    scheme = card.quantization.scheme
-    return VLLMLaunchReport(
-        weights_gib=plan.weights_gib,
-        kv_dtype=plan.kv_dtype,
-        kv_pool_tokens=plan.kv_pool_tokens,
-        max_concurrency=plan.max_concurrency,
-        context_len=plan.max_model_len,
-        kv_cache_gib=plan.kv_cache_gib,
-        gpu_memory_utilization=plan.gpu_memory_utilization
-        if config.get("gpu_memory_utilization") is not None
-        else None,
-        graph_estimate_gib=graph_estimate,
-        graph_gib=None if eager else plan.graph_gib,
-        num_gpu_blocks=plan.num_gpu_blocks,
-        block_size=plan.block_size if card.is_hybrid else None,
-        max_num_batched_tokens=plan.max_num_batched_tokens,
-        max_num_seqs=plan.max_num_seqs if config.get("max_num_seqs") is not None else None,
-        quantization=None if scheme == "none" else QUANTIZATION.get(scheme, scheme),
-        enforce_eager=eager,
-        enable_prefix_caching=plan.prefix_caching,
-        enable_chunked_prefill=plan.mixed_chunk,
-        weights_load_s=round(load_s, 6),
-        graph_capture_s=0.0 if eager else max(1.0, 0.05 * len(plan.capture_sizes)),
-        init_engine_s=round(max(startup_s - load_s, 1.0), 2),
-        ready=True,
-    )
-
-
-def failure_lines(plan: VLLMPlan, version: str) -> list[str]:
-    """vLLM's own error text for the first reason the planner rejects the config, in the order
-    vLLM meets them (startup memory check, profiling, KV cache sizing, graph capture); a reason
-    vLLM reports as a config error gets the engine core's traceback with the planner's words."""
-    reasons = list(plan.reasons)
-    tp = plan.tp
-
-    def first(*needles: str) -> str | None:
-        return next((r for r in reasons if any(n in r for n in needles)), None)
-
-    def render(kind: str, **values: Any) -> list[str]:
-        return format_failure(kind, version, timestamp=TS, tp_size=tp, pid=os.getpid(), **values)
-
-    if first("Free memory on device"):
-        return render(
-            "startup_free_memory",
-            free_gib=plan.pre_weights_free_gib,
-            total_gib=plan.total_gib,
-            gpu_memory_utilization=plan.gpu_memory_utilization,
-        )
-    if first("No available memory for the cache blocks"):
-        return render("no_cache_memory")
-    if first("To serve at least one request"):
-        return render(
-            "kv_cache_too_small",
-            max_model_len=plan.max_model_len,
-            needed_gib=plan.kv_needed_gib,
-            available_gib=plan.kv_cache_gib,
-            estimated_max_len=plan.estimated_max_model_len or None,
-        )
-    if first("CUDA graphs (~"):
-        free = max(plan.slack_gib, 0.0)
-        in_use = plan.total_gib - free
-        return render(
-            "graph_capture_oom",
-            tried_gib=min(plan.graph_gib, 2.0),
-            total_gib=plan.total_gib,
-            free_gib=free,
-            in_use_gib=in_use,
-            allocated_gib=max(in_use - 0.5, 0.0),
-        )
-    # a configuration vLLM refuses while building its config (unsupported architecture, no MTP
-    # weights, chunked prefill off below max_model_len): the traceback and the core's exit
-    core = "EngineCore_DP0" if at_least(version, "0.10.2") else "EngineCore_0"
-    pid = os.getpid()
-    return [
-        f"({core} pid={pid}) ERROR {TS} [core.py:632] EngineCore failed to start.",
-        f"({core} pid={pid}) Traceback (most recent call last):",
-        f"({core} pid={pid}) ValueError: {'; '.join(reasons)}",
-        *render("engine_dead", exit_code=1),
-    ]
-
-
-class VLLMSimServer(SimServer):
-    """SimServer with vLLM's routes, startup, health, metrics, stats lines and error texts."""
+class VLLMSimServer(SimCore):
+    """The simulated vLLM server: vLLM's routes, startup, health, metrics, stats lines and error
+    texts."""
 
     serve_while_loading = False
     stop_key = "stop_reason"
 
     def __init__(
         self,
-        ns: Any,
+        ns: argparse.Namespace,
         config: dict[str, Any],
         sim: SimOptions,
-        card: ModelCard,
-        gpu: GPUSpec,
-        plan: VLLMPlan,
+        launch: Launch[VLLMPlan],
     ):
-        self.vplan = plan
+        plan = self.vplan = launch.plan
         ssm = config.get("mamba_ssm_cache_dtype")
         sched_config = {
             "page_size": plan.block_size,
@@ -188,30 +84,23 @@ class VLLMSimServer(SimServer):
             "mamba_track_interval": plan.block_size,
             "mamba_ssm_dtype": None if ssm in (None, "auto") else ssm,
         }
-        super().__init__(
-            ns, config, sim, card, gpu, scheduler_plan(plan), sched_config=sched_config
-        )
+        sched_launch = Launch(launch.card, launch.gpu, scheduler_plan(plan))
+        super().__init__(ns, config, sim, sched_launch, sched_config=sched_config)
         self._ready_lines: list[str] = []
-        self._stats_at = 0.0
-        self._win_prompt = 0
-        self._win_gen = 0
-        self._win_drafts = 0
-        self._win_accepted = 0
+        self.stats_log = StatsLog(self.sched, self.time.rate)
 
-    # -- pieces that differ from SGLang --------------------------------------------------------
-
-    def make_routes(self) -> dict[str, tuple[str, Any]]:
+    def make_routes(self) -> Routes:
         return {
-            "/health": ("GET", self._health),
-            "/ping": ("GET|POST", self._health),
-            "/version": ("GET", self._version),
-            "/v1/models": ("GET", self._models),
-            "/metrics": ("GET", self._metrics),
-            "/v1/chat/completions": ("POST", self._chat),
-            "/v1/completions": ("POST", self._completion),
+            "/health": ("GET", self.handle_health),
+            "/ping": ("GET|POST", self.handle_health),
+            "/version": ("GET", self.handle_version),
+            "/v1/models": ("GET", self.handle_models),
+            "/metrics": ("GET", self.handle_metrics),
+            "/v1/chat/completions": ("POST", self.handle_chat),
+            "/v1/completions": ("POST", self.handle_completion),
         }
 
-    def make_metrics(self) -> Any:
+    def make_metrics(self) -> VLLMSimMetrics:
         p = self.vplan
         cache_info = {
             "block_size": str(p.block_size),
@@ -231,52 +120,36 @@ class VLLMSimServer(SimServer):
     def needs_key(self, path: str) -> bool:
         return path.startswith("/v1")  # vLLM's AuthenticationMiddleware guards /v1 only
 
-    def _health(self, req: Request, conn: Connection) -> None:
+    # -- endpoints ------------------------------------------------------------------------------
+
+    def handle_health(self, req: Request, conn: Connection) -> None:
         conn.respond(200, b"")  # nothing is served before the engine is up
 
-    def _version(self, req: Request, conn: Connection) -> None:
-        self._json(conn, {"version": self.sim.engine_version, "simulated": True})
+    def handle_version(self, req: Request, conn: Connection) -> None:
+        self.json_response(conn, {"version": self.sim.engine_version, "simulated": True})
 
-    def _models(self, req: Request, conn: Connection) -> None:
+    def handle_models(self, req: Request, conn: Connection) -> None:
         created = int(self.started_wall)
-        self._json(
-            conn,
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": self.model_name,
-                        "object": "model",
-                        "created": created,
-                        "owned_by": "vllm",
-                        "root": self.ns.model_path,
-                        "parent": None,
-                        "max_model_len": self.vplan.max_model_len,
-                        "permission": [
-                            {
-                                "id": f"modelperm-{created}",
-                                "object": "model_permission",
-                                "created": created,
-                                "allow_create_engine": False,
-                                "allow_sampling": True,
-                                "allow_logprobs": True,
-                                "allow_search_indices": False,
-                                "allow_view": True,
-                                "allow_fine_tuning": False,
-                                "organization": "*",
-                                "group": None,
-                                "is_blocking": False,
-                            }
-                        ],
-                    }
-                ],
-            },
+        permission = {
+            "id": f"modelperm-{created}",
+            "object": "model_permission",
+            "created": created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        models = self.model_list(
+            "vllm", self.ns.model_path, self.vplan.max_model_len, permission=[permission]
         )
+        self.json_response(conn, models)
 
-    def _metrics(self, req: Request, conn: Connection) -> None:
-        conn.respond(
-            200, self.metrics.exposition(), content_type="text/plain; version=0.0.4; charset=utf-8"
-        )
+    # -- texts and log lines --------------------------------------------------------------------
 
     def context_error(self, n_prompt: int, max_tokens: int | None) -> str | None:
         """vLLM's text for a request longer than max_model_len (serving_engine's check)."""
@@ -293,46 +166,24 @@ class VLLMSimServer(SimServer):
     def bind_failed(self, exc: OSError) -> None:
         emit(f"(APIServer pid={os.getpid()}) OSError: [Errno {exc.errno}] {exc.strerror}")
 
+    def log_step(self, res: StepResult) -> None:
+        self.stats_log.step(res)
+
     # -- startup ---------------------------------------------------------------------------------
 
-    def _lines(self) -> list[str]:
-        report = launch_report(
-            self.vplan, self.config, self.card, self.sim.engine_version, self.perf.startup_s
-        )
-        return format_startup_lines(
-            self.sim.engine_version,
-            report,
-            model=self.ns.model_path,
-            host=self.ns.host,
-            port=int(self.ns.port),
-            tp_size=self.vplan.tp,
-            total_gib=self.vplan.total_gib,
-            timestamp=TS,
-            pid=os.getpid(),
-            elapsed_s=report.weights_load_s or 1.0,
-        )
-
     def startup_steps(self) -> list[tuple[float, str]]:
-        lines = self._lines()
-        cut = next((i + 1 for i, line in enumerate(lines) if "Starting vLLM" in line), len(lines))
-        total = max(self.perf.startup_s, 1e-9)
-        load_end = min(0.2 + self.card.weights.total / self.vplan.tp / 2.0e9 / total, 0.8)
-        out: list[tuple[float, str]] = []
-        for line in lines[:cut]:
-            if "Model loading took" in line:
-                frac = load_end
-            elif "Available KV cache memory" in line or "KV cache size" in line:
-                frac = load_end + 0.05
-            elif "Graph capturing finished" in line or "init engine" in line:
-                frac = 0.98
-            elif "Starting vLLM" in line:
-                frac = 0.99
-            else:
-                frac = 0.1
-            out.append((frac, line))
-        best = 0.0
-        self._ready_lines = lines[cut:]
-        return [(best := max(best, f), line) for f, line in out]
+        lines = startup_lines(
+            self.vplan,
+            self.config,
+            self.card,
+            self.ns,
+            self.sim.engine_version,
+            self.perf.startup_s,
+        )
+        steps, self._ready_lines = startup_schedule(
+            lines, self.perf.startup_s, weights_load_s(self.card, self.vplan.tp)
+        )
+        return steps
 
     def emit(self, line: str) -> None:
         emit(line)
@@ -341,21 +192,33 @@ class VLLMSimServer(SimServer):
         for line in self._ready_lines:
             emit(line)
 
-    # -- periodic stats (vLLM's LoggingStatLogger) ----------------------------------------------
 
-    def _log_step(self, res: StepResult) -> None:
+class StatsLog:
+    """vLLM's LoggingStatLogger: every STATS_INTERVAL_S simulated seconds with steps, the
+    throughputs over the window, the queue, KV usage and prefix hits (and the speculative
+    acceptance of the window under speculative decoding)."""
+
+    def __init__(self, sched: Scheduler, rate: Callable[[float], float]):
+        self.sched = sched
+        self.rate = rate  # a per-virtual-second figure as clients see it
+        self.since = 0.0  # virtual time the window began
+        self.prompt = 0
+        self.gen = 0
+        self.drafts = 0  # verify steps before the window
+        self.accepted = 0  # accepted tokens before the window
+
+    def step(self, res: StepResult) -> None:
         s = self.sched
-        self._win_prompt += res.prefill_tokens
-        self._win_gen += sum(n for _, n in res.emitted)
-        if s.now - self._stats_at < STATS_INTERVAL_S or not log.isEnabledFor(logging.INFO):
+        self.prompt += res.prefill_tokens
+        self.gen += sum(n for _, n in res.emitted)
+        if s.now - self.since < STATS_INTERVAL_S or not log.isEnabledFor(logging.INFO):
             return
-        span = s.now - self._stats_at
+        span = s.now - self.since
         st = s.stats
         hits = st.cached_device + st.cached_host
         parts = [
-            f"Engine 000: Avg prompt throughput: {self.rate(self._win_prompt / span):.1f} "
-            f"tokens/s",
-            f"Avg generation throughput: {self.rate(self._win_gen / span):.1f} tokens/s",
+            f"Engine 000: Avg prompt throughput: {self.rate(self.prompt / span):.1f} tokens/s",
+            f"Avg generation throughput: {self.rate(self.gen / span):.1f} tokens/s",
             f"Running: {len(s.running)} reqs",
             f"Waiting: {s.num_queued()} reqs",
             f"GPU KV cache usage: {s.token_usage() * 100:.1f}%",
@@ -363,27 +226,32 @@ class VLLMSimServer(SimServer):
         if st.prompt_tokens:
             parts.append(f"Prefix cache hit rate: {hits / st.prompt_tokens * 100:.1f}%")
         emit(info_line(", ".join(parts), "loggers.py:236"))
-        drafts = st.spec_verify_ct - self._win_drafts
-        if s.spec_d and drafts > 0:
-            accepted = (st.spec_accepted - self._win_accepted) - drafts
-            drafted = drafts * s.spec_d
-            emit(
-                info_line(
-                    "SpecDecoding metrics: "
-                    f"Mean acceptance length: {1 + accepted / drafts:.2f}, "
-                    f"Accepted throughput: {self.rate(accepted / span):.2f} tokens/s, "
-                    f"Drafted throughput: {self.rate(drafted / span):.2f} tokens/s, "
-                    f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
-                    f"Avg Draft acceptance rate: {accepted / drafted * 100:.1f}%",
-                    "metrics.py:120",
-                )
+        self._log_speculation(span)
+        self.since = s.now
+        self.prompt = self.gen = 0
+        self.drafts, self.accepted = st.spec_verify_ct, st.spec_accepted
+
+    def _log_speculation(self, span: float) -> None:
+        s, st = self.sched, self.sched.stats
+        drafts = st.spec_verify_ct - self.drafts
+        if not s.spec_d or drafts <= 0:
+            return
+        accepted = (st.spec_accepted - self.accepted) - drafts
+        drafted = drafts * s.spec_d
+        emit(
+            info_line(
+                "SpecDecoding metrics: "
+                f"Mean acceptance length: {1 + accepted / drafts:.2f}, "
+                f"Accepted throughput: {self.rate(accepted / span):.2f} tokens/s, "
+                f"Drafted throughput: {self.rate(drafted / span):.2f} tokens/s, "
+                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, "
+                f"Avg Draft acceptance rate: {accepted / drafted * 100:.1f}%",
+                "metrics.py:120",
             )
-        self._stats_at = s.now
-        self._win_prompt = self._win_gen = 0
-        self._win_drafts, self._win_accepted = st.spec_verify_ct, st.spec_accepted
+        )
 
 
-def main_vllm(ns: Any, config: dict[str, Any], sim: SimOptions) -> int:
+def main_vllm(ns: argparse.Namespace, config: dict[str, Any], sim: SimOptions) -> int:
     """Plan, refuse or serve as vLLM `sim.engine_version` would (exit status as vLLM's)."""
     version = sim.engine_version
     emit(info_line(SIMULATED_MARKER))
@@ -394,33 +262,15 @@ def main_vllm(ns: Any, config: dict[str, Any], sim: SimOptions) -> int:
         )
     )
     try:
-        card = load_card(sim.model or ns.model_path)
-        gpu = get_gpu(sim.gpu)
-        plan = plan_vllm(
-            card,
-            gpu,
-            config,
-            version=version,
-            tp=ns.tp_size,
-            gpu_free_gib=sim.gpu_free_gib,
-            host_free_gib=sim.host_free_gib,
-        )
+        launch = plan_launch(plan_vllm, ns, config, sim)
     except ConfigError as exc:  # a value vLLM's own checks refuse, in argparse's words
         flag = "--" + (exc.field or "config").lstrip("-").replace("_", "-")
         print(f"vllm serve: error: argument {flag}: {exc}", file=sys.stderr)
         return 2
     except AutotuneError as exc:
-        what = "--sim-model" if sim.model else "--model (or --sim-model)"
-        print(f"python -m autotune.sim: error: {what}/--sim-gpu: {exc}", file=sys.stderr)
-        return 2
-    if not plan.fits:
-        for line in failure_lines(plan, version):
+        return target_error(sim, "--model", exc)
+    if not launch.plan.fits:
+        for line in failure_lines(launch.plan, version):
             emit(line)
         return 1
-    server = VLLMSimServer(ns, config, sim, card, gpu, plan)
-    try:
-        return asyncio.run(server.run())
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        sys.stderr.flush()
+    return VLLMSimServer(ns, config, sim, launch).serve()

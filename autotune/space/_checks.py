@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from autotune.errors import did_you_mean
 from autotune.space.engine_fields import ENGINE_FIELDS
@@ -29,7 +28,7 @@ def field_hint(name: str, fields: frozenset[str]) -> str:
 
 
 def check_names(
-    engine: str, parameters: Parameters, fixed: Mapping[str, Any]
+    engine: str, parameters: Parameters, fixed: Mapping[str, object]
 ) -> list[tuple[Path, str]]:
     fields = ENGINE_FIELDS.get(engine)
     if fields is None:
@@ -54,7 +53,7 @@ def check_names(
 
 
 def check_conditions(
-    parameters: Parameters, fixed: Mapping[str, Any], *, values: bool
+    parameters: Parameters, fixed: Mapping[str, object], *, values: bool
 ) -> list[tuple[Path, str]]:
     problems: list[tuple[Path, str]] = []
     known = [*parameters, *fixed]

@@ -5,13 +5,17 @@ unknown key the keys that would be valid."""
 from __future__ import annotations
 
 import types
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from autotune.errors import ConfigError
 from autotune.space._checks import valid_hint
 from autotune.space.params import PARAM_TYPES, Problems, dotted
+
+if TYPE_CHECKING:
+    import yaml
+    from pydantic_core import ErrorDetails
 
 Loc = tuple[str | int, ...]
 
@@ -20,7 +24,7 @@ def config_error(
     exc: ValidationError,
     source: str,
     *,
-    data: Any = None,
+    data: object = None,
     text: str | None = None,
     root: type[BaseModel],
 ) -> ConfigError:
@@ -42,7 +46,7 @@ def config_error(
     return ConfigError(f"{len(lines)} problems:\n{body}", source=source)
 
 
-def _explain(err: Any, root: type[BaseModel], data: Any) -> list[tuple[Loc, str]]:
+def _explain(err: ErrorDetails, root: type[BaseModel], data: object) -> list[tuple[Loc, str]]:
     loc = _clean(tuple(err["loc"]), data)
     kind = err["type"]
     ctx = err.get("ctx") or {}
@@ -69,7 +73,7 @@ def _explain(err: Any, root: type[BaseModel], data: Any) -> list[tuple[Loc, str]
     return [(loc, msg)]
 
 
-def _clean(loc: Loc, data: Any) -> Loc:
+def _clean(loc: Loc, data: object) -> Loc:
     """Drop what pydantic adds to a path that the file does not have: the union tag after a
     parameter name, and the list index of a single-mapping `condition`."""
     out: list[str | int] = []
@@ -91,7 +95,7 @@ def _clean(loc: Loc, data: Any) -> Loc:
     return tuple(out)
 
 
-def _unwrap(t: Any) -> Any:
+def _unwrap(t: object) -> object:
     while True:
         origin = get_origin(t)
         if origin is Annotated:
@@ -107,7 +111,7 @@ def _unwrap(t: Any) -> Any:
 
 def _keys_at(root: type[BaseModel], loc: Loc) -> list[str]:
     """The keys valid at `loc` (a pydantic loc, tags included), or [] if not a model there."""
-    t: Any = root
+    t: object = root
     for part in loc:
         t = _unwrap(t)
         if isinstance(t, type) and issubclass(t, BaseModel):
@@ -134,7 +138,7 @@ def _keys_at(root: type[BaseModel], loc: Loc) -> list[str]:
     return []
 
 
-def _tag(model: type[BaseModel]) -> Any:
+def _tag(model: type[BaseModel]) -> object:
     field = model.model_fields.get("type")
     return field.default if field is not None else None
 
@@ -144,7 +148,7 @@ def _line_of(text: str, loc: Loc) -> int | None:
     import yaml
 
     try:
-        node: Any = yaml.compose(text, Loader=yaml.SafeLoader)
+        node: yaml.Node | None = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return None
     line = None

@@ -9,7 +9,7 @@ not suggested and is None in the configuration.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import (
@@ -46,15 +46,28 @@ from autotune.space.params import (
     dotted,
     show,
 )
-from autotune.space.rules import Rule, RuleContext, ScalarOrList, Violation, check, same
+from autotune.space.rules import (
+    ConfigValue,
+    Rule,
+    RuleContext,
+    ScalarOrList,
+    ScalarValue,
+    Violation,
+    check,
+    same,
+)
 
 if TYPE_CHECKING:
     import optuna
+
+# A configuration: engine field -> value (None: the engine decides; a list for nargs flags).
+Config = dict[str, ConfigValue]
 
 __all__ = [
     "PARAM_TYPES",
     "BoolParam",
     "CategoricalParam",
+    "Config",
     "FloatParam",
     "IntParam",
     "Param",
@@ -108,31 +121,31 @@ class SearchSpace(BaseModel):
 
     # --- configurations -------------------------------------------------------------------
 
-    def _ordered(self, config: dict[str, Any]) -> dict[str, Any]:
+    def _ordered(self, config: Mapping[str, ConfigValue]) -> Config:
         out = {name: config.get(name) for name in self.parameters}
         out.update(self.fixed)
         return out
 
-    def resolve(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def resolve(self, values: Mapping[str, ConfigValue]) -> Config:
         """A full configuration from parameter values: inactive parameters become None (also
         when `values` sets them, as `study.ask(fixed_distributions)` does), missing ones None,
         fixed fields merged."""
-        config: dict[str, Any] = dict(self.fixed)
+        config: Config = dict(self.fixed)
         for name in self._order:
             p = self.parameters[name]
             config[name] = values.get(name) if p.is_active(config) else None
         return self._ordered(config)
 
-    def suggest(self, trial: optuna.trial.BaseTrial) -> dict[str, Any]:
+    def suggest(self, trial: optuna.trial.BaseTrial) -> Config:
         """Suggest every active parameter through `trial` (parents before the parameters whose
         condition names them); inactive ones are not suggested and are None."""
-        config: dict[str, Any] = dict(self.fixed)
+        config: Config = dict(self.fixed)
         for name in self._order:
             p = self.parameters[name]
             config[name] = p.suggest(trial, name) if p.is_active(config) else None
         return self._ordered(config)
 
-    def defaults(self) -> dict[str, Any]:
+    def defaults(self) -> Config:
         """The baseline configuration (trial 0): every parameter at its engine default."""
         return self.resolve({n: p.default for n, p in self.parameters.items()})
 
@@ -141,14 +154,14 @@ class SearchSpace(BaseModel):
         pass the sampled params through `resolve` to apply the conditions)."""
         return {n: p.distribution() for n, p in self.parameters.items()}
 
-    def trial_params(self, config: Mapping[str, Any]) -> dict[str, Any]:
+    def trial_params(self, config: Mapping[str, object]) -> dict[str, object]:
         """The Optuna params of a valid configuration, for `study.enqueue_trial`: every active
         parameter with a value of its domain. None is kept where it is a choice (no
         speculation); elsewhere None ("engine decides") has no Optuna value and is left to the
         sampler."""
         self.validate_config(config)
-        values: dict[str, Any] = dict(self.fixed)
-        out: dict[str, Any] = {}
+        values: dict[str, object] = dict(self.fixed)
+        out: dict[str, object] = {}
         for name in self._order:
             p = self.parameters[name]
             values[name] = value = config.get(name)
@@ -156,7 +169,7 @@ class SearchSpace(BaseModel):
                 out[name] = value
         return out
 
-    def validate_config(self, config: Mapping[str, Any], *, source: str = "config") -> None:
+    def validate_config(self, config: Mapping[str, object], *, source: str = "config") -> None:
         """Raise ConfigError unless every value lies in its parameter's domain, inactive
         parameters are unset (None), fixed fields are absent or equal, and no key is unknown."""
         problems: list[tuple[Path, str]] = []
@@ -165,10 +178,10 @@ class SearchSpace(BaseModel):
             if key not in self.parameters and key not in self.fixed:
                 hint = valid_hint(key, known)
                 problems.append(((key,), f"not a parameter or fixed field of this space{hint}"))
-        for key, value in self.fixed.items():
-            if key in config and not same(config[key], value):
-                problems.append(((key,), f"is fixed to {show(value)}, got {show(config[key])}"))
-        values: dict[str, Any] = dict(self.fixed)
+        for key, fixed in self.fixed.items():
+            if key in config and not same(config[key], fixed):
+                problems.append(((key,), f"is fixed to {show(fixed)}, got {show(config[key])}"))
+        values: dict[str, object] = dict(self.fixed)
         for name in self._order:
             p = self.parameters[name]
             value = values[name] = config.get(name)
@@ -208,8 +221,8 @@ class SearchSpace(BaseModel):
             groups.setdefault(root(name), []).append(name)
         return list(groups.values())
 
-    def _assignments(self, names: list[str]) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [{}]
+    def _assignments(self, names: list[str]) -> list[Config]:
+        out: list[Config] = [{}]
         for name in names:
             p = self.parameters[name]
             grown = []
@@ -233,7 +246,7 @@ class SearchSpace(BaseModel):
                 total *= len(self._assignments(names))
         return total
 
-    def grid(self, max_points: int | None = None) -> Iterator[dict[str, Any]]:
+    def grid(self, max_points: int | None = None) -> Iterator[Config]:
         """Every configuration of the space, lazily. With `max_points`, a space larger than
         that raises ConfigError first (an exhaustive search must not be cut short silently)."""
         if max_points is not None:
@@ -245,7 +258,7 @@ class SearchSpace(BaseModel):
                 )
         parts = [self._assignments(names) for names in self._components()]
         for combo in itertools.product(*parts):
-            config: dict[str, Any] = {}
+            config: Config = {}
             for part in combo:
                 config.update(part)
             yield self._ordered(config)
@@ -261,7 +274,7 @@ class SearchSpace(BaseModel):
     # --- rules and derived spaces ----------------------------------------------------------
 
     def check(
-        self, config: Mapping[str, Any], context: RuleContext, *, include_info: bool = False
+        self, config: Mapping[str, object], context: RuleContext, *, include_info: bool = False
     ) -> list[Violation]:
         """Rules `config` breaks on `context` (constraints; info rules too if asked)."""
         return check(self.rules, config, context, include_info=include_info)
@@ -326,7 +339,7 @@ class SearchSpace(BaseModel):
             raise config_error(exc, source, data=data, root=SearchSpace) from None
 
 
-def _range_outside(p: ParamBase, merged: Mapping[str, Any]) -> str:
+def _range_outside(p: ParamBase, merged: Mapping[str, object]) -> str:
     """A narrowed numeric range that shares no value with the parameter's domain is refused,
     like a single value outside it (it would only produce configurations the gate rejects)."""
     low, high = merged.get("low"), merged.get("high")
@@ -342,7 +355,7 @@ def _range_outside(p: ParamBase, merged: Mapping[str, Any]) -> str:
     return ""
 
 
-def _grid(p: ParamBase, name: str) -> list[Any]:
+def _grid(p: ParamBase, name: str) -> Sequence[ScalarValue]:
     try:
         return p.grid_values()
     except ConfigError as exc:

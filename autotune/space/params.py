@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,7 +19,7 @@ from pydantic import (
 )
 
 from autotune.errors import ConfigError
-from autotune.space.rules import AllOf, Scalar, all_hold, describe_all, same
+from autotune.space.rules import AllOf, Scalar, ScalarValue, all_hold, describe_all, same
 
 if TYPE_CHECKING:
     import optuna
@@ -43,7 +43,7 @@ def dotted(path: Path) -> str:
     return out
 
 
-def _as_any_of(value: Any) -> Any:
+def _as_any_of(value: object) -> object:
     """`condition:` takes one mapping (all-of) or a list of them (any-of)."""
     return [value] if isinstance(value, Mapping) else value
 
@@ -66,7 +66,7 @@ class ParamBase(BaseModel, ABC):
         "fields) to conditions, all of which must hold; a list of such mappings: any of them",
     )
 
-    def is_active(self, values: Mapping[str, Any]) -> bool:
+    def is_active(self, values: Mapping[str, object]) -> bool:
         return self.condition is None or any(all_hold(g, values) for g in self.condition)
 
     def condition_text(self) -> str:
@@ -80,21 +80,21 @@ class ParamBase(BaseModel, ABC):
     def domain(self) -> str: ...
 
     @abstractmethod
-    def contains(self, value: Any) -> bool: ...
+    def contains(self, value: object) -> bool: ...
 
     @abstractmethod
-    def grid_values(self) -> list[Any]: ...
+    def grid_values(self) -> Sequence[ScalarValue]: ...
 
     def grid_count(self) -> int:
         return len(self.grid_values())
 
     @abstractmethod
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any: ...
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> ScalarValue: ...
 
     @abstractmethod
     def distribution(self) -> optuna.distributions.BaseDistribution: ...
 
-    def _default_problems(self, default: Any) -> list[tuple[Path, str]]:
+    def _default_problems(self, default: ScalarValue) -> list[tuple[Path, str]]:
         if default is not None and not self.contains(default):
             return [(("default",), f"{default!r} is outside the domain {self.domain()}")]
         return []
@@ -140,7 +140,7 @@ class IntParam(ParamBase):
         step = f" step {self.step}" if self.step != 1 else ""
         return f"integers {self.low}..{self.high}{step}{' (log)' if self.log else ''}"
 
-    def contains(self, value: Any) -> bool:
+    def contains(self, value: object) -> bool:
         return (
             isinstance(value, int)
             and not isinstance(value, bool)
@@ -148,7 +148,7 @@ class IntParam(ParamBase):
             and (value - self.low) % self.step == 0
         )
 
-    def grid_values(self) -> list[Any]:
+    def grid_values(self) -> list[int]:
         if self.grid is not None:
             return list(self.grid)
         return list(range(self.low, self.high + 1, self.step))
@@ -158,7 +158,7 @@ class IntParam(ParamBase):
             return len(self.grid)
         return (self.high - self.low) // self.step + 1
 
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any:
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> int:
         return trial.suggest_int(name, self.low, self.high, step=self.step, log=self.log)
 
     def distribution(self) -> optuna.distributions.BaseDistribution:
@@ -211,7 +211,7 @@ class FloatParam(ParamBase):
         step = f" step {self.step:g}" if self.step else ""
         return f"reals {self.low:g}..{self.high:g}{step}{' (log)' if self.log else ''}"
 
-    def contains(self, value: Any) -> bool:
+    def contains(self, value: object) -> bool:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
         eps = 1e-9 * max(1.0, abs(self.high - self.low))
@@ -225,7 +225,7 @@ class FloatParam(ParamBase):
     def _steps(self) -> int | None:
         return round((self.high - self.low) / self.step) if self.step else None
 
-    def grid_values(self) -> list[Any]:
+    def grid_values(self) -> list[float]:
         if self.grid is not None:
             return list(self.grid)
         n = self._steps()
@@ -242,7 +242,7 @@ class FloatParam(ParamBase):
         n = self._steps()
         return len(self.grid_values()) if n is None else n + 1
 
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any:
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> float:
         v = trial.suggest_float(name, self.low, self.high, step=self.step, log=self.log)
         return round(v, _ROUND) if self.step else v
 
@@ -273,13 +273,13 @@ class CategoricalParam(ParamBase):
     def domain(self) -> str:
         return "one of " + ", ".join(show(c) for c in self.choices)
 
-    def contains(self, value: Any) -> bool:
+    def contains(self, value: object) -> bool:
         return any(same(value, c) for c in self.choices)
 
-    def grid_values(self) -> list[Any]:
+    def grid_values(self) -> list[ScalarValue]:
         return list(self.choices)
 
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any:
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> ScalarValue:
         return trial.suggest_categorical(name, list(self.choices))
 
     def distribution(self) -> optuna.distributions.BaseDistribution:
@@ -297,13 +297,13 @@ class BoolParam(ParamBase):
     def domain(self) -> str:
         return "true or false"
 
-    def contains(self, value: Any) -> bool:
+    def contains(self, value: object) -> bool:
         return isinstance(value, bool)
 
-    def grid_values(self) -> list[Any]:
+    def grid_values(self) -> list[bool]:
         return [False, True]
 
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> Any:
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> bool:
         return trial.suggest_categorical(name, [False, True])
 
     def distribution(self) -> optuna.distributions.BaseDistribution:
@@ -318,7 +318,7 @@ Param = Annotated[
 PARAM_TYPES = ("int", "float", "categorical", "bool")
 
 
-def show(v: Any) -> str:
+def show(v: object) -> str:
     """A value as YAML/JSON writes it: null, true, "text", 0.9."""
     import json
 

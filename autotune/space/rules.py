@@ -21,7 +21,7 @@ Ordering matchers are false for None unless `or_null` is set.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 def _one_error(kind: str) -> WrapValidator:
     """Report a value that fits no member of a union once, not once per member."""
 
-    def check(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    def check(value: object, handler: ValidatorFunctionWrapHandler) -> object:
         try:
             return handler(value)
         except ValidationError:
@@ -58,7 +58,7 @@ def _one_error(kind: str) -> WrapValidator:
     return WrapValidator(check)
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     import json
 
     try:
@@ -76,11 +76,16 @@ ScalarOrList = Annotated[
     _one_error("a string, number, true/false, null or a list of those"),
 ]
 Bound = StrictInt | StrictFloat | StrictStr
+# What those validate to: a configuration's values are ConfigValues (None: the engine decides;
+# a list for an nargs flag), a rule's bounds are Bounds.
+ScalarValue = bool | int | float | str | None
+ConfigValue = ScalarValue | list[ScalarValue]
+BoundValue = int | float | str
 
 OPERATORS = ("eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "divides", "or_null")
 
 
-def same(a: Any, b: Any) -> bool:
+def same(a: object, b: object) -> bool:
     """Equality that keeps bools apart from ints (True is not page_size 1)."""
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
@@ -94,7 +99,7 @@ def is_version(text: str) -> bool:
     return _is_version(text)
 
 
-def _compare(a: Any, b: Any) -> int | None:
+def _compare(a: object, b: object) -> int | None:
     """-1/0/1, or None when the two cannot be ordered. Strings compare as versions."""
     if a is None or isinstance(a, bool) or isinstance(b, bool):
         return None
@@ -137,22 +142,26 @@ class Match(BaseModel):
         given = {("in" if f == "in_" else f) for f in self.model_fields_set}
         return [op for op in OPERATORS[:-1] if op in given]
 
-    def values(self) -> list[Any]:
+    def values(self) -> list[ScalarValue]:
         """Literal values named by eq/ne/in/not_in (to check them against a domain)."""
-        out: list[Any] = []
+        out: list[ScalarValue] = []
         for op in self.operators():
             if op in ("eq", "ne"):
-                out.append(getattr(self, op))
+                out.append(self.eq if op == "eq" else self.ne)
             elif op == "in":
                 out.extend(self.in_ or ())
             elif op == "not_in":
                 out.extend(self.not_in or ())
         return out
 
-    def bounds(self) -> list[Any]:
-        return [getattr(self, op) for op in ("gt", "gte", "lt", "lte") if op in self.operators()]
+    def bounds(self) -> list[BoundValue | None]:
+        return [self._bound(op) for op in ("gt", "gte", "lt", "lte") if op in self.operators()]
 
-    def test(self, value: Any) -> bool:
+    def _bound(self, op: str) -> BoundValue | None:
+        bound: BoundValue | None = getattr(self, op)
+        return bound
+
+    def test(self, value: object) -> bool:
         if value is None and self.or_null:
             return True
         for op in self.operators():
@@ -160,7 +169,7 @@ class Match(BaseModel):
                 return False
         return True
 
-    def _test_one(self, op: str, value: Any) -> bool:
+    def _test_one(self, op: str, value: object) -> bool:
         if op == "eq":
             return same(value, self.eq)
         if op == "ne":
@@ -170,9 +179,10 @@ class Match(BaseModel):
         if op == "not_in":
             return not any(same(value, c) for c in self.not_in or ())
         if op == "divides":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-            return ok and (self.divides or 0) % value == 0
-        order = _compare(value, getattr(self, op))
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                return False
+            return (self.divides or 0) % value == 0
+        order = _compare(value, self._bound(op))
         if order is None:
             return False
         return {"gt": order > 0, "gte": order >= 0, "lt": order < 0, "lte": order <= 0}[op]
@@ -195,7 +205,7 @@ class Match(BaseModel):
         return f"{text} (or None)" if self.or_null else text
 
 
-def _shorthand(value: Any) -> Any:
+def _shorthand(value: object) -> object:
     """`key: 1` means `{eq: 1}`, `key: [1, 64]` means `{in: [1, 64]}`."""
     if isinstance(value, Match | Mapping):
         return value
@@ -211,7 +221,7 @@ MatchSpec = Annotated[
 AllOf = dict[str, MatchSpec]
 
 
-def all_hold(conditions: Mapping[str, Match], lookup: Mapping[str, Any]) -> bool:
+def all_hold(conditions: Mapping[str, Match], lookup: Mapping[str, object]) -> bool:
     return all(m.test(lookup.get(k)) for k, m in conditions.items())
 
 
@@ -275,7 +285,7 @@ class RuleContext(BaseModel):
             field = "engine version" if err["loc"] == ("engine_version",) else "tp"
             raise ConfigError(err["msg"].removeprefix("Value error, "), field=field) from None
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> dict[str, bool | int | float | str]:
         return {key: getattr(self, attr) for key, attr in FACTS.items()}
 
 
@@ -318,7 +328,7 @@ class Rule(BaseModel):
     def keys(self) -> list[str]:
         return [*self.when, *self.require]
 
-    def evaluate(self, config: Mapping[str, Any], context: RuleContext) -> Violation | None:
+    def evaluate(self, config: Mapping[str, object], context: RuleContext) -> Violation | None:
         """The violation, or None when the rule does not apply or holds. An info rule without
         `require` is reported whenever `when` holds."""
         import json
@@ -340,7 +350,7 @@ class Rule(BaseModel):
 
 def check(
     rules: list[Rule] | tuple[Rule, ...],
-    config: Mapping[str, Any],
+    config: Mapping[str, object],
     context: RuleContext,
     *,
     include_info: bool = False,

@@ -14,23 +14,27 @@ benchmarks/sweep_quality.py measures the search with and without it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from autotune.errors import ConfigError
-from autotune.space.models import BoolParam, CategoricalParam, SearchSpace
-from autotune.space.rules import same
+from autotune.space.models import BoolParam, CategoricalParam, Config, SearchSpace
+from autotune.space.rules import ConfigValue, ScalarValue, same
 from autotune.sweep.study import config_key, enqueue
 
 if TYPE_CHECKING:
     from autotune.sweep.state import SweepState
 
+# A feasible trial: (objective value, trial number, configuration).
+Result = tuple[float, int, Config]
+ConfigView = Mapping[str, ConfigValue]
 
-def neighbours(space: SearchSpace, config: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+
+def neighbours(space: SearchSpace, config: ConfigView) -> Iterator[Config]:
     """Configurations that differ from `config` in one active parameter by one step."""
     for name, p in space.parameters.items():
         current = config.get(name)
-        values: list[Any]
+        values: Sequence[ScalarValue]
         if isinstance(p, BoolParam):
             values = [not current] if isinstance(current, bool) else [False, True]
         elif isinstance(p, CategoricalParam):
@@ -42,6 +46,8 @@ def neighbours(space: SearchSpace, config: Mapping[str, Any]) -> Iterator[dict[s
                 continue  # a continuous float has no "next value"
             if current is None:
                 values = [grid[0], grid[-1]]
+            elif not isinstance(current, int | float):  # as comparing it with the grid would
+                raise TypeError(f"{name}: {current!r} is not a number")
             else:
                 below = [v for v in grid if v < current]
                 above = [v for v in grid if v > current]
@@ -66,15 +72,15 @@ def branch_params(space: SearchSpace) -> list[str]:
 
 
 def starts(
-    space: SearchSpace, results: list[tuple[float, int, dict[str, Any]]], *, maximize: bool
-) -> list[tuple[int, dict[str, Any]]]:
+    space: SearchSpace, results: list[Result], *, maximize: bool
+) -> list[tuple[int, Config]]:
     """Climbing starts: the best (value, number, config) overall, then the best of each branch,
     best first, one per configuration."""
     ranked = sorted(results, key=lambda r: (-r[0] if maximize else r[0], r[1]))
-    out: list[tuple[int, dict[str, Any]]] = []
+    out: list[tuple[int, Config]] = []
     seen: set[int] = set()
 
-    def add(r: tuple[float, int, dict[str, Any]]) -> None:
+    def add(r: Result) -> None:
         if r[1] not in seen:
             seen.add(r[1])
             out.append((r[1], r[2]))
@@ -82,7 +88,7 @@ def starts(
     if ranked:
         add(ranked[0])
     for name in branch_params(space):
-        best_per_value: dict[str, tuple[float, int, dict[str, Any]]] = {}
+        best_per_value: dict[str, Result] = {}
         for r in ranked:
             best_per_value.setdefault(repr(r[2].get(name)), r)
         for r in best_per_value.values():
@@ -91,8 +97,8 @@ def starts(
 
 
 def marginal_gain(
-    results: list[tuple[float, int, dict[str, Any]]], *, maximize: bool
-) -> Callable[[Mapping[str, Any], Mapping[str, Any]], float]:
+    results: list[Result], *, maximize: bool
+) -> Callable[[ConfigView, ConfigView], float]:
     """Score of a move from `start` to `cand`: for each parameter it changes, the mean result
     of trials with the new value minus the mean with the old one (values never measured count
     as the overall mean). A one-dimensional marginal model: cheap, and it tries first the moves
@@ -104,11 +110,11 @@ def marginal_gain(
         for k, v in cfg.items():
             sums.setdefault((k, repr(v)), []).append(value)
 
-    def mean(k: str, v: Any) -> float:
+    def mean(k: str, v: ConfigValue) -> float:
         vals = sums.get((k, repr(v)))
         return sum(vals) / len(vals) if vals else overall
 
-    def score(start: Mapping[str, Any], cand: Mapping[str, Any]) -> float:
+    def score(start: ConfigView, cand: ConfigView) -> float:
         changed = [k for k in cand if not same(cand.get(k), start.get(k))]
         return sign * sum(mean(k, cand.get(k)) - mean(k, start.get(k)) for k in changed)
 
@@ -117,13 +123,13 @@ def marginal_gain(
 
 def next_neighbour(
     space: SearchSpace,
-    incumbent: Mapping[str, Any],
+    incumbent: ConfigView,
     *,
     seed: int,
-    tried: Callable[[Mapping[str, Any]], bool],
-    feasible: Callable[[Mapping[str, Any]], bool],
-    score: Callable[[Mapping[str, Any], Mapping[str, Any]], float] | None = None,
-) -> dict[str, Any] | None:
+    tried: Callable[[ConfigView], bool],
+    feasible: Callable[[ConfigView], bool],
+    score: Callable[[ConfigView, ConfigView], float] | None = None,
+) -> Config | None:
     """The untried, feasible neighbour of the incumbent with the best score (ties in a seeded
     random order), or None when the incumbent is a local optimum (every neighbour tried or
     infeasible)."""
@@ -144,7 +150,7 @@ def enqueue_neighbour(state: SweepState) -> None:
     if state.waiting():
         return  # something (a rerun, a neighbour) is already queued
 
-    def tried(c: Mapping[str, Any]) -> bool:
+    def tried(c: ConfigView) -> bool:
         k = config_key(c)
         return k in state.done_by_key or k in state.running_keys or k in state.rejected_keys
 

@@ -8,7 +8,7 @@ either (a GGUF model, a CPU run) has none to try."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune.errors import ConfigError
@@ -16,7 +16,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.space.engine_fields import ENGINE_FIELDS
 from autotune.space.models import SearchSpace
-from autotune.space.rules import same
+from autotune.space.rules import ScalarValue, same
 from autotune.sweep.known_good import Seed, applicable
 from autotune.sweep.planning import TrialPlanner
 from autotune.sweep.spec import SweepSpec
@@ -48,6 +48,7 @@ def complete_by_rules(
             param = space.parameters.get(key)
             if param is None:
                 continue
+            candidates: Sequence[ScalarValue]
             try:
                 candidates = param.grid_values()
             except ConfigError:

@@ -12,25 +12,60 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypedDict
+
+from autotune.jsontypes import JSONValue
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 BEGIN = "<!-- BEGIN GENERATED: python -m autotune.sweep.spec_docs --write docs/spec.md -->"
 END = "<!-- END GENERATED -->"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
+# A JSON Schema node as pydantic writes one, with the keywords this module reads.
+SchemaNode = TypedDict(
+    "SchemaNode",
+    {
+        "$schema": str,
+        "$defs": dict[str, "SchemaNode"],
+        "$ref": str,
+        "title": str,
+        "description": str,
+        "type": str,
+        "anyOf": list["SchemaNode"],
+        "items": "SchemaNode",
+        "additionalProperties": "SchemaNode | bool",
+        "properties": dict[str, "SchemaNode"],
+        "required": list[str],
+        "enum": list[JSONValue],
+        "const": JSONValue,
+        "default": JSONValue,
+        "minimum": float,
+        "exclusiveMinimum": float,
+        "maximum": float,
+        "exclusiveMaximum": float,
+        "minLength": int,
+        "minItems": int,
+        "pattern": str,
+    },
+    total=False,
+)
+Bound = Literal["minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"]
 
-def spec_json_schema() -> dict[str, Any]:
+
+def spec_json_schema() -> SchemaNode:
     """The JSON Schema of a sweep spec (draft 2020-12), keys sorted for stable output."""
     from autotune.sweep.spec import SweepSpec
 
     schema = SweepSpec.model_json_schema()
     schema["$schema"] = SCHEMA_DIALECT
     schema["title"] = "autotune sweep spec"
-    out: dict[str, Any] = json.loads(json.dumps(schema, sort_keys=True))
+    out: SchemaNode = json.loads(json.dumps(schema, sort_keys=True))
     return out
 
 
-def dumps_schema(schema: Mapping[str, Any] | None = None) -> str:
+def dumps_schema(schema: SchemaNode | None = None) -> str:
     return json.dumps(spec_json_schema() if schema is None else schema, indent=2, sort_keys=True)
 
 
@@ -43,18 +78,18 @@ class Row:
     meaning: str
 
 
-def _resolve(node: Mapping[str, Any], defs: Mapping[str, Any]) -> Mapping[str, Any]:
+def _resolve(node: SchemaNode, defs: Mapping[str, SchemaNode]) -> SchemaNode:
     ref = node.get("$ref")
     if isinstance(ref, str):
-        return dict(defs[ref.rsplit("/", 1)[-1]])
+        return defs[ref.rsplit("/", 1)[-1]].copy()
     return node
 
 
-def _alternatives(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _alternatives(node: SchemaNode) -> list[SchemaNode]:
     return list(node["anyOf"]) if "anyOf" in node else [node]
 
 
-def _type(node: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
+def _type(node: SchemaNode, defs: Mapping[str, SchemaNode]) -> str:
     if "anyOf" in node:
         return " or ".join(_type(n, defs) for n in node["anyOf"])
     if "$ref" in node:
@@ -75,14 +110,14 @@ def _type(node: Mapping[str, Any], defs: Mapping[str, Any]) -> str:
     return names.get(str(kind), str(kind)) if kind else "any"
 
 
-def _valid(node: Mapping[str, Any]) -> str:
+def _valid(node: SchemaNode) -> str:
     parts: list[str] = []
     for alt in _alternatives(node):
         if "enum" in alt:
             parts.append(", ".join(f"`{v}`" for v in alt["enum"]))
         if "const" in alt:
             parts.append(f"`{alt['const']}`")
-        bounds = [
+        bounds: list[tuple[Bound, str]] = [
             ("minimum", ">="),
             ("exclusiveMinimum", ">"),
             ("maximum", "<="),
@@ -100,7 +135,7 @@ def _valid(node: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _default(name: str, node: Mapping[str, Any], required: list[str]) -> str:
+def _default(name: str, node: SchemaNode, required: list[str]) -> str:
     if name in required:
         return "required"
     if "default" not in node:
@@ -112,7 +147,7 @@ def _default(name: str, node: Mapping[str, Any], required: list[str]) -> str:
     return f"`{json.dumps(value)}`"
 
 
-def _sub_section(node: Mapping[str, Any]) -> tuple[str, str] | None:
+def _sub_section(node: SchemaNode) -> tuple[str, str] | None:
     """(def name, path suffix) of the section a field holds: itself, a list of it, or null."""
     for alt in _alternatives(node):
         if "$ref" in alt:
@@ -123,16 +158,16 @@ def _sub_section(node: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def field_rows(schema: Mapping[str, Any] | None = None) -> list[Row]:
+def field_rows(schema: SchemaNode | None = None) -> list[Row]:
     """Every field of the spec as a dotted path (`objective.constraints[].max`), in model order."""
     schema = spec_json_schema() if schema is None else schema
     from autotune.sweep.spec import SweepSpec
 
-    defs: Mapping[str, Any] = schema.get("$defs", {})
+    defs: Mapping[str, SchemaNode] = schema.get("$defs", {})
     rows: list[Row] = []
 
-    def walk(model_node: Mapping[str, Any], prefix: str, model: Any) -> None:
-        props: Mapping[str, Any] = model_node.get("properties", {})
+    def walk(model_node: SchemaNode, prefix: str, model: type[BaseModel] | None) -> None:
+        props: Mapping[str, SchemaNode] = model_node.get("properties", {})
         required = list(model_node.get("required", []))
         # model order (the schema's keys are sorted)
         order = [n for n in getattr(model, "model_fields", {}) if n in props] or sorted(props)
@@ -161,7 +196,7 @@ def field_rows(schema: Mapping[str, Any] | None = None) -> list[Row]:
     return rows
 
 
-def _model_of(annotation: Any) -> Any:
+def _model_of(annotation: object) -> type[BaseModel] | None:
     from pydantic import BaseModel
 
     stack = [annotation]
@@ -173,7 +208,7 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
-def schema_paths(schema: Mapping[str, Any] | None = None) -> list[str]:
+def schema_paths(schema: SchemaNode | None = None) -> list[str]:
     """Every field path the JSON Schema describes (what docs/spec.md must mention)."""
     return [r.path for r in field_rows(schema)]
 
@@ -211,7 +246,7 @@ def scenario_rows(kind: str) -> list[Row]:
     required = list(schema.get("required", []))
     rows = []
     for name in model.model_fields:
-        node = dict(schema["properties"][name])
+        node: SchemaNode = schema["properties"][name].copy()
         node.setdefault("description", SCENARIO_MEANINGS.get(name, ""))
         default = _default(name, node, required)
         if name in ("prompt_lens",):

@@ -25,11 +25,14 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from autotune.errors import ConfigError
+
+if TYPE_CHECKING:
+    import gguf
 
 VOCAB_FILE = "ggml-vocab-llama-spm.gguf"
 MODELS_ENV = "AUTOTUNE_GGUF_MODELS"  # where ensure_model() writes (default: the build cache)
@@ -188,7 +191,7 @@ def _data(t: _Tensor, dtype: np.dtype[Any], rng: np.random.Generator) -> np.ndar
 # Vocab
 
 
-def _copy_tokenizer(writer: Any, vocab: Path) -> int:
+def _copy_tokenizer(writer: gguf.GGUFWriter, vocab: Path) -> int:
     """Copy every tokenizer.* key of a vocab-only GGUF into `writer`; returns the vocab size."""
     import gguf
 
@@ -282,9 +285,19 @@ def write_gguf(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".partial")
-    arch = spec.arch
-    writer = gguf.GGUFWriter(partial, arch)
+    writer = gguf.GGUFWriter(partial, spec.arch)
     n_vocab = _copy_tokenizer(writer, Path(vocab))
+    _add_metadata(writer, spec, n_vocab)
+    _write_tensors(writer, spec, _tensors(spec, n_vocab), seed=seed, data=data)
+    writer.close()
+    partial.replace(path)
+    return path
+
+
+def _add_metadata(writer: gguf.GGUFWriter, spec: GGUFSpec, n_vocab: int) -> None:
+    """The model's shape keys (and qwen35's rotary sections and SSM keys) after the tokenizer."""
+    import gguf
+
     writer.add_name(f"autotune random {spec.name}")
     writer.add_context_length(spec.n_ctx_train)
     writer.add_embedding_length(spec.n_embd)
@@ -300,22 +313,32 @@ def write_gguf(
     writer.add_file_type(
         gguf.LlamaFileType.MOSTLY_F16 if spec.weight_type == "f16" else gguf.LlamaFileType.ALL_F32
     )
-    if arch == "llama":
+    if spec.arch == "llama":
         writer.add_rope_dimension_count(spec.head_dim)
     else:
-        rot = max(2, spec.head_dim // 4)  # partial rotary factor 0.25, as Qwen3.5
-        writer.add_rope_dimension_count(rot)
-        half = rot // 2
-        writer.add_rope_dimension_sections([half - half // 2, half // 2, 0, 0])
-        writer.add_ssm_conv_kernel(spec.ssm_conv_kernel)
-        writer.add_ssm_state_size(spec.linear_head_dim)
-        writer.add_ssm_group_count(spec.linear_k_heads)
-        writer.add_ssm_time_step_rank(spec.linear_v_heads)
-        writer.add_ssm_inner_size(spec.linear_head_dim * spec.linear_v_heads)
-        writer.add_full_attention_interval(spec.full_attention_interval)
+        _add_hybrid_metadata(writer, spec)
 
+
+def _add_hybrid_metadata(writer: gguf.GGUFWriter, spec: GGUFSpec) -> None:
+    """qwen35: partial rotary dimensions and the Gated DeltaNet (SSM) keys."""
+    rot = max(2, spec.head_dim // 4)  # partial rotary factor 0.25, as Qwen3.5
+    writer.add_rope_dimension_count(rot)
+    half = rot // 2
+    writer.add_rope_dimension_sections([half - half // 2, half // 2, 0, 0])
+    writer.add_ssm_conv_kernel(spec.ssm_conv_kernel)
+    writer.add_ssm_state_size(spec.linear_head_dim)
+    writer.add_ssm_group_count(spec.linear_k_heads)
+    writer.add_ssm_time_step_rank(spec.linear_v_heads)
+    writer.add_ssm_inner_size(spec.linear_head_dim * spec.linear_v_heads)
+    writer.add_full_attention_interval(spec.full_attention_interval)
+
+
+def _write_tensors(
+    writer: gguf.GGUFWriter, spec: GGUFSpec, tensors: list[_Tensor], *, seed: int, data: bool
+) -> None:
+    """The header, the key-value data and the tensor table; then (data=True) each tensor's
+    random values, one tensor in memory at a time."""
     weight_dtype = np.dtype(np.float16 if spec.weight_type == "f16" else np.float32)
-    tensors = _tensors(spec, n_vocab)
     for t in tensors:
         dtype = np.dtype(np.float32) if t.f32 else weight_dtype
         nbytes = int(np.prod(t.shape)) * dtype.itemsize
@@ -327,9 +350,6 @@ def write_gguf(
     for t in tensors if data else ():
         dtype = np.dtype(np.float32) if t.f32 else weight_dtype
         writer.write_tensor_data(_data(t, dtype, rng))
-    writer.close()
-    partial.replace(path)
-    return path
 
 
 def models_dir() -> Path:

@@ -23,16 +23,21 @@ binary serves every batch size), nor are the scale strides, which vary with K.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
 
 from autotune.errors import ConfigError
+from kernels_tuning.kernel_config import SGLANG_DEFAULT_FP8, KernelConfig, as_config
 from kernels_tuning.kernels._buffers import split_k_buffers
 from kernels_tuning.kernels._common import grouped_pid, k_tile_range, store_tile, store_tile_t
 from kernels_tuning.kernels._interpret import patch_interpreter
-from kernels_tuning.space import SGLANG_DEFAULT_FP8, KernelConfig, cdiv
+from kernels_tuning.space import cdiv
+
+if TYPE_CHECKING:
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
 
 patch_interpreter()
 
@@ -185,17 +190,17 @@ def check_config(cfg: KernelConfig, group_k: int, group_n: int = 128) -> None:
 
 
 def w8a8_block_fp8_matmul(
-    A: Any,
-    B: Any,
-    As: Any,
-    Bs: Any,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    As: torch.Tensor,
+    Bs: torch.Tensor,
     block_size: Sequence[int] = (128, 128),
-    output_dtype: Any = None,
+    output_dtype: torch.dtype | None = None,
     *,
     config: KernelConfig | Mapping[str, int] | None = None,
-    out: Any = None,
-    workspace: Any = None,
-) -> Any:
+    out: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
     """C = dequant(A, As) @ dequant(B, Bs)^T in `output_dtype` (default bf16).
 
     A: [..., K] fp8; As: [..., K/block_k] fp32; B: [N, K] fp8; Bs: [N/block_n, K/block_k] fp32.
@@ -206,8 +211,30 @@ def w8a8_block_fp8_matmul(
     block_n, block_k = int(block_size[0]), int(block_size[1])
     if output_dtype is None:
         output_dtype = torch.bfloat16
-    cfg = _as_config(config, SGLANG_DEFAULT_FP8)
+    cfg = as_config(config, SGLANG_DEFAULT_FP8)
     check_config(cfg, block_k, block_n)
+    a2, as2 = _checked_operands(A, B, As, Bs, block_n, block_k)
+    M, N = a2.shape[0], B.shape[0]
+    c = out if out is not None else torch.empty((M, N), dtype=output_dtype, device=A.device)
+    if M == 0:
+        return c.reshape(*A.shape[:-1], N)
+    tiles = cdiv(M, cfg.BLOCK_SIZE_M) * cdiv(N, cfg.BLOCK_SIZE_N)
+    ws, locks = split_k_buffers(A.device, cfg.SPLIT_K, M, N, tiles, workspace)
+    descs = _descriptors(cfg, a2, B) if cfg.TMA else (None, None)
+    _launch((a2, B, c, as2, Bs, ws, locks), descs, cfg, (block_n, block_k), (tiles, cfg.SPLIT_K))
+    return c.reshape(*A.shape[:-1], N)
+
+
+def _checked_operands(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    As: torch.Tensor,
+    Bs: torch.Tensor,
+    block_n: int,
+    block_k: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(A, As) as 2-D [M, K] and [M, K/block_k], after checking that the shapes and the scales'
+    blocks fit and that A and B are contiguous along K."""
     if A.shape[-1] != B.shape[-1] or B.ndim != 2:
         raise ConfigError(f"A {tuple(A.shape)} and B {tuple(B.shape)}: need A [..., K], B [N, K]")
     N, K = B.shape
@@ -224,13 +251,21 @@ def w8a8_block_fp8_matmul(
         )
     if not (a2.stride(-1) == 1 and B.stride(-1) == 1):
         raise ConfigError("A and B must be contiguous along K")
-    c = out if out is not None else torch.empty((M, N), dtype=output_dtype, device=A.device)
-    if M == 0:
-        return c.reshape(*A.shape[:-1], N)
-    tiles = cdiv(M, cfg.BLOCK_SIZE_M) * cdiv(N, cfg.BLOCK_SIZE_N)
-    ws, locks = split_k_buffers(A.device, cfg.SPLIT_K, M, N, tiles, workspace)
-    a_desc, b_desc = _descriptors(cfg, a2, B) if cfg.TMA else (None, None)
-    grid = (tiles, cfg.SPLIT_K)
+    return a2, as2
+
+
+def _launch(
+    operands: tuple[torch.Tensor, ...],
+    descs: tuple[TensorDescriptor | None, TensorDescriptor | None],
+    cfg: KernelConfig,
+    block: tuple[int, int],
+    grid: tuple[int, int],
+) -> None:
+    """Launch the kernel on (a2 [M, K], B [N, K], c [M, N], as2, Bs, workspace, counters) with
+    the TMA descriptors `descs` (None, None without TMA) and the weight block (block_n, block_k)."""
+    a2, B, c, as2, Bs, ws, locks = operands
+    M, K = a2.shape
+    N = B.shape[0]
     _fp8_block_kernel[grid](
         a2,
         B,
@@ -239,13 +274,11 @@ def w8a8_block_fp8_matmul(
         Bs,
         ws,
         locks,
-        a_desc,
-        b_desc,
+        *descs,
         M,
         N,
         K,
-        block_n,
-        block_k,
+        *block,
         a2.stride(0),
         a2.stride(1),
         B.stride(1),
@@ -267,10 +300,11 @@ def w8a8_block_fp8_matmul(
         num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )
-    return c.reshape(*A.shape[:-1], N)
 
 
-def _descriptors(cfg: KernelConfig, a2: Any, b: Any) -> tuple[Any, Any]:
+def _descriptors(
+    cfg: KernelConfig, a2: torch.Tensor, b: torch.Tensor
+) -> tuple[TensorDescriptor, TensorDescriptor]:
     """Host TMA descriptors of the A [M, K] and B [N, K] tiles (TMA=1). The copy engine needs
     16-byte aligned bases and row strides."""
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -288,13 +322,13 @@ def _descriptors(cfg: KernelConfig, a2: Any, b: Any) -> tuple[Any, Any]:
     )
 
 
-def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -> None:
+def warmup(cfg: KernelConfig, output_dtype: torch.dtype, n: int = 5120, k: int = 5120) -> None:
     """Compile `cfg` without launching (the precompile pool calls this in worker processes).
     The argument pattern must match a real launch so the on-disk cache key is the same."""
     import torch
 
     fp8 = torch.float8_e4m3fn
-    descs: tuple[Any, Any] = (None, None)
+    descs: tuple[TensorDescriptor | None, TensorDescriptor | None] = (None, None)
     if cfg.TMA:
         from triton.runtime.jit import MockTensor
         from triton.tools.tensor_descriptor import TensorDescriptor
@@ -342,21 +376,13 @@ def warmup(cfg: KernelConfig, output_dtype: Any, n: int = 5120, k: int = 5120) -
     )
 
 
-def _as_config(
-    config: KernelConfig | Mapping[str, int] | None, default: KernelConfig
-) -> KernelConfig:
-    if config is None:
-        return default
-    if isinstance(config, KernelConfig):
-        return config
-    return KernelConfig.from_dict(config)
-
-
 # ---------------------------------------------------------------------------------------------
 # Quantization helpers and the reference (torch; used by tests and the correctness gate).
 
 
-def per_token_group_quant_fp8(x: Any, group: int = 128) -> tuple[Any, Any]:
+def per_token_group_quant_fp8(
+    x: torch.Tensor, group: int = 128
+) -> tuple[torch.Tensor, torch.Tensor]:
     """x [M, K] -> (fp8 [M, K], fp32 scales [M, K/group]): amax/448 per 1 x group."""
     import torch
 
@@ -367,7 +393,9 @@ def per_token_group_quant_fp8(x: Any, group: int = 128) -> tuple[Any, Any]:
     return q.reshape(m, k), s.contiguous()
 
 
-def block_quant_fp8(w: Any, block: Sequence[int] = (128, 128)) -> tuple[Any, Any]:
+def block_quant_fp8(
+    w: torch.Tensor, block: Sequence[int] = (128, 128)
+) -> tuple[torch.Tensor, torch.Tensor]:
     """w [N, K] -> (fp8 [N, K], fp32 scales [N/bn, K/bk]): amax/448 per block."""
     import torch
 
@@ -380,13 +408,13 @@ def block_quant_fp8(w: Any, block: Sequence[int] = (128, 128)) -> tuple[Any, Any
 
 
 def reference(
-    A: Any,
-    B: Any,
-    As: Any,
-    Bs: Any,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    As: torch.Tensor,
+    Bs: torch.Tensor,
     block_size: Sequence[int] = (128, 128),
-    output_dtype: Any = None,
-) -> Any:
+    output_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """Dequantize then matmul in fp32 (TF32 off), cast to `output_dtype`."""
     import torch
 

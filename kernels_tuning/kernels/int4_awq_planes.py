@@ -21,14 +21,17 @@ checked by the GPU tests and compiled for sm_90 on the CPU by tests/kernels_tuni
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
 
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.kernels._atomic import store_tile_split
 from kernels_tuning.kernels._common import grouped_pid, k_tile_range
-from kernels_tuning.space import KernelConfig
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _asm(op: str, magic: str) -> str:
@@ -66,7 +69,7 @@ def uses_planes(cfg: KernelConfig, packing: str) -> bool:
     )
 
 
-def available(act_dtype: Any, device: Any) -> bool:
+def available(act_dtype: torch.dtype, device: torch.device | str) -> bool:
     """Whether this path can run: `sub/mul.rn.bf16x2` need sm_90 (Hopper), the f16x2 forms
     sm_53; the interpreter runs the Triton stand-in (fp16 only). Elsewhere the main kernel
     serves the same configs."""
@@ -229,13 +232,13 @@ def _awq_planes_kernel(
 
 
 def launch(
-    a2: Any,
-    qweight: Any,
-    qzeros: Any,
-    scales: Any,
-    c: Any,
-    ws: Any,
-    locks: Any,
+    a2: torch.Tensor,
+    qweight: torch.Tensor,
+    qzeros: torch.Tensor,
+    scales: torch.Tensor,
+    c: torch.Tensor,
+    ws: torch.Tensor,
+    locks: torch.Tensor,
     cfg: KernelConfig,
     group_size: int,
 ) -> None:
@@ -283,7 +286,7 @@ def launch(
     )
 
 
-def warmup(cfg: KernelConfig, act_dtype: Any, n: int, k: int, group_size: int) -> None:
+def warmup(cfg: KernelConfig, act_dtype: torch.dtype, n: int, k: int, group_size: int) -> None:
     """Compile without launching; arguments mirror `launch` (the same cache key)."""
     import torch
 

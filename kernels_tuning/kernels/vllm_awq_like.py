@@ -12,12 +12,15 @@ fp16 because vLLM's AWQ path supports only fp16 activations.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import triton
 import triton.language as tl
 
 from kernels_tuning.kernels._interpret import patch_interpreter
+
+if TYPE_CHECKING:
+    import torch
 
 patch_interpreter()
 
@@ -79,16 +82,16 @@ def _awq_fp16acc_splitk_kernel(
 
 
 def awq_gemm_vllm_defaults(
-    x: Any,
-    qweight: Any,
-    scales: Any,
-    qzeros: Any,
+    x: torch.Tensor,
+    qweight: torch.Tensor,
+    scales: torch.Tensor,
+    qzeros: torch.Tensor,
     *,
     split_k: int = 8,
     block_m: int = 32,
     block_n: int = 32,
     block_k: int = 32,
-) -> Any:
+) -> torch.Tensor:
     """x [M, K] fp16 @ AWQ(qweight [K, N/8], scales [K/G, N] fp16, qzeros [K/G, N/8])."""
     import torch
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kernels_tuning.space import DIMENSIONS, KernelConfig
+from kernels_tuning.kernel_config import DIMENSIONS, KernelConfig
 
 
 class Result(Protocol):

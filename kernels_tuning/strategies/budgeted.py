@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 
-from kernels_tuning.space import DIMENSIONS, KernelConfig, dimension_values
+from kernels_tuning.kernel_config import DIMENSIONS, KernelConfig
+from kernels_tuning.space import dimension_values
 from kernels_tuning.strategies import Memo, SearchResult, neighbours
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kernels_tuning.space import KernelConfig
+from kernels_tuning.kernel_config import KernelConfig
 from kernels_tuning.strategies import Memo, SearchResult
 
 

@@ -122,7 +122,10 @@ def test_0_5_23_lines_verbatim_tp2() -> None:
 @pytest.mark.parametrize("tp_size", [1, 2])
 def test_round_trip_every_version(version: str, tp_size: int) -> None:
     minor = int(version.split(".")[2])
-    report = (C1 if minor >= 17 else C1_OLD).model_copy(update={"kv_dtype": None})
+    # The free memory before weights is printed by `Load weight begin` and read back.
+    report = (C1 if minor >= 17 else C1_OLD).model_copy(
+        update={"kv_dtype": None, "free_before_weights_gib": 30.9}
+    )
     lines = format_startup_lines(version, report, tp_size=tp_size, prefill_graph_gib=0.25)
     parsed = parse_startup("\n".join(lines) + "\n")
     expected = report.model_copy(
@@ -142,9 +145,11 @@ def test_round_trip_spec_and_simulated(version: str) -> None:
     assert parsed.simulated and parsed.mamba_spec_gib == pytest.approx(2.27)
     assert parsed.host_pool_gb == pytest.approx(12.0)
     assert parsed.kv_dtype == (None if version == "0.5.9" else "torch.bfloat16")
-    assert parsed.model_dump(exclude={"kv_dtype", "mamba_spec_gib", "host_pool_gb"}) == (
-        report.model_dump(exclude={"kv_dtype", "mamba_spec_gib", "host_pool_gb"})
-    )
+    # The report did not state it; the formatter derives it from the figures after weights.
+    assert parsed.free_before_weights_gib is not None and report.weights_gib is not None
+    assert parsed.free_before_weights_gib > report.weights_gib
+    derived = {"kv_dtype", "mamba_spec_gib", "host_pool_gb", "free_before_weights_gib"}
+    assert parsed.model_dump(exclude=derived) == report.model_dump(exclude=derived)
 
 
 def test_formats_the_version_cannot_express() -> None:

@@ -1,5 +1,5 @@
 """The engine release's own block-FP8 kernel, loaded from its real wheel and run under Triton's
-interpreter with its config lookup fed (kernels_tuning/engine_kernel.py).
+interpreter with its config lookup fed (kernels_tuning/engine_kernel.py, engine_standalone.py).
 
 Wheels come from the project's wheel cache ($AUTOTUNE_WHEEL_CACHE or ~/.cache/autotune/wheels),
 downloaded once; without a registry these tests skip."""
@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 from autotune.engines.kernel_facts import facts_for
+from autotune.engines.kernel_source import definitions_fingerprint
 from autotune.errors import ConfigError
 from kernels_tuning import engine_kernel as E
 from kernels_tuning.engine_kernel import honoured_config
+from kernels_tuning.engine_standalone import standalone_source
 from tests.wheels import engine_wheel_or_skip
 
 
@@ -130,7 +132,7 @@ def test_fingerprint_mismatch_and_unknown_helpers_are_refused() -> None:
     patched = src.replace("accumulator.to(tl.bfloat16)", "accumulator.to(tl.float16)", 1)
     assert patched != src
     with pytest.raises(ConfigError, match="differs from sglang 0.5.23"):
-        E.standalone_source(facts, patched, "patched.py")
+        standalone_source(facts, patched, "patched.py")
     # a launcher that reaches an engine helper no stand-in covers is named, not guessed
     at = src.index(f"def {facts.kernel_function}(")
     grown = src[:at] + src[at:].replace(
@@ -138,10 +140,10 @@ def test_fingerprint_mismatch_and_unknown_helpers_are_refused() -> None:
         "    new_engine_helper()\n    M, N, K, C = prepare_block_fp8_matmul_inputs(",
         1,
     )
-    fp = E.definitions_fingerprint(grown, [*facts.jit_kernels, facts.kernel_function])
+    fp = definitions_fingerprint(grown, [*facts.jit_kernels, facts.kernel_function])
     grown_facts = type(facts)(**{**facts.__dict__, "kernel_fingerprint": fp})
     with pytest.raises(ConfigError, match="new_engine_helper"):
-        E.standalone_source(grown_facts, grown, "grown.py")
+        standalone_source(grown_facts, grown, "grown.py")
 
 
 def test_honoured_config_per_release_and_arch() -> None:

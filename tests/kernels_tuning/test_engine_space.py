@@ -18,8 +18,10 @@ from kernels_tuning.engine_space import (
     m_class,
     specialization,
 )
+from kernels_tuning.kernel_config import KernelConfig
+from kernels_tuning.resources import H200_LIMITS, DeviceLimits
 from kernels_tuning.shapes import GemmShape
-from kernels_tuning.space import H200_LIMITS, DeviceLimits, KernelConfig, cdiv
+from kernels_tuning.space import cdiv
 
 A100 = DeviceLimits(164 * 1024, 108, "NVIDIA A100-SXM4-80GB", "sm_80")
 T23 = EngineTarget("sglang", "0.5.23")

@@ -14,9 +14,9 @@ if os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available():
     pytest.skip("needs CUDA (and TRITON_INTERPRET unset)", allow_module_level=True)
 
 from kernels_tuning import bench  # noqa: E402
+from kernels_tuning.kernel_config import KernelConfig as C  # noqa: E402
 from kernels_tuning.kernels import fp8_block as F  # noqa: E402
 from kernels_tuning.kernels import int4_w4a16 as W  # noqa: E402
-from kernels_tuning.space import KernelConfig as C  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -17,10 +17,10 @@ import torch  # noqa: E402
 
 from autotune.errors import ConfigError  # noqa: E402
 from kernels_tuning import bench  # noqa: E402
+from kernels_tuning.kernel_config import KernelConfig as C  # noqa: E402
 from kernels_tuning.kernels import fp8_block as F  # noqa: E402
 from kernels_tuning.kernels import int4_w4a16 as W  # noqa: E402
 from kernels_tuning.kernels.vllm_awq_like import awq_gemm_vllm_defaults  # noqa: E402
-from kernels_tuning.space import KernelConfig as C  # noqa: E402
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,10 @@ import pytest
 
 from kernels_tuning import item_search, runner
 from kernels_tuning import output as O
+from kernels_tuning.kernel_config import SGLANG_DEFAULT_FP8, KernelConfig
+from kernels_tuning.resources import H200_LIMITS
 from kernels_tuning.shapes import GemmShape
-from kernels_tuning.space import H200_LIMITS, SGLANG_DEFAULT_FP8, KernelConfig, cdiv
+from kernels_tuning.space import cdiv
 
 SHAPES = [GemmShape(5120, 6144, ("o_proj",)), GemmShape(14336, 5120, ("qkv_proj",))]
 PROV = {"gpu_name": "NVIDIA H200", "sm_count": 132, "triton": "3.6.0"}

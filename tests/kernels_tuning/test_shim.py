@@ -9,7 +9,7 @@ import pytest
 
 from kernels_tuning import output as O
 from kernels_tuning import shim
-from kernels_tuning.space import DEFAULT_INT4, SGLANG_DEFAULT_FP8, KernelConfig
+from kernels_tuning.kernel_config import DEFAULT_INT4, SGLANG_DEFAULT_FP8, KernelConfig
 
 
 def _write(d: Path, rel: str, table: dict[int, dict[str, int]]) -> Path:

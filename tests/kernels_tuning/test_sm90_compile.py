@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from kernels_tuning.space import KernelConfig as C
-from kernels_tuning.space import smem_bytes
+from kernels_tuning.kernel_config import KernelConfig as C
+from kernels_tuning.resources import smem_bytes
 
 N, K = 5120, 6144
 
@@ -81,7 +81,7 @@ def _fp8(cfg: C) -> Any:
 
 
 def _int4(cfg: C, awq: bool) -> Any:
-    from kernels_tuning.kernels.int4_w4a16 import _w4a16_kernel
+    from kernels_tuning.kernels.int4_w4a16_jit import _w4a16_kernel
 
     vals = dict(
         A="*bf16", QW="*i32", QZ="*i32", S="*bf16", C="*bf16", WS="*fp32", LOCKS="*i32",

@@ -10,7 +10,9 @@ from types import ModuleType
 
 import pytest
 
-from kernels_tuning.space import H200_LIMITS, KernelConfig, legality, waste
+from kernels_tuning.kernel_config import KernelConfig
+from kernels_tuning.resources import H200_LIMITS
+from kernels_tuning.space import legality, waste
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "kernels_small_m.py"
 

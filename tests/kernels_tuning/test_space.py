@@ -5,18 +5,14 @@ from __future__ import annotations
 import pytest
 
 from autotune.errors import ConfigError
+from kernels_tuning.kernel_config import SGLANG_DEFAULT_FP8, SPLIT_K_VALUES, KernelConfig
+from kernels_tuning.resources import H200_LIMITS, DeviceLimits, smem_bytes
 from kernels_tuning.space import (
-    H200_LIMITS,
-    SGLANG_DEFAULT_FP8,
-    SPLIT_K_VALUES,
     SWAP_BLOCK_M,
-    DeviceLimits,
-    KernelConfig,
     build_space,
     candidate_grid,
     compile_set,
     legality,
-    smem_bytes,
     waste,
 )
 

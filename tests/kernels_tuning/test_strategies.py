@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernels_tuning.space import H200_LIMITS, KernelConfig, build_space, cdiv
+from kernels_tuning.kernel_config import KernelConfig
+from kernels_tuning.resources import H200_LIMITS
+from kernels_tuning.space import build_space, cdiv
 from kernels_tuning.strategies import Memo, budgeted, exhaustive
 
 

@@ -10,7 +10,8 @@ from autotune.hardware import get_gpu
 from autotune.models import load_card
 from autotune.planner import plan_sglang
 from autotune.planner.perf import PerfModel
-from autotune.sim.scheduler import Scheduler, SimRequest
+from autotune.sim.records import SimRequest
+from autotune.sim.scheduler import Scheduler
 
 AWQ = "qwen3.8-27b-awq-int4"
 G4080 = "rtx-4080-super-32g"

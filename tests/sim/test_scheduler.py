@@ -6,7 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotune.sim.scheduler import RequestTooLong, SimRequest, _chain_p
+from autotune.sim.records import RequestTooLong, SimRequest
+from autotune.sim.scheduler import Scheduler
+from autotune.sim.speculation import chain_p
 from tests.sim.conftest import K1, ids, make_sched, run
 
 
@@ -101,6 +103,20 @@ def test_page_granularity_floors_the_match() -> None:
     assert other.cached == 640
 
 
+def _three_sessions_then_continue_the_first(s: Scheduler) -> tuple[SimRequest, SimRequest]:
+    """Three distinct 16K sessions one after the other, then a continuation of the first (its
+    prompt + answer + new text); returns (first session, continuation)."""
+    pa, pb = ids(16384, 10), ids(16384, 11)
+    a = req("a", pa, 16)
+    run(s, [a])
+    run(s, [req("b", pb, 16)])
+    run(s, [req("c", ids(16384, 14), 16)])
+    assert a.output_ids is not None
+    cont = req("a2", np.concatenate([pa, a.output_ids[:16], ids(200, 12)]), 16)
+    run(s, [cont])
+    return a, cont
+
+
 def test_hicache_host_restore_at_least_5x_faster_than_cold() -> None:
     """C3: L1 shrunk to 32K tokens; three distinct 16K sessions push the first to host; its
     continuation restores from host over PCIe instead of recomputing."""
@@ -112,15 +128,7 @@ def test_hicache_host_restore_at_least_5x_faster_than_cold() -> None:
         "max_total_tokens": 32768,
         "chunked_prefill_size": 2048,
     }
-    s = make_sched(cfg)
-    pa, pb = ids(16384, 10), ids(16384, 11)
-    a = req("a", pa, 16)
-    run(s, [a])
-    run(s, [req("b", pb, 16)])
-    run(s, [req("c", ids(16384, 14), 16)])
-    assert a.output_ids is not None
-    cont = req("a2", np.concatenate([pa, a.output_ids[:16], ids(200, 12)]), 16)
-    run(s, [cont])
+    a, cont = _three_sessions_then_continue_the_first(make_sched(cfg))
     assert cont.cached == 16384 + 15
     assert cont.cached_host == cont.cached, "the first session comes back from the host pool"
     cold = a.first_token_at - a.arrival  # type: ignore[operator]
@@ -128,13 +136,7 @@ def test_hicache_host_restore_at_least_5x_faster_than_cold() -> None:
     assert cold / warm >= 5.0
     # without HiCache the same continuation is a cold prefill
     s2 = make_sched({k: v for k, v in cfg.items() if not k.startswith(("enable_hier", "hicache"))})
-    a_ = req("a", pa, 16)
-    run(s2, [a_])
-    run(s2, [req("b", pb, 16)])
-    run(s2, [req("c", ids(16384, 14), 16)])
-    assert a_.output_ids is not None
-    cont2 = req("a2", np.concatenate([pa, a_.output_ids[:16], ids(200, 12)]), 16)
-    run(s2, [cont2])
+    _, cont2 = _three_sessions_then_continue_the_first(s2)
     assert cont2.cached == 0
 
 
@@ -166,7 +168,7 @@ def test_ngram_accept_length_ordered_extraction_code_prose() -> None:
 
 def test_chain_acceptance_matches_the_mean() -> None:
     for mean, d in ((1.5, 6), (3.0, 4), (1.0, 3)):
-        p = _chain_p(mean, d)
+        p = chain_p(mean, d)
         assert 1 + sum(p**i for i in range(1, d + 1)) == pytest.approx(mean, abs=1e-6)
 
 

@@ -25,7 +25,7 @@ from autotune.planner.vllm import plan_vllm
 from autotune.process import free_port
 from autotune.sim import SIM_ENGINES, sim_launcher
 from autotune.sim.args import parse_args
-from autotune.sim.vllm_server import TS, failure_lines, launch_report
+from autotune.sim.vllm_startup import TS, failure_lines, launch_report
 
 FP8, H100 = "qwen3.8-27b-fp8", "h100-80g"
 VERSIONS = ("0.17.0", "0.33.0")  # CUDA graphs outside the budget / profiled into it

@@ -22,26 +22,18 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from autotune.engines._flags import (
     CatalogFlag,
+    FlagTable,
     by_canonical_field,
-    canonical_name,
     check_choices,
-    claim_dest,
-    emission_order,
-    flag_at,
-    flags_at,
-    kind_cell,
+    emit_fields,
     mechanical_flag,
-    merge_ranges,
-    ranges_having,
     read_catalog,
-    spec_at,
     switch_tokens,
 )
-from autotune.errors import ConfigError, UnsupportedFlagError
+from autotune.errors import ConfigError
 from autotune.versions import release3, try_version
 
 MINOR_FIRST, MINOR_LAST = 9, 23
@@ -49,8 +41,6 @@ SUPPORTED_VERSIONS: tuple[str, ...] = tuple(f"0.5.{n}" for n in range(MINOR_FIRS
 
 # SGLang's human_readable_int (sglang/srt/utils/common.py): SI with decimals, IEC integers.
 _SIZE_RE = re.compile(r"\d+|\d+(?:\.\d+)?[kMGT]|\d+(?:Ki|Mi|Gi|Ti)")
-
-Range = tuple[int, int]
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
@@ -83,11 +73,6 @@ def _minor(version: str) -> int:
     return parse_version(version)[2]
 
 
-def _ranges_text(ranges: list[Range]) -> str:
-    parts = [f"0.5.{a}" if a == b else f"0.5.{a}-0.5.{b}" for a, b in merge_ranges(ranges)]
-    return ", ".join(parts) if parts else "none"
-
-
 # ---------------------------------------------------------------------------------------------
 # The generated argparse catalog
 
@@ -100,43 +85,27 @@ class FlagSpec(CatalogFlag):
     choices: tuple[str, ...]
 
 
-def _row_spec(cells: list[str]) -> FlagSpec:
-    """`flag|first-last|kind|dest|type|choices` (minors 9..23)."""
-    flag, span, kind, dest, typ, choices = cells
-    first, last = (int(x) for x in span.split("-"))
-    kind_, deprecated = kind_cell(kind)
-    return FlagSpec(
-        flag=flag,
-        first=first,
-        last=last,
-        kind=kind_,
-        deprecated=deprecated,
-        dest=dest,
-        type=typ,
-        choices=tuple(choices.split()),
-    )
+def _row_spec(common: CatalogFlag, cells: list[str]) -> FlagSpec:
+    """A catalog row (minors 9..23): the common cells, then `type|choices`."""
+    typ, choices = cells
+    return FlagSpec(**vars(common), type=typ, choices=tuple(choices.split()))
 
 
 @functools.cache
 def _catalog() -> dict[str, tuple[FlagSpec, ...]]:
     from autotune.engines.sglang._catalog import CATALOG
 
-    return read_catalog(CATALOG, _row_spec)
+    return read_catalog(CATALOG, _row_spec, int)
 
 
 def flag_spec(flag: str, version: str) -> FlagSpec | None:
     """How `flag` behaves in `version`, or None when that version's parser lacks it."""
-    minor = _minor(version)
-    return _spec_at(flag, minor)
-
-
-def _spec_at(flag: str, minor: int) -> FlagSpec | None:
-    return spec_at(_catalog().get(flag, ()), minor)
+    return TABLE.spec(flag, _minor(version))
 
 
 def flag_names(version: str) -> set[str]:
     """Every long flag SGLang `version` accepts (deprecated aliases included)."""
-    return flags_at(_catalog(), _minor(version))
+    return TABLE.names(_minor(version))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,14 +226,21 @@ ALIASES: dict[str, str] = {a: name for name, f in FIELDS.items() for a in f.alia
 # Set through build_command's own arguments, never through the config.
 RESERVED: dict[str, str] = {"model_path": "model", "host": "host", "port": "port"}
 
+TABLE: FlagTable[FlagSpec] = FlagTable(
+    engine="SGLang",
+    releases="versions",
+    release_name="0.5.{}".format,
+    load=_catalog,
+    fields=FIELDS,
+    aliases=ALIASES,
+    reserved=RESERVED,
+    what="SGLang config field",
+)
 
-@functools.cache
+
 def known_fields() -> tuple[str, ...]:
     """Every config field name accepted for some supported version."""
-    names = set(FIELDS) | set(ALIASES)
-    for flag in _catalog():
-        names.add(flag[2:].replace("-", "_"))
-    return tuple(sorted(names - set(RESERVED)))
+    return TABLE.known
 
 
 def canonical_field(name: str) -> str:
@@ -273,15 +249,7 @@ def canonical_field(name: str) -> str:
     Raises:
         UnknownNameError: no SGLang version has the field, with close matches.
     """
-    return canonical_name(
-        name,
-        fields=FIELDS,
-        aliases=ALIASES,
-        reserved=RESERVED,
-        catalog=_catalog(),
-        what="SGLang config field",
-        known=known_fields,
-    )
+    return TABLE.canonical(name)
 
 
 def _field(name: str) -> Field:
@@ -305,15 +273,7 @@ def field_flag(name: str, version: str) -> str:
 
 def _resolve_flag(name: str, canonical: str, field: Field, minor: int) -> tuple[str, FlagSpec]:
     candidates = field.flags or ((MINOR_FIRST, MINOR_LAST, mechanical_flag(canonical)),)
-    found = flag_at(candidates, _catalog(), minor)
-    if found is not None:
-        return found
-    have = ranges_having(candidates, _catalog())
-    shown = name if name == canonical else f"{name} (= {canonical})"
-    raise UnsupportedFlagError(
-        f"config field {shown!r} is not supported by SGLang 0.5.{minor}; "
-        f"versions that have it: {_ranges_text(have)}"
-    )
+    return TABLE.resolve(name, canonical, candidates, minor)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,7 +287,7 @@ def _choices(field: Field, spec: FlagSpec, minor: int) -> tuple[str, ...]:
     return spec.choices
 
 
-def _check_scalar(name: str, spec: FlagSpec, value: Any) -> str:
+def _check_scalar(name: str, spec: FlagSpec, value: object) -> str:
     ok: bool
     if spec.type == "int":
         ok = isinstance(value, int) and not isinstance(value, bool)
@@ -348,7 +308,7 @@ def _check_scalar(name: str, spec: FlagSpec, value: Any) -> str:
     return str(value)
 
 
-def _render(name: str, field: Field, spec: FlagSpec, value: Any, minor: int) -> list[str]:
+def _render(name: str, field: Field, spec: FlagSpec, value: object, minor: int) -> list[str]:
     flag = spec.flag
     if spec.kind in ("b", "n"):
         return switch_tokens(name, flag, spec.kind == "n", value)
@@ -367,13 +327,10 @@ def _render(name: str, field: Field, spec: FlagSpec, value: Any, minor: int) -> 
     return [flag, *rendered]
 
 
-def _render_env(name: str, field: Field, value: Any, minor: int) -> str:
+def _render_env(name: str, field: Field, value: object, minor: int) -> str:
     assert field.env is not None
     if minor < field.env_since:
-        raise UnsupportedFlagError(
-            f"config field {name!r} ({field.env}) is not supported by SGLang 0.5.{minor}; "
-            f"versions that have it: {_ranges_text([(field.env_since, MINOR_LAST)])}"
-        )
+        raise TABLE.unsupported(f"{name!r} ({field.env})", minor, [(field.env_since, MINOR_LAST)])
     if field.env.endswith("_DIR"):
         if not isinstance(value, str) or not value:
             raise ConfigError(f"expects a directory path, got {value!r}", field=name)
@@ -388,7 +345,7 @@ def _render_env(name: str, field: Field, value: Any, minor: int) -> str:
     )
 
 
-def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dict[str, str]]:
+def build_flags(config: Mapping[str, object], version: str) -> tuple[list[str], dict[str, str]]:
     """Config -> (flag tokens in a stable order, environment variables) for `version`.
 
     Order: the FIELDS table order, then other fields alphabetically. `None` emits nothing;
@@ -402,26 +359,31 @@ def build_flags(config: Mapping[str, Any], version: str) -> tuple[list[str], dic
     by_canonical = by_canonical_field(config, RESERVED, canonical_field)
     if by_canonical.get("enable_metrics", ("", None))[1] is None:
         by_canonical["enable_metrics"] = ("enable_metrics", True)
+    return emit_fields(by_canonical, FIELDS, _Emitter(minor, config))
 
-    argv: list[str] = []
-    env: dict[str, str] = {}
-    dests: dict[str, str] = {}
-    for canonical in emission_order(by_canonical, FIELDS):
-        key, value = by_canonical[canonical]
-        if value is None:
-            continue
+
+@dataclass(frozen=True)
+class _Emitter:
+    """SGLang 0.5.`minor`'s env variables and argv for the fields of `config`."""
+
+    minor: int
+    config: Mapping[str, object]
+
+    def env(self, key: str, canonical: str, value: object) -> tuple[str, str] | None:
         field = _field(canonical)
-        _check_requires(key, field, config)
-        if field.env is not None:
-            env[field.env] = _render_env(key, field, value, minor)
-            continue
-        _flag, spec = _resolve_flag(key, canonical, field, minor)
-        claim_dest(dests, spec.dest, key)
-        argv += _render(key, field, spec, value, minor)
-    return argv, env
+        _check_requires(key, field, self.config)
+        if field.env is None:
+            return None
+        return field.env, _render_env(key, field, value, self.minor)
+
+    def flag(self, key: str, canonical: str) -> FlagSpec:
+        return _resolve_flag(key, canonical, _field(canonical), self.minor)[1]
+
+    def tokens(self, key: str, canonical: str, spec: FlagSpec, value: object) -> list[str]:
+        return _render(key, _field(canonical), spec, value, self.minor)
 
 
-def _check_requires(key: str, field: Field, config: Mapping[str, Any]) -> None:
+def _check_requires(key: str, field: Field, config: Mapping[str, object]) -> None:
     """A field that means something only beside another field's value (the file backend's).
 
     Raises:

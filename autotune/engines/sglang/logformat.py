@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.engines._logformat import failure_text, oom_from_values, required, traceback_lines
+
 # format_size and torch_oom_message stay importable from here (the package's public names).
 from autotune.engines._logformat import format_size as format_size
-from autotune.engines._logformat import oom_from_values, required
 from autotune.engines._logformat import torch_oom_message as torch_oom_message
 from autotune.engines.base import LaunchReport
 from autotune.engines.sglang.flags import parse_version
@@ -86,7 +87,7 @@ class _Memory:
         )
         graph = report.graph_gib or 0.0
         avail_end = report.available_gpu_mem_gib or 0.0
-        pre = free_before_gib
+        pre = free_before_gib if free_before_gib is not None else report.free_before_weights_gib
         if pre is None:
             pre = avail_end + graph + kv_total + mamba_total + (report.weights_gib or 0.0)
         return cls(pre, pre - (report.weights_gib or 0.0), avail_end + graph, avail_end)
@@ -311,20 +312,17 @@ FAILURE_KINDS = (
 )
 
 
+_SCHEDULER_PY = "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py"
+
+
 def _traceback(frame: str, exception: str) -> list[str]:
-    return [
-        "Traceback (most recent call last):",
-        '  File "/usr/local/lib/python3.11/dist-packages/sglang/srt/managers/scheduler.py",'
-        " line 3130, in run_scheduler_process",
-        f"    {frame}",
-        *exception.rstrip("\n").split("\n"),
-    ]
+    return traceback_lines([(_SCHEDULER_PY, 3130, "run_scheduler_process", frame)], exception)
 
 
 _INIT_FRAME = "scheduler = Scheduler(server_args, port_args)"
 
 
-def _kv_cache_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _kv_cache_oom(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     mfs = required(values, "mem_fraction_static", kind)
     tail = (
         f"Current value: self.server_args.mem_fraction_static={mfs}"
@@ -335,7 +333,9 @@ def _kv_cache_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str
     return _INIT_FRAME, exc
 
 
-def _weights_leave_no_memory(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _weights_leave_no_memory(
+    minor: int, values: Mapping[str, object], kind: str
+) -> tuple[str, str]:
     mfs = required(values, "mem_fraction_static", kind)
     avail, pre = required(values, "available_gib", kind), required(values, "pre_gib", kind)
     minimum = 1 - avail / pre
@@ -349,7 +349,7 @@ def _weights_leave_no_memory(minor: int, values: Mapping[str, Any], kind: str) -
     return _INIT_FRAME, exc
 
 
-def _mamba_cache_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _mamba_cache_oom(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     exc = (
         "RuntimeError: Not enough GPU memory for hybrid (mamba/linear-attention) state cache. "
         f"Computed max_mamba_cache_size={required(values, 'max_mamba_cache_size', kind)} "
@@ -361,7 +361,7 @@ def _mamba_cache_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[
     return _INIT_FRAME, exc
 
 
-def _mamba_too_small(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _mamba_too_small(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     exc = (
         "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve "
         f"any requests. max_mamba_cache_size={required(values, 'max_mamba_cache_size', kind)}, "
@@ -373,22 +373,22 @@ def _mamba_too_small(minor: int, values: Mapping[str, Any], kind: str) -> tuple[
     return _INIT_FRAME, exc
 
 
-def _mamba_alloc(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _mamba_alloc(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     # Runtime (after ready): the scheduler's event loop dies on the assertion (P7).
     return "scheduler.event_loop_overlap()", "AssertionError: Can not alloc mamba cache"
 
 
-def _cuda_oom(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _cuda_oom(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     return _INIT_FRAME, f"torch.OutOfMemoryError: {oom_from_values(values, kind)}"
 
 
-def _graph_capture(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _graph_capture(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     oom = oom_from_values(values, kind)
     msg = _CAPTURE_FAILED_MSG if minor >= _GRAPH_ROLE_FROM else _CAPTURE_FAILED_MSG_OLD
     return _INIT_FRAME, f"Exception: Capture cuda graph failed: {oom}\n{msg}"
 
 
-def _host_memory(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str, str]:
+def _host_memory(minor: int, values: Mapping[str, object], kind: str) -> tuple[str, str]:
     exc = (
         "ValueError: Not enough host memory available. Requesting "
         f"{required(values, 'requested_gb', kind):.2f} GB but only have "
@@ -399,7 +399,7 @@ def _host_memory(minor: int, values: Mapping[str, Any], kind: str) -> tuple[str,
 
 
 # kind -> (the scheduler frame that raised, the exception text) for the version's minor
-_EXCEPTIONS: dict[str, Callable[[int, Mapping[str, Any], str], tuple[str, str]]] = {
+_EXCEPTIONS: dict[str, Callable[[int, Mapping[str, object], str], tuple[str, str]]] = {
     "kv_cache_oom": _kv_cache_oom,
     "weights_leave_no_memory": _weights_leave_no_memory,
     "mamba_cache_oom": _mamba_cache_oom,
@@ -440,9 +440,7 @@ def format_failure(
     kind = _kind_in(kind, minor)
     if kind == "scheduler_dead":
         return _scheduler_dead(minor, timestamp, required(values, "exit_code", kind))
-    if kind not in _EXCEPTIONS:
-        raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(FAILURE_KINDS)}")
-    frame, exc = _EXCEPTIONS[kind](minor, values, kind)
+    frame, exc = failure_text(_EXCEPTIONS, kind, FAILURE_KINDS)(minor, values, kind)
     tb = _traceback(frame, exc)
     rank: int | None = 0 if tp_size > 1 else None
     return [

@@ -7,6 +7,13 @@ f-strings were checked against every wheel 0.5.9 .. 0.5.23:
   0.5.13; MLA prints `KV size:`; 0.5.18+ may say `VA upper bound` instead of `is allocated`);
 - `Capture cuda graph end. Time elapsed: ... mem usage=X GB.` (<= 0.5.13) and
   `Capture target decode CUDA graph end. [bs=[..], ]elapsed=..., mem usage=X GB, ...` (0.5.14+).
+Older releases, as public logs show them (checked against the 0.3.0 .. 0.5.8 wheels):
+- `Load weight end. type=..., dtype=..., avail mem=X GB` without `mem usage` (<= 0.4.3.post2):
+  the weights are `Load weight begin`'s free memory minus this line's;
+- `KV Cache is allocated. K size: K GB, V size: V GB.` without `#tokens` (0.4.1.post6 ..
+  0.4.3.post2), and no KV line at all before that (the summary line gives the pool);
+- the summary line without `chunked_prefill_size=` (< 0.4.2) and `available_gpu_mem=` (< 0.4.7);
+- `Mamba Cache is allocated. conv_state size: ...` without `max_mamba_cache_size` (0.5.2).
 All "GB" on device-side lines are GiB (free bytes / 2**30); host pools use decimal GB.
 Per-rank lines are read from rank 0 only (each TP rank repeats them with its own prefix).
 """
@@ -17,28 +24,41 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from autotune.engines._logs import Figures, Reader, StartupFormat, add_to, add_up
+from autotune.engines._logs import (
+    Figures,
+    Reader,
+    StartupFormat,
+    add_to,
+    add_up,
+    keep_first,
+    strip_outer,
+)
 from autotune.engines.base import LaunchReport
 
 READY_TEXT = "The server is fired up and ready to roll!"
 # Printed first by the simulated engine (autotune sim) so reports never mistake it for a GPU run.
 SIMULATED_MARKER = "autotune simulated SGLang engine: figures come from a model, not a GPU."
 
-# `[%(asctime)s{.msecs}{ DPn PPn ATTN_CPn MOE_DPn TPn EPn}] message` (configure_logger).
+# `[%(asctime)s{.msecs}{ DPn PPn ATTN_CPn MOE_DPn TPn EPn}] message` (configure_logger); the
+# 0.3 releases print the time only (`[22:30:32 TP0] ...`).
 PREFIX_RE = re.compile(
-    r"^\[(?P<ts>\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?)(?P<ranks>(?: [A-Z_]+\d+)*)\] "
+    r"^\[(?P<ts>(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d{3})?)(?P<ranks>(?: [A-Z_]+\d+)*)\] "
 )
 _RANK_RE = re.compile(r" ([A-Z_]+?)(\d+)")
 
 _WEIGHTS_RE = re.compile(r"Load weight end\. .*?mem usage=(?P<gib>\d+(?:\.\d+)?) GB")
+_WEIGHTS_OLD_RE = re.compile(
+    r"Load weight end\. (?!.*mem usage).*avail mem=(?P<gib>\d+(?:\.\d+)?) GB"
+)
+_BEGIN_RE = re.compile(r"Load weight begin\. avail mem=(?P<gib>\d+(?:\.\d+)?) GB")
 _KV_RE = re.compile(
     r"^(?:(?P<label>.+?) )?KV Cache (?:is allocated|VA upper bound)\. "
-    r"(?:dtype: (?P<dtype>\S+), )?#tokens: (?P<tokens>\d+), "
+    r"(?:dtype: (?P<dtype>\S+), )?(?:#tokens: (?P<tokens>\d+), )?"
     r"(?:K size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB"
     r"|KV size: (?P<kv>\d+(?:\.\d+)?) GB)"
 )
 _MAMBA_RE = re.compile(
-    r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<n>\d+), "
+    r"Mamba Cache is allocated\. (?:max_mamba_cache_size: (?P<n>\d+), )?"
     r"conv_state size: (?P<conv>\d+(?:\.\d+)?)GB, ssm_state size: (?P<ssm>\d+(?:\.\d+)?)GB"
     r"(?: intermediate_ssm_state_cache size: (?P<ispec>\d+(?:\.\d+)?)GB"
     r" intermediate_conv_window_cache size: (?P<iconv>\d+(?:\.\d+)?)GB)?"
@@ -47,10 +67,12 @@ _GRAPH_RE = re.compile(
     r"^Capture (?:.+ )?(?:cuda|CUDA) graph end\. .*?mem usage=(?P<gib>\d+(?:\.\d+)?) GB"
 )
 _SUMMARY_RE = re.compile(
-    r"max_total_num_tokens=(?P<tokens>\d+), chunked_prefill_size=(?P<cps>-?\d+|None), "
+    r"max_total_num_tokens=(?P<tokens>\d+), (?:chunked_prefill_size=(?P<cps>-?\d+|None), )?"
     r"max_prefill_tokens=(?P<mpt>\d+), max_running_requests=(?P<mrr>\d+), "
-    r"context_len=(?P<ctx>\d+), available_(?:gpu|cpu)_mem=(?P<avail>-?\d+(?:\.\d+)?) GB"
+    r"context_len=(?P<ctx>\d+)(?:, available_(?:gpu|cpu)_mem=(?P<avail>-?\d+(?:\.\d+)?) GB)?"
 )
+# bench_one_batch / bench_latency print the pool alone.
+_BENCH_TOKENS_RE = re.compile(r"^max_total_num_tokens=(?P<tokens>\d+)\s*$")
 _HOST_KV_OLD_RE = re.compile(
     r"^Allocating (?P<gb>\d+(?:\.\d+)?) GB host memory for hierarchical KV cache\."
 )
@@ -94,22 +116,24 @@ def is_ready_line(line: str) -> bool:
 
 def _rank0_messages(log_text: str) -> Iterator[str]:
     for raw in log_text.splitlines():
-        ranks, msg = split_prefix(raw.rstrip("\r"))
+        ranks, msg = split_prefix(strip_outer(raw.rstrip("\r")))
         if not any(ranks.values()):  # else another rank's copy of a per-rank line
             yield msg
 
 
 def _kv_pool(values: Figures, m: re.Match[str]) -> None:
-    if m["label"] is None and "kv_pool_tokens" not in values:
-        values["kv_pool_tokens"] = int(m["tokens"])
+    if m["label"] is None and "kv_k_gib" not in values:
+        if m["tokens"] is not None:
+            values["kv_pool_tokens"] = int(m["tokens"])
         values["kv_dtype"] = m["dtype"]
         values["kv_k_gib"] = float(m["k"] if m["k"] is not None else m["kv"])
         values["kv_v_gib"] = float(m["v"]) if m["v"] is not None else None
 
 
 def _mamba_pool(values: Figures, m: re.Match[str]) -> None:
-    if "mamba_slots" not in values:
-        values["mamba_slots"] = int(m["n"])
+    if "mamba_conv_gib" not in values:
+        if m["n"] is not None:
+            values["mamba_slots"] = int(m["n"])
         values["mamba_conv_gib"] = float(m["conv"])
         values["mamba_ssm_gib"] = float(m["ssm"])
         if m["ispec"] is not None:
@@ -118,11 +142,16 @@ def _mamba_pool(values: Figures, m: re.Match[str]) -> None:
 
 def _summary(values: Figures, m: re.Match[str]) -> None:
     values["max_total_num_tokens"] = int(m["tokens"])
-    values["chunked_prefill_size"] = None if m["cps"] == "None" else int(m["cps"])
+    values["chunked_prefill_size"] = None if m["cps"] in (None, "None") else int(m["cps"])
     values["max_prefill_tokens"] = int(m["mpt"])
     values["max_running_requests"] = int(m["mrr"])
     values["context_len"] = int(m["ctx"])
-    values["available_gpu_mem_gib"] = float(m["avail"])
+    values["available_gpu_mem_gib"] = None if m["avail"] is None else float(m["avail"])
+
+
+def _weights_end_old(values: Figures, m: re.Match[str]) -> None:
+    """Before `mem usage` was logged: the free memory after weights, for parse_startup."""
+    values.setdefault("_free_after_weights", float(m["gib"]))
 
 
 def _host_kv_pool(values: Figures, m: re.Match[str]) -> None:
@@ -133,10 +162,13 @@ def _host_kv_pool(values: Figures, m: re.Match[str]) -> None:
 # In order; a line is read by the first that matches.
 _READERS: tuple[Reader, ...] = (
     ((_WEIGHTS_RE,), add_up("weights_gib", "gib")),
+    ((_WEIGHTS_OLD_RE,), _weights_end_old),
+    ((_BEGIN_RE,), keep_first(free_before_weights_gib=("gib", float))),
     ((_KV_RE,), _kv_pool),
     ((_MAMBA_RE,), _mamba_pool),
     ((_GRAPH_RE,), add_up("graph_gib", "gib")),
     ((_SUMMARY_RE,), _summary),
+    ((_BENCH_TOKENS_RE,), keep_first(max_total_num_tokens=("tokens", int))),
     ((_HOST_KV_RE,), _host_kv_pool),
     ((_HOST_KV_OLD_RE, _HOST_MAMBA_RE), add_up("host_pool_gb", "gb")),
 )
@@ -155,6 +187,10 @@ def parse_startup(log_text: str) -> LaunchReport:
     """
     scan = _FORMAT.scan(_rank0_messages(log_text))
     sums = {key: _round(scan.values.pop(key, None)) for key in _SUMS}
+    after = scan.values.pop("_free_after_weights", None)
+    before = scan.values.get("free_before_weights_gib")
+    if sums["weights_gib"] is None and isinstance(after, float) and isinstance(before, float):
+        sums["weights_gib"] = round(before - after, 2)
     return LaunchReport(
         **sums,
         ready=scan.ready,

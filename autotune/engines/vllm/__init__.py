@@ -2,14 +2,15 @@
 metrics.
 
 Pure functions and data; `autotune.process` runs the processes. See flags.py for the version
-table (_catalog.py, generated from the PyPI wheels by regen.py) and logs.py / logformat.py for
-the log formats.
+table (_catalog.py, generated from the PyPI wheels by tests/engines/regen_vllm_catalog.py; read
+by releases.py) and logs.py / logformat.py / failure_lines.py for the log formats.
 """
 
 from __future__ import annotations
 
 from autotune.engines.vllm.adapter import VLLMAdapter
 from autotune.engines.vllm.command import API_SERVER_LAUNCHER, DEFAULT_LAUNCHER, build_command
+from autotune.engines.vllm.failure_lines import FAILURE_KINDS, format_failure
 from autotune.engines.vllm.failures import classify_failure
 from autotune.engines.vllm.flags import (
     FIELDS,
@@ -25,7 +26,7 @@ from autotune.engines.vllm.flags import (
     speculative_methods,
     supported_versions,
 )
-from autotune.engines.vllm.logformat import FAILURE_KINDS, format_failure, format_startup_lines
+from autotune.engines.vllm.logformat import format_startup_lines
 from autotune.engines.vllm.logs import (
     READY_TEXT,
     SIMULATED_MARKER,

@@ -1,12 +1,12 @@
-"""Render vLLM's startup and failure log lines for a given release.
+"""Render vLLM's startup log lines for a given release (the failure lines: failure_lines.py).
 
-The simulated engine prints these so that `parse_startup` and `classify_failure` read it exactly
-as they read real vLLM. Every format string is vLLM's own (see logs.py for where each lives),
-with the release where it changed:
+The simulated engine prints these so that `parse_startup` reads it exactly as it reads real
+vLLM. Every format string is vLLM's own (see logs.py for where each lives), with the release
+where it changed:
 
-- process prefixes: `(EngineCore_0 pid=N)` up to 0.10.1.1, `(EngineCore_DP0 pid=N)` after;
-  TP workers `(VllmWorker rank=R ...)` 0.10.0, `(VllmWorker TPR ...)` 0.10.1.x,
-  `(Worker_TPR ...)` from 0.10.2; the API server `(APIServer pid=N)` from 0.10.1.
+- process prefixes (printer.py): `(EngineCore_0 pid=N)` up to 0.10.1.1, `(EngineCore_DP0 pid=N)`
+  after; TP workers `(Worker_TPR ...)` from 0.10.2; the API server `(APIServer pid=N)` from
+  0.10.1.
 - `Model loading took %.4f GiB and` (<= 0.11.0), `%.4f GiB memory and` (0.11.1 .. 0.13.0),
   `%s GiB memory and` with format_gib (0.14.0+); `Available KV cache memory: %.2f` / `%s GiB`.
 - KV capacity: two lines up to 0.27.1, one line 0.28 .. 0.29, `GPU KV cache size` with the device
@@ -21,55 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from autotune.engines._logformat import oom_from_values, required
-from autotune.engines.vllm.flags import at_least, parse_version
 from autotune.engines.vllm.logs import READY_TEXT, SIMULATED_MARKER, VLLMLaunchReport
+from autotune.engines.vllm.printer import API, DEFAULT_TIMESTAMP, Printer, format_gib, gib_text
+from autotune.engines.vllm.releases import at_least, parse_version
 from autotune.errors import ConfigError
-
-DEFAULT_TIMESTAMP = "03-01 12:00:00"
-GIB = 2**30
-
-
-def format_gib(gib: float) -> str:
-    """vLLM's format_gib: `f"{round(b / GiB_bytes, 2)}"` (so 16.80 prints as 16.8)."""
-    return f"{round(gib, 2)}"
-
-
-class _Printer:
-    """Prefixes lines the way each process of a vLLM release does."""
-
-    def __init__(self, version: str, timestamp: str, pid: int) -> None:
-        self.version, self.ts, self.pid = version, timestamp, pid
-
-    def core_name(self) -> str:
-        return "EngineCore_DP0" if at_least(self.version, "0.10.2") else "EngineCore_0"
-
-    def worker_name(self, rank: int, tp: int) -> str:
-        if tp <= 1:
-            return self.core_name()  # single GPU: the worker runs inside the engine core
-        if not at_least(self.version, "0.10.1"):
-            return f"VllmWorker rank={rank}"
-        if not at_least(self.version, "0.10.2"):
-            return f"VllmWorker TP{rank}"
-        return f"Worker_TP{rank}"
-
-    def line(self, proc: str | None, src: str, msg: str, level: str = "INFO") -> str:
-        if proc == "APIServer" and not at_least(self.version, "0.10.1"):
-            proc = None  # 0.10.0's API server did not decorate its logs
-        head = f"({proc} pid={self.pid}) " if proc else ""
-        return f"{head}{level} {self.ts} [{src}] {msg}"
-
-
-_API = "APIServer"
 
 
 @dataclass(frozen=True)
 class _Launch:
     """One rendering of startup lines: the release, its printer, the figures and the launch."""
 
-    p: _Printer
+    p: Printer
     report: VLLMLaunchReport
     model: str
     host: str
@@ -97,7 +60,7 @@ def _kv_lines(version: str, tokens: int, max_len: int, concurrency: float) -> li
     return [f"GPU {size}, {conc}"]
 
 
-def _non_default_repr(values: dict[str, Any]) -> str:
+def _non_default_repr(values: Mapping[str, object]) -> str:
     return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in values.items()) + "}"
 
 
@@ -112,7 +75,7 @@ def format_startup_lines(
     total_gib: float | None = None,
     estimate_cudagraphs: bool | None = None,
     mamba_padding_pct: float | None = None,
-    non_default: dict[str, Any] | None = None,
+    non_default: Mapping[str, object] | None = None,
     timestamp: str = DEFAULT_TIMESTAMP,
     pid: int = 4242,
     elapsed_s: float = 1.0,
@@ -129,7 +92,7 @@ def format_startup_lines(
     Raises:
         ConfigError: a bad version, or figures the release's format cannot express.
     """
-    p = _Printer(parse_version(version), timestamp, pid)
+    p = Printer(parse_version(version), timestamp, pid)
     s = _Launch(p, report, model, host, port, tp_size, elapsed_s)
     return [
         *_api_header(s, non_default),
@@ -142,18 +105,18 @@ def format_startup_lines(
     ]
 
 
-def _api_header(s: _Launch, non_default: dict[str, Any] | None) -> list[str]:
+def _api_header(s: _Launch, non_default: Mapping[str, object] | None) -> list[str]:
     """The simulation marker, the version line and the non-default args."""
     p, version, report = s.p, s.version, s.report
     out: list[str] = []
     if report.simulated:
-        out.append(p.line(_API, "sim.py:1", SIMULATED_MARKER))
+        out.append(p.line(API, "sim.py:1", SIMULATED_MARKER))
     if at_least(version, "0.25.0"):
         msg = f"vLLM server version {version}, serving model {s.model}"
-        out.append(p.line(_API, "utils.py:60", msg))
+        out.append(p.line(API, "utils.py:60", msg))
     else:
-        out.append(p.line(_API, "api_server.py:1755", f"vLLM API server version {version}"))
-    args: dict[str, Any] = {"model_tag": s.model, "host": s.host, "port": s.port}
+        out.append(p.line(API, "api_server.py:1755", f"vLLM API server version {version}"))
+    args: dict[str, object] = {"model_tag": s.model, "host": s.host, "port": s.port}
     for key in ("max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"):
         value = getattr(report, key)
         if value is not None:
@@ -161,7 +124,7 @@ def _api_header(s: _Launch, non_default: dict[str, Any] | None) -> list[str]:
     if s.tp_size > 1:
         args["tensor_parallel_size"] = s.tp_size
     args.update(non_default or {})
-    out.append(p.line(_API, "utils.py:263", f"non-default args: {_non_default_repr(args)}"))
+    out.append(p.line(API, "utils.py:263", f"non-default args: {_non_default_repr(args)}"))
     return out
 
 
@@ -170,25 +133,25 @@ def _api_settings(s: _Launch, mamba_padding_pct: float | None) -> list[str]:
     p, report = s.p, s.report
     out: list[str] = []
     if report.context_len is not None:
-        out.append(p.line(_API, "model.py:1545", f"Using max model len {report.context_len}"))
+        out.append(p.line(API, "model.py:1545", f"Using max model len {report.context_len}"))
     if report.max_num_batched_tokens is not None and report.enable_chunked_prefill is not False:
         msg = (
             "Chunked prefill is enabled with "
             f"max_num_batched_tokens={report.max_num_batched_tokens}."
         )
-        out.append(p.line(_API, "scheduler.py:230", msg))
+        out.append(p.line(API, "scheduler.py:230", msg))
     if report.block_size is not None:
         msg = (
             f"Setting attention block size to {report.block_size} tokens to ensure that "
             "attention page size is >= mamba page size."
         )
-        out.append(p.line(_API, "config.py:477", msg))
+        out.append(p.line(API, "config.py:477", msg))
         if mamba_padding_pct is not None:
             msg = (
                 f"Padding mamba page size by {mamba_padding_pct:.2f}% to ensure that mamba "
                 "page size and attention page size are exactly equal."
             )
-            out.append(p.line(_API, "config.py:497", msg))
+            out.append(p.line(API, "config.py:497", msg))
     return out
 
 
@@ -262,13 +225,13 @@ def _serving_lines(s: _Launch) -> list[str]:
             "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks "
             f"is: {report.num_gpu_blocks}"
         )
-        out.append(p.line(_API, "loggers.py:142", msg))
-    out += [p.line(_API, "api_server.py:1", w, level="WARNING") for w in report.warnings]
+        out.append(p.line(API, "loggers.py:142", msg))
+    out += [p.line(API, "api_server.py:1", w, level="WARNING") for w in report.warnings]
     url = f"http://{s.host}:{s.port}"
     if at_least(version, "0.18.0"):
-        out.append(p.line(_API, "api_server.py:602", f"Starting vLLM server on {url}"))
+        out.append(p.line(API, "api_server.py:602", f"Starting vLLM server on {url}"))
     else:
-        out.append(p.line(_API, "api_server.py:1818", f"Starting vLLM API server 0 on {url}"))
+        out.append(p.line(API, "api_server.py:1818", f"Starting vLLM API server 0 on {url}"))
     if report.ready:
         head = f"(APIServer pid={p.pid}) " if at_least(version, "0.10.1") else ""
         out += [
@@ -305,9 +268,7 @@ def _memory_msgs(
             )
         out.append(f"Estimated CUDA graph memory: {graph_est:.2f} GiB total")
     if report.kv_cache_gib is not None:
-        gib = report.kv_cache_gib
-        shown = f"{gib:.2f}" if not at_least(version, "0.14.0") else format_gib(gib)
-        out.append(f"Available KV cache memory: {shown} GiB")
+        out.append(f"Available KV cache memory: {gib_text(version, report.kv_cache_gib)} GiB")
     util = report.gpu_memory_utilization
     if graph_est is not None and graph_est > 0 and util is not None and total_gib:
         on = at_least(version, "0.20.0") if estimate is None else estimate
@@ -357,164 +318,3 @@ def _graph_profiling_advice(
         f"--gpu-memory-utilization from {util:.4f} to {suggested:.4f} to maintain the "
         "same effective KV cache size."
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Failures
-
-FAILURE_KINDS = (
-    "kv_cache_too_small",
-    "no_cache_memory",
-    "startup_free_memory",
-    "profile_oom",
-    "graph_capture_oom",
-    "engine_dead",
-)
-
-_FRAMES = {
-    # where each failure is raised, innermost last (vllm/v1/...)
-    "profile": (
-        ("engine/core.py", "_initialize_kv_caches", "available_gpu_memory = self.model_executor"
-         ".determine_available_memory()"),
-        ("worker/gpu_worker.py", "determine_available_memory", "self.model_runner.profile_run()"),
-        ("worker/gpu_model_runner.py", "profile_run", "hidden_states, last_hidden_states = "
-         "self._dummy_run(self.max_num_tokens, is_profile=True)"),
-    ),
-    "kv": (
-        ("engine/core.py", "_initialize_kv_caches", "kv_cache_configs = get_kv_cache_configs("
-         "vllm_config, kv_cache_specs, available_gpu_memory)"),
-        ("core/kv_cache_utils.py", "check_enough_kv_cache_memory", "raise ValueError("),
-    ),
-    "graph": (
-        ("engine/core.py", "_initialize_kv_caches", "self.model_executor.initialize_from_config("
-         "kv_cache_configs)"),
-        ("worker/gpu_worker.py", "compile_or_warm_up_model", "self.model_runner.capture_model()"),
-        ("worker/gpu_model_runner.py", "capture_model", "self._capture_cudagraphs("),
-    ),
-    "init": (
-        ("worker/gpu_worker.py", "init_device", "raise ValueError("),
-    ),
-}  # fmt: skip
-
-
-def _gib_text(version: str, x: float) -> str:
-    """A GiB figure in a failure message: format_gib from 0.14.0, `%.2f` before."""
-    return format_gib(x) if at_least(version, "0.14.0") else f"{x:.2f}"
-
-
-def _kv_too_small_text(version: str, values: Mapping[str, Any], kind: str) -> str:
-    est = values.get("estimated_max_len")
-    model = "model's" if at_least(version, "0.22.0") else "models's"
-    gib = _gib_text
-    msg = (
-        f"To serve at least one request with the {model} max seq len "
-        f"({required(values, 'max_model_len', kind)}), "
-        f"({gib(version, required(values, 'needed_gib', kind))} GiB KV cache is needed, which "
-        "is larger than the available KV cache memory "
-        f"({gib(version, required(values, 'available_gib', kind))} GiB)."
-    )
-    if est:
-        msg += f" Based on the available memory, the estimated maximum model length is {est}."
-    tail = (
-        " Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
-        "backend) or decreasing `max_model_len` when initializing the engine."
-        if at_least(version, "0.22.0")
-        else " Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-        "initializing the engine."
-    )
-    return "ValueError: " + msg + tail
-
-
-def _no_cache_memory_text(version: str, values: Mapping[str, Any], kind: str) -> str:
-    return (
-        "ValueError: No available memory for the cache blocks. Try increasing "
-        "`gpu_memory_utilization` when initializing the engine."
-    )
-
-
-def _startup_free_memory_text(version: str, values: Mapping[str, Any], kind: str) -> str:
-    free, total = required(values, "free_gib", kind), required(values, "total_gib", kind)
-    util = required(values, "gpu_memory_utilization", kind)
-    device = " cuda:0" if at_least(version, "0.14.0") else ""
-    gib = _gib_text
-    return (
-        f"ValueError: Free memory on device{device} ({gib(version, free)}/{gib(version, total)} "
-        f"GiB) on startup is less than desired GPU memory utilization ({util}, "
-        f"{gib(version, total * util)} GiB). Decrease GPU memory utilization or reduce GPU "
-        "memory used by other processes."
-    )
-
-
-def _oom_text(version: str, values: Mapping[str, Any], kind: str) -> str:
-    return "torch.OutOfMemoryError: " + oom_from_values(values, kind)
-
-
-# kind -> (its exception text, where it is raised, raised in the worker (else the engine core))
-_FAILURE_TEXTS = {
-    "kv_cache_too_small": (_kv_too_small_text, "kv", False),
-    "no_cache_memory": (_no_cache_memory_text, "kv", False),
-    "startup_free_memory": (_startup_free_memory_text, "init", True),
-    "profile_oom": (_oom_text, "profile", True),
-    "graph_capture_oom": (_oom_text, "graph", True),
-}
-
-
-def format_failure(
-    kind: str,
-    version: str,
-    *,
-    timestamp: str = DEFAULT_TIMESTAMP,
-    tp_size: int = 1,
-    pid: int = 4242,
-    **values: Any,
-) -> list[str]:
-    """vLLM `version`'s own error text for a failure `kind`, with the engine core's traceback and
-    the API server's "Engine core initialization failed" that follow it.
-
-    Kinds and their values: kv_cache_too_small (max_model_len, needed_gib, available_gib,
-    optional estimated_max_len); no_cache_memory (none); startup_free_memory (free_gib,
-    total_gib, gpu_memory_utilization); profile_oom and graph_capture_oom (tried_gib, total_gib,
-    free_gib, in_use_gib, allocated_gib, optional reserved_unallocated_gib); engine_dead
-    (exit_code: the core died without a Python error, e.g. SIGKILL -9).
-
-    Raises:
-        ConfigError: unknown kind or missing values.
-    """
-    version = parse_version(version)
-    p = _Printer(version, timestamp, pid)
-    if kind == "engine_dead":
-        return _core_init_failed(p, required(values, "exit_code", kind))
-    if kind not in _FAILURE_TEXTS:
-        raise ConfigError(f"unknown failure kind {kind!r}; valid: {', '.join(FAILURE_KINDS)}")
-    text, frames, in_worker = _FAILURE_TEXTS[kind]
-    exc = text(version, values, kind)
-    who = p.worker_name(0, tp_size) if in_worker else p.core_name()
-    return [*_engine_traceback(p, who, _FRAMES[frames], exc), *_core_init_failed(p, 1)]
-
-
-def _engine_traceback(
-    p: _Printer, who: str, frames: tuple[tuple[str, str, str], ...], exc: str
-) -> list[str]:
-    """ "EngineCore failed to start." and the traceback down to `exc`, in process `who`."""
-    head = f"({who} pid={p.pid})"
-    body = [
-        p.line(who, "core.py:632", "EngineCore failed to start.", "ERROR"),
-        f"{head} Traceback (most recent call last):",
-    ]
-    for path, func, code_line in frames:
-        body += [
-            f'{head}   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/{path}",'
-            f" line 1, in {func}",
-            f"{head}     {code_line}",
-        ]
-    body.append(f"{head} {exc}")
-    return body
-
-
-def _core_init_failed(p: _Printer, exit_code: object) -> list[str]:
-    """The API server's traceback head and "Engine core initialization failed"."""
-    return [
-        p.line(_API, "api_server.py:1", "Traceback (most recent call last):", "ERROR"),
-        "RuntimeError: Engine core initialization failed. See root cause above. "
-        f"Failed core proc(s): {{{p.core_name()!r}: {exit_code}}}",
-    ]

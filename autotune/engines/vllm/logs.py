@@ -21,6 +21,14 @@ The f-strings, checked against the wheels (vllm/v1/...):
 - engine/core.py: `Initializing a V1 LLM engine (v%s) with config: ...kv_cache_dtype=...`;
   `init engine (profile, create kv cache, warmup model) took %.2f seconds` (`s` from 0.20).
 - Ready: uvicorn's `Application startup complete.` (after `Starting vLLM API server ...`).
+
+Older releases, as public logs show them (checked against the 0.5.0 .. 0.9.2 wheels):
+`Loading model weights took %.4f GB` (<= 0.7.3) and `Model loading took %.4f GB and ...`
+(0.8.0 .. 0.8.2), both GiB; the V0 executor's `# GPU blocks: %d, # CPU blocks: %d` (<= 0.6.6)
+and `# CUDA blocks: ...` (0.7+); the profiling summary `Memory profiling results:
+total_gpu_memory=%.2fGiB ... kv_cache_size=%.2fGiB gpu_memory_utilization=%.2f` (0.6.4) and
+`the current vLLM instance can use total_gpu_memory (%.2fGiB) x gpu_memory_utilization (%.2f)
+... the rest of the memory reserved for KV Cache is %.2fGiB.` (0.6.5 .. 0.9.2).
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from collections.abc import Iterator
 
 from pydantic import Field
 
-from autotune.engines._logs import Figures, Reader, StartupFormat, keep_first
+from autotune.engines._logs import Figures, Reader, StartupFormat, keep_first, strip_outer
 from autotune.engines.base import LaunchReport
 
 READY_TEXT = "Application startup complete."
@@ -50,6 +58,16 @@ _NUM = r"-?\d+(?:\.\d+)?"
 _WEIGHTS_RE = re.compile(
     rf"Model loading took (?P<gib>{_NUM}) GiB(?: memory)? and (?P<s>{_NUM}) seconds"
 )
+_OLD_WEIGHTS_RE = re.compile(
+    rf"(?:Loading model weights|Model loading) took (?P<gib>{_NUM}) GB"
+    rf"|model weights take (?P<take>{_NUM}) ?GiB"
+)
+_PROFILE_KV_RE = re.compile(
+    rf"kv_cache_size=(?P<a>{_NUM}) ?GiB|the rest of the memory reserved for KV Cache is (?P<b>{_NUM}) ?GiB"
+)
+_PROFILE_TOTAL_RE = re.compile(
+    rf"total_gpu_memory[=(] ?(?P<gib>{_NUM}) ?GiB\)?(?: x |.*?)gpu_memory_utilization[=(] ?(?P<u>{_NUM})"
+)
 _AVAIL_RE = re.compile(rf"Available KV cache memory: (?P<gib>{_NUM}) GiB")
 _KV_TOKENS_RE = re.compile(
     r"(?:(?P<device>[A-Z]+)(?P<host> \+ host)? )?KV cache size: (?P<tokens>[\d,]+) tokens"
@@ -60,7 +78,8 @@ _CONCURRENCY_RE = re.compile(
 _GRAPH_RE = re.compile(rf"Graph capturing finished in (?P<s>\d+) secs, took (?P<gib>{_NUM}) GiB")
 _GRAPH_EST_RE = re.compile(rf"Estimated CUDA graph memory: (?P<gib>{_NUM}) GiB total")
 _GMU_RE = re.compile(r"--gpu-memory-utilization(?:=| from )(?P<u>\d+(?:\.\d+)?)")
-_V0_BLOCKS_RE = re.compile(r"# (?:GPU|cuda|CUDA) blocks: (?P<n>\d+), # CPU blocks: \d+")
+# The leading "# " is optional: a pasted line sometimes loses it (markdown).
+_V0_BLOCKS_RE = re.compile(r"(?:# )?(?:GPU|cuda|CUDA) blocks: (?P<n>\d+), # CPU blocks: \d+")
 _ENGINE_BLOCKS_RE = re.compile(
     r"cache_config_info with initialization after num_gpu_blocks is: (?P<n>\d+)"
 )
@@ -111,6 +130,9 @@ class VLLMLaunchReport(LaunchReport):
     gpu_memory_utilization: float | None = None
     graph_estimate_gib: float | None = Field(
         default=None, description="CUDA graph memory profiled before the KV cache (0.18+)"
+    )
+    total_gpu_gib: float | None = Field(
+        default=None, description="device total the profiling summary states (<= 0.9.2)"
     )
     num_gpu_blocks: int | None = None
     block_size: int | None = None
@@ -199,7 +221,7 @@ def _num(text: str) -> int:
 
 def _rank0_messages(log_text: str) -> Iterator[str]:
     for raw in log_text.splitlines():
-        proc, msg = split_prefix(raw)
+        proc, msg = split_prefix(strip_outer(clean(raw)))
         if rank_of(proc) == 0:
             yield msg
 
@@ -207,6 +229,19 @@ def _rank0_messages(log_text: str) -> Iterator[str]:
 def _concurrency(values: Figures, m: re.Match[str]) -> None:
     values.setdefault("max_concurrency", float(m["x"]))
     values["context_len"] = _num(m["len"])
+
+
+def _old_weights(values: Figures, m: re.Match[str]) -> None:
+    values.setdefault("weights_gib", float(m["gib"] if m["gib"] is not None else m["take"]))
+
+
+def _profile_kv(values: Figures, m: re.Match[str]) -> None:
+    values.setdefault("kv_cache_gib", float(m["a"] if m["a"] is not None else m["b"]))
+
+
+def _profile_total(values: Figures, m: re.Match[str]) -> None:
+    values.setdefault("total_gpu_gib", float(m["gib"]))
+    values.setdefault("gpu_memory_utilization", float(m["u"]))
 
 
 def _block_size(values: Figures, m: re.Match[str]) -> None:
@@ -238,7 +273,10 @@ def _non_default_args(values: Figures, m: re.Match[str]) -> None:
 # In order; every one reads every line (a line may carry several figures).
 _READERS: tuple[Reader, ...] = (
     ((_WEIGHTS_RE,), keep_first(weights_gib=("gib", float), weights_load_s=("s", float))),
+    ((_OLD_WEIGHTS_RE,), _old_weights),
     ((_AVAIL_RE,), keep_first(kv_cache_gib=("gib", float))),
+    ((_PROFILE_KV_RE,), _profile_kv),
+    ((_PROFILE_TOTAL_RE,), _profile_total),
     ((_KV_TOKENS_RE,), keep_first(kv_pool_tokens=("tokens", _num))),
     ((_CONCURRENCY_RE,), _concurrency),
     ((_GRAPH_RE,), keep_first(graph_gib=("gib", float), graph_capture_s=("s", float))),

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from autotune.engines._metrics import MetricKind, by_name
 from autotune.engines._metrics import MetricSpec as BaseMetricSpec
-from autotune.engines.vllm.flags import parse_version, version_index
+from autotune.engines.vllm.releases import parse_version, version_index
 
 __all__ = ["METRICS", "MetricKind", "MetricSpec", "metrics_for"]
 

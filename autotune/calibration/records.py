@@ -1,0 +1,88 @@
+"""Real launches from the field: one YAML record per public SGLang or vLLM startup log, with its
+provenance (tests/data/real_launches/README.md gives the schema)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from autotune.errors import ConfigError
+from autotune.yamlio import load_yaml
+
+Engine = Literal["sglang", "vllm"]
+Family = Literal["dense", "moe", "hybrid", "mla-moe"]
+ArgValue = str | int | float | bool | None
+
+
+class LaunchRecord(BaseModel):
+    """One public launch: where it was posted, what ran where, and its verbatim startup lines."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(
+        pattern=r"^https://github\.com/[^/]+/[^/]+/((issues|pull|discussions)/\d+|blob/[^/]+/.+)",
+        description="the public thread, or a file in a public repository at a commit",
+    )
+    posted: dt.date
+    engine: Engine
+    version: str
+    version_from: Literal["stated", "log", "date"]
+    gpu: str
+    gpu_vendor: Literal["nvidia", "amd"]
+    gpu_count: int = Field(ge=1)
+    tp: int = Field(ge=1)
+    dp: int = Field(default=1, ge=1)
+    model: str
+    card: str | None = Field(
+        default=None,
+        description="the card (built-in or committed config card) describing the checkpoint, "
+        "when `model` is a local folder or a pack whose card has another name; notes say why",
+    )
+    family: Family
+    quantization: str
+    kv_cache_dtype: str = "auto"
+    command: str | None = None
+    args: dict[str, ArgValue] = Field(default_factory=dict)
+    log: str
+    notes: str = ""
+    path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("posted", mode="before")
+    @classmethod
+    def _date(cls, value: object) -> object:
+        return dt.date.fromisoformat(value) if isinstance(value, str) else value
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: object) -> object:
+        return str(value) if isinstance(value, float | int) else value
+
+    @property
+    def name(self) -> str:
+        return self.path.stem if self.path else self.model
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.log.splitlines() if line.strip()]
+
+
+def load_record(path: Path) -> LaunchRecord:
+    data = load_yaml(path.read_text(encoding="utf-8"), source=str(path))
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "a launch record is a mapping (see the folder's README.md)", source=str(path)
+        )
+    try:
+        return LaunchRecord.model_validate({**data, "path": path})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(first["msg"], source=str(path), field=field) from exc
+
+
+def load_records(folder: Path) -> list[LaunchRecord]:
+    """Every `*.yaml` record under `folder` (engine subfolders included), sorted by path."""
+    return [load_record(p) for p in sorted(folder.rglob("*.yaml"))]

@@ -1,0 +1,163 @@
+"""A launch record replayed: its log through the engine's parser, its launch through the planner,
+and the two compared (benchmarks/fidelity.py prints the set; tests hold the parse to 100%).
+
+The planner is given what the engine itself measured before loading weights when the log states
+it (SGLang's `Load weight begin. avail mem=`); otherwise it starts from the GPU catalog's
+capacity, as it does before a first launch. Either way the weights, the KV cell and the engine's
+budget rules are the planner's own.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from autotune.calibration.records import LaunchRecord
+from autotune.errors import AutotuneError
+
+if TYPE_CHECKING:
+    from autotune.engines.base import LaunchReport
+    from autotune.hardware.gpus import GPUSpec
+    from autotune.models.card import ModelCard
+    from autotune.planner.common import Plan
+
+_MEM_RE = re.compile(r"(\d+)\s*G(?:i)?B", re.IGNORECASE)
+_BEGIN_RE = re.compile(r"Load weight begin\. avail mem=(?P<gib>\d+(?:\.\d+)?) GB")
+_PROFILE_TOTAL_RE = re.compile(r"total_gpu_memory \((?P<gib>\d+(?:\.\d+)?)\s*GiB\)")
+
+
+def parse(record: LaunchRecord) -> LaunchReport:
+    """The record's startup lines through its engine's parser."""
+    if record.engine == "sglang":
+        from autotune.engines.sglang.logs import parse_startup
+
+        return parse_startup(record.log)
+    from autotune.engines.vllm.logs import parse_startup as parse_vllm
+
+    return parse_vllm(record.log)
+
+
+# vLLM's default KV block size (CacheConfig) in every release the records span; V0 logs count
+# blocks, not tokens.
+VLLM_BLOCK_SIZE = 16
+
+
+def observed_kv_tokens(report: LaunchReport, record: LaunchRecord) -> int | None:
+    """The KV pool in tokens as the log states it (V0 vLLM: blocks x block size)."""
+    tokens = report.kv_pool_tokens or report.max_total_num_tokens
+    blocks = getattr(report, "num_gpu_blocks", None)
+    if tokens or not blocks:
+        return tokens
+    size = record.args.get("block_size") or getattr(report, "block_size", None)
+    return int(blocks) * int(size if isinstance(size, int) else VLLM_BLOCK_SIZE)
+
+
+def gpu_of(record: LaunchRecord) -> GPUSpec | None:
+    """The catalog GPU the record names (its memory, when stated, picks among variants)."""
+    from autotune.hardware.gpus import GPU_CATALOG
+
+    text = _names(record.gpu)
+    hits = [
+        g
+        for g in GPU_CATALOG.values()
+        if g.vendor == record.gpu_vendor
+        and any(_mentions(text, _names(n)) for n in (*g.device_names, g.label))
+    ]
+    if not hits:
+        return None
+    stated = [int(m) for m in _MEM_RE.findall(record.gpu)]
+    if stated:
+        return min(hits, key=lambda g: min(abs(g.memory_gib - s) for s in stated))
+    stock = [g for g in hits if "modded" not in g.label]
+    if len({g.memory_mib for g in stock}) == 1:
+        return stock[0]
+    return None  # several capacities (A100 40/80 GB) and the record states none
+
+
+def _names(name: str) -> str:
+    return name.upper().replace("-", " ").replace("NVIDIA ", "").replace("GEFORCE ", "")
+
+
+def _mentions(text: str, name: str) -> bool:
+    """`name` as a whole word of `text` (A10 is not A100)."""
+    return re.search(rf"(?<![A-Z0-9]){re.escape(name)}(?![A-Z0-9])", text) is not None
+
+
+def card_of(record: LaunchRecord) -> ModelCard | None:
+    """The record's card: the one it names, else the committed config card of its model id."""
+    from autotune.models.builtin import BUILTIN_CARDS
+    from autotune.models.config_cards import config_card
+
+    name = record.card or record.model
+    return BUILTIN_CARDS.get(name) or config_card(name)
+
+
+def free_before_weights_gib(record: LaunchRecord) -> float | None:
+    """What SGLang measured free on rank 0 before loading weights, when the log states it."""
+    if record.engine != "sglang":
+        return None
+    m = _BEGIN_RE.search(record.log)
+    return float(m["gib"]) if m else None
+
+
+@dataclass(frozen=True)
+class Replay:
+    record: LaunchRecord
+    observed: LaunchReport
+    plan: Plan | None
+    skipped: str | None = None  # why no prediction
+
+    @property
+    def observed_kv(self) -> int | None:
+        return observed_kv_tokens(self.observed, self.record)
+
+    @property
+    def kv_ratio(self) -> float | None:
+        obs = self.observed_kv
+        if self.plan is None or not obs:
+            return None
+        return self.plan.kv_pool_tokens / obs
+
+    @property
+    def weights_ratio(self) -> float | None:
+        obs = self.observed.weights_gib
+        if self.plan is None or not obs:
+            return None
+        return self.plan.weights_gib / obs
+
+
+def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
+    """Parse the record and plan its launch (`blind`: ignore the free memory the log states)."""
+    from autotune.planner.dispatch import plan_for
+
+    observed = parse(record)
+    card = card_of(record)
+    if card is None:
+        return Replay(record, observed, None, f"no card for {record.card or record.model}")
+    gpu = gpu_of(record)
+    if gpu is None:
+        return Replay(
+            record,
+            observed,
+            None,
+            f"GPU {record.gpu!r} is not in the catalog, or its memory is not stated "
+            "and the catalog has several",
+        )
+    config = {k: v for k, v in record.args.items() if v is not None}
+    if record.kv_cache_dtype != "auto":
+        config.setdefault("kv_cache_dtype", record.kv_cache_dtype)
+    free = None if blind else free_before_weights_gib(record)
+    try:
+        plan = plan_for(
+            record.engine,
+            card,
+            gpu,
+            config,
+            version=record.version,
+            tp=record.tp,
+            gpu_free_gib=free,
+        )
+    except AutotuneError as exc:
+        return Replay(record, observed, None, f"planner refused: {exc}")
+    return Replay(record, observed, plan)

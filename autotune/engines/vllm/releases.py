@@ -1,0 +1,104 @@
+"""The catalogued vLLM releases (0.10.0 .. 0.33.0) and what the generated catalog says of each:
+release names and their order, the flags `vllm serve` defines, and the speculative methods
+SpeculativeConfig takes.
+
+`_catalog.py` is generated from the PyPI wheels with `ast` (tests/engines/regen_vllm_catalog.py):
+`CATALOG` rows are `flag|first-last|kind|dest|choices` (release names; kind as in
+autotune.engines._flags.FlagKind, `!` deprecated), `SPECULATIVE_METHODS` rows `first-last|methods`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from autotune.engines._flags import CatalogFlag, read_catalog
+from autotune.errors import ConfigError
+from autotune.versions import base_release, try_version
+
+
+@functools.cache
+def supported_versions() -> tuple[str, ...]:
+    """Every vLLM release whose flags are catalogued, oldest first."""
+    from autotune.engines.vllm._catalog import VERSIONS
+
+    return VERSIONS
+
+
+def parse_version(version: str) -> str:
+    """The catalogued release for `version` (`v0.11.0`, `0.11.0.post2` and `0.11.0+cu128`
+    use 0.11.0's flags).
+
+    Raises:
+        ConfigError: a release outside the catalogue, naming --engine-version and the range.
+    """
+    parsed = try_version(version) if isinstance(version, str) else None
+    base = base_release(parsed) if parsed is not None and not parsed.is_prerelease else None
+    if base is None or base not in supported_versions():
+        vs = supported_versions()
+        raise ConfigError(
+            f"unsupported vLLM version {version!r}; supported: the releases {vs[0]} to "
+            f"{vs[-1]} (e.g. {', '.join(vs[-3:])})",
+            field="--engine-version",
+        )
+    return base
+
+
+def release_index(release: str) -> int:
+    """Position of a catalogued release name (exactly as catalogued) in the catalogue."""
+    return supported_versions().index(release)
+
+
+def release_name(index: int) -> str:
+    """The catalogued release at position `index`."""
+    return supported_versions()[index]
+
+
+def version_index(version: str) -> int:
+    """Position of the release in the catalogue (for ordering versions)."""
+    return release_index(parse_version(version))
+
+
+def at_least(version: str, first: str) -> bool:
+    """Whether `version` is the release `first` or newer."""
+    return version_index(version) >= release_index(first)
+
+
+@dataclass(frozen=True)
+class FlagSpec(CatalogFlag):
+    """One flag as `vllm serve` defines it over a range of releases (catalogue indices)."""
+
+    choices: tuple[str, ...]
+
+
+def _row_spec(common: CatalogFlag, cells: list[str]) -> FlagSpec:
+    """A catalog row: the common cells, then `choices`."""
+    (choices,) = cells
+    return FlagSpec(**vars(common), choices=tuple(choices.split()))
+
+
+@functools.cache
+def flag_catalog() -> dict[str, tuple[FlagSpec, ...]]:
+    """{flag: its specs over ranges of releases}, every long option of `vllm serve`."""
+    from autotune.engines.vllm._catalog import CATALOG
+
+    return read_catalog(CATALOG, _row_spec, release_index)
+
+
+@functools.cache
+def method_ranges() -> tuple[tuple[int, int, tuple[str, ...]], ...]:
+    """(first, last, methods): the SpeculativeConfig methods over ranges of catalogue indices."""
+    from autotune.engines.vllm._catalog import SPECULATIVE_METHODS
+
+    out = []
+    for row in SPECULATIVE_METHODS.splitlines():
+        span, methods = row.split("|")
+        first, last = span.split("-")
+        out.append((release_index(first), release_index(last), tuple(methods.split())))
+    return tuple(out)
+
+
+def speculative_methods(version: str) -> tuple[str, ...]:
+    """The values SpeculativeConfig.method accepts in `version`."""
+    i = version_index(version)
+    return next(m for a, b, m in method_ranges() if a <= i <= b)

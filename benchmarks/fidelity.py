@@ -1,0 +1,113 @@
+"""Planner fidelity on real launches: public SGLang and vLLM startup logs (tests/data/real_launches)
+replayed through the parsers and the planner; predicted vs logged KV pool tokens, weights, mamba
+slots and max running requests, per record and as a distribution.
+
+    .venv/bin/python benchmarks/fidelity.py [--blind] [--markdown] [--records DIR]
+
+--blind ignores the free memory the log states before weights (the planner then starts from the
+GPU catalog, as before a first launch). Records whose figures were used to fit a planner constant
+are marked `fit` and left out of the distribution (a fitted row is not evidence).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from autotune.calibration.records import load_records
+from autotune.calibration.replay import Replay, replay
+
+RECORDS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real_launches"
+# Records a planner constant was fitted on (name -> constant); none so far.
+FITTED: dict[str, str] = {}
+BANDS = (0.05, 0.15)
+
+
+def _fmt(value: float | None, spec: str = ",.0f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _row(r: Replay) -> str:
+    rec, plan = r.record, r.plan
+    cells = [
+        rec.name,
+        rec.engine,
+        rec.version + ("*" if rec.version_from == "date" else ""),
+        rec.gpu[:24],
+        str(rec.tp),
+        rec.family,
+        rec.quantization,
+        _fmt(r.observed_kv),
+        _fmt(plan.kv_pool_tokens if plan else None),
+        _fmt(r.kv_ratio, ".3f"),
+        _fmt(r.observed.weights_gib, ".2f"),
+        _fmt(plan.weights_gib if plan else None, ".2f"),
+        "fit" if rec.name in FITTED else (r.skipped or ""),
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _distribution(replays: list[Replay], engine: str) -> list[str]:
+    errors = [
+        abs(r.kv_ratio - 1)
+        for r in replays
+        if r.record.engine == engine and r.kv_ratio is not None and r.record.name not in FITTED
+    ]
+    total = sum(1 for r in replays if r.record.engine == engine)
+    if not errors:
+        return [f"{engine}: {total} records, none predicted"]
+    within = ", ".join(
+        f"within {b:.0%}: {sum(e <= b for e in errors)}/{len(errors)} "
+        f"({sum(e <= b for e in errors) / len(errors):.0%})"
+        for b in BANDS
+    )
+    return [
+        f"{engine}: {total} records, {len(errors)} predicted; KV tokens |error| median "
+        f"{statistics.median(errors):.1%}, max {max(errors):.1%}; {within}"
+    ]
+
+
+def _breakdown(replays: list[Replay]) -> list[str]:
+    recs = [r.record for r in replays]
+    lines = []
+    for label, key in (
+        ("engines", lambda x: x.engine),
+        ("versions", lambda x: f"{x.engine} {x.version}"),
+        ("GPUs", lambda x: x.gpu),
+        ("families", lambda x: x.family),
+        ("quantization", lambda x: x.quantization),
+        ("TP", lambda x: f"tp{x.tp}"),
+        ("vendors", lambda x: x.gpu_vendor),
+    ):
+        counts = Counter(key(x) for x in recs)
+        lines.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=Path, default=RECORDS)
+    ap.add_argument("--blind", action="store_true", help="ignore the logged free memory")
+    args = ap.parse_args()
+    replays = [replay(rec, blind=args.blind) for rec in load_records(args.records)]
+    print(
+        "| record | engine | version | GPU | TP | family | quant | KV logged | KV predicted "
+        "| ratio | weights logged | weights predicted | note |"
+    )
+    print("|" + "---|" * 13)
+    for r in replays:
+        print(_row(r))
+    print()
+    for engine in ("sglang", "vllm"):
+        print("\n".join(_distribution(replays, engine)))
+    print()
+    print("\n".join(_breakdown(replays)))
+    skipped = Counter((r.skipped or "").split(":")[0] for r in replays if r.skipped)
+    if skipped:
+        print("not predicted: " + ", ".join(f"{k} ({v})" for k, v in skipped.items()))
+
+
+if __name__ == "__main__":
+    main()

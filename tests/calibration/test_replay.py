@@ -1,0 +1,77 @@
+"""Every public launch's startup lines parse with its engine's parser (issue: real launches), and
+the planner replays a launch from its record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotune.calibration.records import LaunchRecord, load_records
+from autotune.calibration.replay import (
+    free_before_weights_gib,
+    gpu_of,
+    observed_kv_tokens,
+    parse,
+    replay,
+)
+
+RECORDS = load_records(Path(__file__).resolve().parents[1] / "data" / "real_launches")
+
+
+@pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)
+def test_startup_lines_parse(record: LaunchRecord) -> None:
+    report = parse(record)
+    assert observed_kv_tokens(report, record), (
+        f"{record.path}: no KV pool size parsed from {len(record.lines)} lines"
+    )
+    text = record.log
+    stated = "Model loading took" in text or "Loading model weights took" in text
+    # SGLang before 0.4.3.post3 prints no `mem usage`: the weights are begin's free - end's.
+    stated |= "Load weight end" in text and ("mem usage=" in text or "Load weight begin" in text)
+    if stated:
+        assert report.weights_gib, f"{record.path}: the weights line did not parse"
+    if any("Mamba Cache is allocated" in line for line in record.lines):
+        assert report.mamba_slots, f"{record.path}: the mamba line did not parse"
+
+
+def _record(**over: object) -> LaunchRecord:
+    base: dict[str, object] = dict(
+        source="https://github.com/vllm-project/vllm/issues/17327",
+        posted="2025-04-30",
+        engine="vllm",
+        version="0.10.0",
+        version_from="stated",
+        gpu="NVIDIA A100-SXM4-80GB",
+        gpu_vendor="nvidia",
+        gpu_count=4,
+        tp=4,
+        model="Qwen/Qwen3-30B-A3B",
+        family="moe",
+        quantization="bf16",
+        log="(VllmWorker rank=0 pid=105) INFO 04-29 01:07:41 [gpu_model_runner.py:1347] "
+        "Model loading took 14.2474 GiB and 558.868858 seconds\n"
+        "INFO 04-29 01:09:49 [kv_cache_utils.py:634] GPU KV cache size: 198,784 tokens\n",
+    )
+    return LaunchRecord.model_validate({**base, **over})
+
+
+def test_replay_predicts_weights_from_the_config_card() -> None:
+    r = replay(_record())
+    assert r.skipped is None and r.plan is not None
+    assert r.observed_kv == 198_784
+    # Qwen3-30B-A3B bf16 at TP4: 14.2474 GiB logged; counted from config.json shapes.
+    assert r.weights_ratio == pytest.approx(1.0, abs=0.01)
+
+
+def test_replay_says_why_it_cannot_predict() -> None:
+    assert "no card" in (replay(_record(model="acme/unknown-7b")).skipped or "")
+    assert "not in the catalog" in (replay(_record(gpu="Voodoo 5 6000")).skipped or "")
+
+
+def test_gpu_names_and_free_memory_from_the_record() -> None:
+    assert gpu_of(_record(gpu="H100 80GB HBM3")).name == "h100-80g"  # type: ignore[union-attr]
+    assert gpu_of(_record(gpu="RTX 4090 48GB")).name == "rtx-4090-48g"  # type: ignore[union-attr]
+    log = "[2025-01-01 00:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
+    assert free_before_weights_gib(_record(engine="sglang", log=log)) == 78.5
+    assert free_before_weights_gib(_record(log=log)) is None  # vLLM logs no such line
