@@ -20,8 +20,13 @@ from autotune.calibration.records import load_records
 from autotune.calibration.replay import Replay, replay
 
 RECORDS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real_launches"
-# Records a planner constant was fitted on (name -> constant); none so far.
-FITTED: dict[str, str] = {}
+# Records a planner constant was fitted on (name -> constant): not evidence for it.
+FITTED: dict[str, str] = {
+    "v-llama-3.1-8b-instruct-rtx3090-tp1": "vllm_legacy.WHOLE_DEVICE_NON_TORCH_MIB",
+    "v-llama-3.1-8b-instruct-rtx3090-tp1-2": "vllm_legacy.WHOLE_DEVICE_NON_TORCH_MIB",
+    "repo-llama-3.3-70b-instruct-gguf-q4km-w7900-tp1": "vllm_legacy.WHOLE_DEVICE_NON_TORCH_MIB",
+    "repo-llama-3.1-8b-instruct-mi300x-tp8": "vllm_legacy.ROCM_TP_NON_TORCH_MIB",
+}
 BANDS = (0.05, 0.15)
 
 

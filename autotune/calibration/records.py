@@ -43,7 +43,9 @@ class LaunchRecord(BaseModel):
     )
     family: Family
     quantization: str
-    kv_cache_dtype: str = "auto"
+    kv_cache_dtype: str | None = Field(
+        default="auto", description="as launched; None: the source does not show it"
+    )
     command: str | None = None
     args: dict[str, ArgValue] = Field(default_factory=dict)
     log: str

@@ -9,11 +9,13 @@ budget rules are the planner's own.
 
 from __future__ import annotations
 
+import ast
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from autotune.calibration.records import LaunchRecord
+from autotune.calibration.records import ArgValue, LaunchRecord
 from autotune.errors import AutotuneError
 
 if TYPE_CHECKING:
@@ -23,8 +25,6 @@ if TYPE_CHECKING:
     from autotune.planner.common import Plan
 
 _MEM_RE = re.compile(r"(\d+)\s*G(?:i)?B", re.IGNORECASE)
-_BEGIN_RE = re.compile(r"Load weight begin\. avail mem=(?P<gib>\d+(?:\.\d+)?) GB")
-_PROFILE_TOTAL_RE = re.compile(r"total_gpu_memory \((?P<gib>\d+(?:\.\d+)?)\s*GiB\)")
 
 
 def parse(record: LaunchRecord) -> LaunchReport:
@@ -84,6 +84,17 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(rf"(?<![A-Z0-9]){re.escape(name)}(?![A-Z0-9])", text) is not None
 
 
+def _arg(value: ArgValue) -> ArgValue:
+    """A mapping the log printed as a Python dict (vLLM's `non-default args`) as JSON text,
+    the form the flag takes."""
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            return json.dumps(ast.literal_eval(value))
+        except (ValueError, SyntaxError):
+            return value
+    return value
+
+
 def card_of(record: LaunchRecord) -> ModelCard | None:
     """The record's card: the one it names, else the committed config card of its model id."""
     from autotune.models.builtin import BUILTIN_CARDS
@@ -94,11 +105,11 @@ def card_of(record: LaunchRecord) -> ModelCard | None:
 
 
 def free_before_weights_gib(record: LaunchRecord) -> float | None:
-    """What SGLang measured free on rank 0 before loading weights, when the log states it."""
+    """What SGLang measured free on rank 0 before loading weights, when the log states it
+    (`Load weight begin`, or `Load weight end`'s free memory plus its `mem usage`)."""
     if record.engine != "sglang":
         return None
-    m = _BEGIN_RE.search(record.log)
-    return float(m["gib"]) if m else None
+    return parse(record).free_before_weights_gib
 
 
 @dataclass(frozen=True)
@@ -144,7 +155,16 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
             f"GPU {record.gpu!r} is not in the catalog, or its memory is not stated "
             "and the catalog has several",
         )
-    config = {k: v for k, v in record.args.items() if v is not None}
+    total = None if blind else getattr(observed, "total_gpu_gib", None)
+    if total:  # vLLM <= 0.9.2 logs the device total (torch's) its budget is a share of
+        gpu = gpu.model_copy(update={"memory_mib": round(total * 1024)})
+    if record.kv_cache_dtype is None:
+        return Replay(record, observed, None, "the KV cache dtype is not stated")
+    config = {k: _arg(v) for k, v in record.args.items() if v is not None}
+    if record.engine == "sglang" and record.dp > 1 and record.gpu_count == record.tp:
+        # DP inside the TP group: SGLang's DP attention (the ranks print DPn TPm).
+        config.setdefault("enable_dp_attention", True)
+        config.setdefault("dp_size", record.dp)
     if record.kv_cache_dtype != "auto":
         config.setdefault("kv_cache_dtype", record.kv_cache_dtype)
     free = None if blind else free_before_weights_gib(record)

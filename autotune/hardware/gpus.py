@@ -421,6 +421,21 @@ GPU_CATALOG.update(
                 arch="gfx942",
                 pcie_gbs=50.0,
             ),
+            _g(
+                name="mi355x-288g",
+                label="Instinct MI355X 288GB",
+                vendor="amd",
+                device_names=("MI355X",),
+                cuda_name="AMD Instinct MI355X",
+                memory_mib=294912,
+                bandwidth_gbs=8000,
+                fp16_tflops=2516.0,
+                fp8_tflops=5033.0,
+                sm_count=256,
+                smem_per_block_kib=160,
+                arch="gfx950",
+                pcie_gbs=50.0,
+            ),
         )
     }
 )

@@ -73,6 +73,23 @@ class LatentAttention(_Frozen):
     qk_rope_head_dim: int
     qk_nope_head_dim: int
     q_lora_rank: int | None = None
+    index_head_dim: int | None = Field(
+        default=None,
+        description="DSA lightning indexer (GLM-5, DeepSeek V3.2): its key width; engines keep "
+        "one indexer key per token and layer beside the latent",
+    )
+    index_n_heads: int | None = Field(default=None, description="DSA indexer query heads")
+
+
+class LocalAttention(_Frozen):
+    """Attention layers that see a bounded span of tokens: a sliding window (gpt-oss, Gemma,
+    Laguna `sliding_attention` layers) or fixed chunks (Llama 4 chunked local attention). They
+    keep a KV cache and stay in `full_attention_layers`; an engine with a windowed pool may hold
+    at most `window` tokens of them per request."""
+
+    kind: Literal["sliding", "chunked"]
+    window: int = Field(gt=0, description="sliding_window or attention_chunk_size, in tokens")
+    layers: tuple[int, ...]
 
 
 class Experts(_Frozen):
@@ -139,6 +156,13 @@ class ModelCard(_Frozen):
     )
     linear_attention: LinearAttention | None = None
     latent_attention: LatentAttention | None = None
+    local_attention: LocalAttention | None = None
+    attention_sinks: bool = Field(
+        default=False, description="one learned sink logit per head and layer (gpt-oss)"
+    )
+    cross_attention_layers: tuple[int, ...] = Field(
+        default=(), description="layers attending to the vision encoder's states (Mllama)"
+    )
     experts: Experts | None = None
     max_position_embeddings: int = 262144
     tie_word_embeddings: bool = False
@@ -155,6 +179,13 @@ class ModelCard(_Frozen):
             raise ValueError(f"full_attention_layers {bad} outside 0..{self.num_layers - 1}")
         if self.linear_layers and self.linear_attention is None:
             raise ValueError("linear-attention layers present but linear_attention is not set")
+        local = self.local_attention.layers if self.local_attention else ()
+        outside = sorted(set(local) - set(self.full_attention_layers))
+        if outside:
+            raise ValueError(f"local_attention layers {outside} are not attention layers")
+        bad = [i for i in self.cross_attention_layers if not 0 <= i < self.num_layers]
+        if bad:
+            raise ValueError(f"cross_attention_layers {bad} outside 0..{self.num_layers - 1}")
         return self
 
     @property

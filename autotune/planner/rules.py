@@ -31,6 +31,26 @@ def parse_version(version: str) -> tuple[int, int, int]:
     return sglang_version(version)
 
 
+def planning_version(version: str) -> tuple[int, int, int]:
+    """parse_version, and also the releases before the flag catalog that the planner models
+    from their own wheels (0.3.0 .. 0.5.8, planner.sglang_history), so older public launch
+    logs can be replayed; launching still needs a catalogued release."""
+    from autotune.planner import sglang_history
+
+    rel = sglang_history.release(version)
+    if rel is not None and sglang_history.is_history(version):
+        return (0, rel[0], rel[1])
+    if rel is not None and rel < sglang_history.FIRST:
+        from autotune.errors import ConfigError
+
+        raise ConfigError(
+            f"SGLang {version} is older than the releases the planner models (0.3.0 .. 0.5.23; "
+            "launching needs 0.5.9 .. 0.5.23)",
+            field="--engine-version",
+        )
+    return parse_version(version)
+
+
 @dataclass(frozen=True)
 class Resolved:
     """The values SGLang would run with after its own adjustments."""
@@ -51,6 +71,7 @@ class Resolved:
     page_size: int
     context_len: int
     notes: tuple[str, ...]
+    mamba_full_memory_ratio: float = 0.9  # the default; 0.2 in 0.5.3.post2
 
 
 def gpu_size_defaults(gpu_mem_mib: int, tp: int, v: tuple[int, int, int]) -> tuple[int, int]:
@@ -107,27 +128,34 @@ def resolve(
     version: str,
     context_default: int,
     vision_factor: float | None,
+    amd_instinct: bool = False,
 ) -> Resolved:
-    v = parse_version(version)
+    v = planning_version(version)
     notes: list[str] = []
-    cps_default, bs_default = gpu_size_defaults(gpu_mem_mib, tp, v)
-    cps = int(config.get("chunked_prefill_size") or cps_default)
-    mrr_user = config.get("max_running_requests")
-    max_bs = graph_max_bs(config, bs_default, mrr_user, v)
     spec = speculative_algorithm(config)
+    mrr_user = config.get("max_running_requests")
     mfs_cfg = config.get("mem_fraction_static")
-    mfs = (
-        float(mfs_cfg)
-        if mfs_cfg is not None
-        else default_mem_fraction(gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor)
-    )
+    if v < (0, 5, 9):
+        cps, max_bs, mfs = _history_memory(config, version, gpu_mem_mib, tp, spec, vision_factor)
+    else:
+        cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor)
     steps, topk, draft = speculative_shape(config, spec)
     mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
     page = int(config.get("page_size") or 1)
     strategy, overlap, radix = mamba_strategy(
         config, hybrid=hybrid, page=page, spec=spec, overlap=overlap, radix=radix, v=v, notes=notes
     )
+    if hybrid and v < (0, 5, 9) and radix:
+        from autotune.planner import sglang_history as history
+
+        if history.mamba_radix_forced_off(history.release(version) or history.FIRST):
+            radix = False
+            notes.append("0.5.2 .. 0.5.3.post1: radix cache off for hybrid models")
     context = int(config.get("context_length") or context_default)
+    aiter = _aiter_factor(config, version, v, context) if amd_instinct else None
+    if aiter is not None:
+        mfs *= aiter
+        notes.append(f"aiter attention (ROCm) with context > 8192: mem_fraction_static x{aiter}")
     return Resolved(
         chunked_prefill_size=cps,
         cuda_graph_max_bs=max_bs,
@@ -145,7 +173,74 @@ def resolve(
         page_size=page,
         context_len=context,
         notes=tuple(notes),
+        mamba_full_memory_ratio=_mamba_ratio(version, v),
     )
+
+
+def _memory(
+    config: dict[str, Any],
+    v: tuple[int, int, int],
+    gpu_mem_mib: int,
+    tp: int,
+    spec: str | None,
+    vision_factor: float | None,
+) -> tuple[int, int, float]:
+    """(chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static): the user's, else the
+    GPU-size defaults and the mem-fraction heuristic (§1.4)."""
+    cps_default, bs_default = gpu_size_defaults(gpu_mem_mib, tp, v)
+    cps = int(config.get("chunked_prefill_size") or cps_default)
+    max_bs = graph_max_bs(config, bs_default, config.get("max_running_requests"), v)
+    mfs_cfg = config.get("mem_fraction_static")
+    if mfs_cfg is not None:
+        return cps, max_bs, float(mfs_cfg)
+    return cps, max_bs, default_mem_fraction(gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor)
+
+
+def _mamba_ratio(version: str, v: tuple[int, int, int]) -> float:
+    if v >= (0, 5, 9):
+        return 0.9
+    from autotune.planner import sglang_history as history
+
+    return history.mamba_full_memory_ratio(history.release(version) or history.FIRST)
+
+
+def _aiter_factor(
+    config: dict[str, Any], version: str, v: tuple[int, int, int], context: int
+) -> float | None:
+    """On ROCm the attention backend defaults to aiter (server_args, HIP MHA), and with it and a
+    context over 8192 SGLang scales mem_fraction_static, a user-set value included: x0.85 from
+    0.4.7 (model_runner), x0.90 in 0.5.4.post1 only, x0.85 again from 0.5.4.post2 (server_args)."""
+    backend = config.get("attention_backend")
+    if backend not in (None, "aiter") or context <= 8192 or v < (0, 4, 7):
+        return None
+    return 0.90 if version.strip().removeprefix("v") == "0.5.4.post1" else 0.85
+
+
+def _history_memory(
+    config: dict[str, Any],
+    version: str,
+    gpu_mem_mib: int,
+    tp: int,
+    spec: str | None,
+    vision_factor: float | None,
+) -> tuple[int, int, float]:
+    """(chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) as a release before
+    0.5.9 resolves them (planner.sglang_history)."""
+    from autotune.planner import sglang_history as history
+
+    rel = history.release(version) or history.FIRST
+    cps_default, bs_default = history.gpu_size_defaults(rel, gpu_mem_mib, tp)
+    cps = int(config.get("chunked_prefill_size") or cps_default)
+    max_bs = int(config.get("cuda_graph_max_bs") or bs_default)
+    mfs_cfg = config.get("mem_fraction_static")
+    if mfs_cfg is None:
+        mfs = history.default_mem_fraction(rel, gpu_mem_mib, tp, cps, max_bs, spec)
+    else:
+        mfs = float(mfs_cfg)
+    if vision_factor is not None:
+        factor = history.vision_factor(rel, mfs_cfg is not None, vision_factor)
+        mfs = mfs * factor if factor is not None else mfs
+    return cps, max_bs, mfs
 
 
 def graph_max_bs(

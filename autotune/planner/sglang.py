@@ -23,7 +23,7 @@ from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
-from autotune.planner import rules
+from autotune.planner import rules, sglang_history
 from autotune.planner.common import GIB, MIB, Plan, PlanWorking, weights_per_rank
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_mamba import (
@@ -89,16 +89,35 @@ def _kv_dtype(card: ModelCard, value: Any) -> str:
     return name
 
 
-def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int) -> int:
+def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = True) -> int:
     """Per-token KV bytes on one rank: only full-attention layers count for hybrids (§2.2);
-    latent attention (MLA) keeps one latent + rope key per layer on every rank."""
+    latent attention (MLA) keeps one latent + rope key per layer on every rank. Releases before
+    0.5.7 size V like K (`v_head=False`: 2 x head_dim)."""
     mla = card.latent_attention
     if mla is not None:
-        per = (mla.kv_lora_rank + mla.qk_rope_head_dim) * len(card.full_attention_layers)
+        layers = len(card.full_attention_layers)
+        if mla.index_head_dim is not None:
+            return (
+                _nsa_cell(mla.kv_lora_rank, mla.qk_rope_head_dim, mla.index_head_dim, kv_dtype)
+                * layers
+            )
+        per = (mla.kv_lora_rank + mla.qk_rope_head_dim) * layers
         return int(per * KV_DTYPE_BYTES[kv_dtype])
     heads = max(1, card.num_kv_heads // tp)
-    per = heads * (card.head_dim + card.value_head_dim) * len(card.full_attention_layers)
+    v_dim = card.value_head_dim if v_head else card.head_dim
+    per = heads * (card.head_dim + v_dim) * len(card.full_attention_layers)
     return int(per * KV_DTYPE_BYTES[kv_dtype])
+
+
+def _nsa_cell(kv_lora: int, rope: int, index_dim: int, kv_dtype: str) -> int:
+    """One layer's bytes per token in SGLang's DSA (NSA) pool: the latent (fp8: the latent in
+    fp8 with one fp32 scale per 128 values and the rope key left bf16, 656 bytes for 512 + 64)
+    plus the indexer key in fp8 with one fp32 scale per 128 (132 bytes for 128)."""
+    if KV_DTYPE_BYTES.get(kv_dtype, 2.0) == 1.0:
+        latent = kv_lora + kv_lora // 128 * 4 + rope * 2
+    else:
+        latent = int((kv_lora + rope) * KV_DTYPE_BYTES[kv_dtype])
+    return latent + index_dim + index_dim // 128 * 4
 
 
 def slack_needed_bytes(card: ModelCard, r: rules.Resolved) -> int:
@@ -143,7 +162,7 @@ def plan_sglang(
 ) -> Plan:
     """Plan one launch. `config` holds SGLang field names; missing keys mean "engine decides"."""
     cfg = dict(config or {})
-    v = rules.parse_version(version)
+    v = rules.planning_version(version)
     assumptions: list[str] = []
     reasons: list[str] = []
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
@@ -152,11 +171,14 @@ def plan_sglang(
     weights = weights_per_rank(card, tp, load_mtp=False)
     budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static)
     kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"))
-    cell = _kv_cell(card, kv_dtype, tp, eagle, v, assumptions)
+    # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
+    dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
+    cell = _kv_cell(card, kv_dtype, max(tp // dp, 1), eagle, v, assumptions)
     mamba = mamba_pool(card, cfg, r, v, tp, budget.rest_gib, reasons, assumptions)
     mamba_page_size_checks(card, r, reasons)
     kv_tokens = _kv_pool_tokens(cfg, r, budget, mamba, cell, reasons)
-    mrr, bound = _max_running_requests(card, r, kv_tokens, mamba)
+    kv_tokens += _history_extra_tokens(version, r, kv_tokens)
+    mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version)
     need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons)
     if r.context_len > card.max_position_embeddings:
         assumptions.append(
@@ -207,6 +229,7 @@ def _resolve_launch(
         version=version,
         context_default=card.max_position_embeddings,
         vision_factor=vf,
+        amd_instinct=gpu.vendor == "amd" and gpu.arch.startswith("gfx9"),
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:
@@ -257,7 +280,7 @@ def _kv_cell(
     assumptions: list[str],
 ) -> int:
     """Per-token KV bytes on one rank as SGLang budgets them, the draft's share included."""
-    cell = kv_cell_bytes(card, kv_dtype, tp)
+    cell = kv_cell_bytes(card, kv_dtype, tp, v_head=v >= (0, 5, 7))
     if eagle and v >= (0, 5, 20) and card.mtp_layers:
         # 0.5.2x budgets the draft KV inside the cell: x(1 + draft_layers/num_layers) (§6).
         cell = int(cell * (1 + card.mtp_layers / len(card.full_attention_layers)))
@@ -296,17 +319,40 @@ def _kv_pool_tokens(
     return kv_tokens
 
 
+def _history_extra_tokens(version: str, r: rules.Resolved, kv_tokens: int) -> int:
+    """Tokens an EAGLE-family target of 0.4.3.post3 .. 0.5.6.post2 logs beyond its profile."""
+    rel = sglang_history.release(version)
+    if rel is None or kv_tokens <= 0:
+        return 0
+    return sglang_history.speculative_extra_tokens(
+        rel,
+        r.spec_algorithm,
+        r.max_running_requests or 0,
+        r.spec_steps,
+        r.spec_topk,
+        r.spec_draft_tokens,
+    )
+
+
 def _max_running_requests(
-    card: ModelCard, r: rules.Resolved, kv_tokens: int, mamba: MambaPool
+    card: ModelCard, r: rules.Resolved, kv_tokens: int, mamba: MambaPool, version: str
 ) -> tuple[int, str]:
     """(max running requests, what bounds it) (§2.3)."""
-    if r.max_running_requests is not None:
+    if sglang_history.is_history(version):
+        rel = sglang_history.release(version) or sglang_history.FIRST
+        mrr = sglang_history.max_running_requests(
+            rel, kv_tokens, r.context_len, r.max_running_requests
+        )
+        bound = "user" if r.max_running_requests is not None else "default"
+        if mrr == kv_tokens // 2:
+            bound = "kv_tokens"
+    elif r.max_running_requests is not None:
         mrr = r.max_running_requests
         bound = "user"
     else:
         mrr = min(max(int(kv_tokens / r.context_len * 512), 2048), 4096)
         bound = "default"
-    if kv_tokens // 2 < mrr:
+    if kv_tokens // 2 < mrr and not sglang_history.is_history(version):
         mrr, bound = kv_tokens // 2, "kv_tokens"
     slots_per_req = mamba.slots_per_request
     if card.is_hybrid and slots_per_req and mamba.slots // slots_per_req < mrr:

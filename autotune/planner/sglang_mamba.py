@@ -108,11 +108,13 @@ def mamba_slots(
     """max_mamba_cache_size: the user's, max_running_requests without radix cache, else the
     ratio rule over `rest_b` (with `d` draft tokens' intermediate state)."""
     explicit = cfg.get("max_mamba_cache_size")
-    ratio = float(cfg.get("mamba_full_memory_ratio") or 0.9)
+    ratio = float(cfg.get("mamba_full_memory_ratio") or r.mamba_full_memory_ratio)
     if explicit is not None:
         n_slots = int(explicit)
     elif not r.radix_cache and r.max_running_requests is not None:
         n_slots = r.max_running_requests
+    elif not r.radix_cache and v < (0, 5, 9):
+        n_slots = 512  # releases before 0.5.9 fell back to 512 slots
     else:
         budget = max(rest_b, 0) * ratio / (1 + ratio)
         if v < (0, 5, 16):

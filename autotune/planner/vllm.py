@@ -1,4 +1,4 @@
-"""Predict what a vLLM (V1 engine, 0.10.0 .. 0.33.0) launch gets on one GPU, and whether it fits.
+"""Predict what a vLLM (V1 engine, 0.9.1 .. 0.33.x) launch gets on one GPU, and whether it fits.
 
 Mirrors vLLM's own accounting per rank (vllm/v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py):
 
@@ -20,12 +20,14 @@ The activation and non-torch terms are estimates (vllm_memory's constants), not 
 Here: the batch limits, speculative decoding, prefix caching, the KV fit and the plan. Beside
 it: vllm_memory (the startup check, the profiling run, CUDA graphs) and vllm_kv (the KV cache
 layout, and how vLLM logs its capacity); what callers use of them is importable from here too.
+Older releases (0.4.0 .. 0.9.0, and V0 launches of 0.9.x) follow their own accounting:
+vllm_history (the releases, the engine a launch runs, defaults and KV geometry by release) and
+vllm_legacy (their memory accounting); `planner_version` parses the versions the planner takes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 from pydantic import Field
 
@@ -33,6 +35,14 @@ from autotune.errors import ConfigError
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, MIB, ContractAndWorking, Plan
+from autotune.planner.vllm_history import (
+    CURRENT_MODEL_SINCE,
+    at_least,
+    check_history_architecture,
+    check_version_for_model,
+    engine_of,
+    planner_version,
+)
 from autotune.planner.vllm_kv import (
     DEFAULT_BLOCK_SIZE,
     KVLayout,
@@ -41,6 +51,7 @@ from autotune.planner.vllm_kv import (
     kv_layout,
     mamba_page_bytes,
 )
+from autotune.planner.vllm_legacy import plan_history
 from autotune.planner.vllm_memory import (
     ProfiledMemory,
     StartupMemory,
@@ -50,6 +61,7 @@ from autotune.planner.vllm_memory import (
     profiled_memory,
     startup_memory,
 )
+from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode, VLLMFields
 
 __all__ = [
     "ARCHITECTURE_SINCE",
@@ -65,6 +77,7 @@ __all__ = [
     "kv_layout",
     "mamba_page_bytes",
     "plan_vllm",
+    "planner_version",
 ]
 
 _MTP_METHODS = {"mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp"}
@@ -114,39 +127,10 @@ class VLLMPlan(Plan):
     capture_sizes: list[int]
 
 
-class VLLMFields(TypedDict):
-    """VLLMPlan's own fields (past the Plan contract), as the planner's report step fills them."""
-
-    gpu_memory_utilization: float
-    total_gib: float
-    requested_gib: float
-    activation_gib: float
-    non_torch_gib: float
-    graph_gib: float
-    graph_in_budget: bool
-    kv_cache_gib: float
-    block_size: int
-    num_gpu_blocks: int
-    kv_groups: int
-    layers_per_group: int
-    page_bytes: int
-    blocks_per_request: int
-    max_concurrency: float
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    max_model_len: int
-    prefix_caching: bool
-    kv_needed_gib: float
-    estimated_max_model_len: int
-    capture_sizes: list[int]
-
-
 def _defaults(total_mib: int, gpu_name: str, version: str) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) for `vllm serve` by GPU size (EngineArgs.
     _set_default_args: 70 GiB+ cards other than A100 get the larger pair; from 0.28.0 cards of
     160 GiB+ batch 16384 tokens)."""
-    from autotune.engines.vllm.flags import at_least
-
     if total_mib >= 160 * 1024 and at_least(version, "0.28.0"):
         return 1024, 16384
     if total_mib >= 70 * 1024 and "a100" not in gpu_name.lower():
@@ -156,27 +140,6 @@ def _defaults(total_mib: int, gpu_name: str, version: str) -> tuple[int, int]:
 
 def _truthy(value: Any) -> bool | None:
     return None if value is None else bool(value)
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """The scheduler's limits as vLLM runs them (EngineArgs defaults filled in)."""
-
-    max_num_seqs: int
-    max_model_len: int
-    chunked_prefill: bool
-    max_num_batched_tokens: int
-
-
-@dataclass(frozen=True)
-class SpecDecode:
-    """Speculative decoding as vLLM's SpeculativeConfig describes it."""
-
-    config: dict[str, Any]  # the SpeculativeConfig fields ({} without speculation)
-    method: Any
-    num_spec: int  # num_speculative_tokens (0 without speculation)
-    mtp: bool  # an MTP method: the target's MTP weights are loaded
-    draft_layers: int  # MTP layers whose KV the target's cache holds
 
 
 def plan_vllm(
@@ -194,20 +157,68 @@ def plan_vllm(
     with plan_sglang and unused (vLLM keeps no host KV pool here).
 
     Raises:
-        ConfigError: an unsupported version, a TP size that disagrees with the config, or an
-            unknown kv_cache_dtype.
+        ConfigError: an unsupported version (outside 0.4.0 .. 0.33.x, or a hybrid model before
+            0.10.0), a TP size that disagrees with the config, or an unknown kv_cache_dtype.
     """
-    from autotune.engines.vllm.flags import parse_version
-
     del host_free_gib
     cfg = dict(config or {})
-    version = parse_version(version)
+    version = planner_version(version)
     tp = _tensor_parallel(cfg, tp)
+    check_version_for_model(card, version)
     reasons: list[str] = []
     assumptions: list[str] = []
+    if _follows_history(card, gpu, cfg, version):
+        parts = plan_history(
+            card,
+            gpu,
+            cfg,
+            version=version,
+            tp=tp,
+            gpu_free_gib=gpu_free_gib,
+            reasons=reasons,
+            assumptions=assumptions,
+        )
+    else:
+        parts = _current_parts(card, gpu, cfg, version, tp, gpu_free_gib, reasons, assumptions)
+    return VLLMPlan(
+        engine_version=version,
+        model=card.name,
+        gpu=gpu.name,
+        tp=tp,
+        kv_dtype=str(cfg.get("kv_cache_dtype") or "auto"),
+        fits=not reasons,
+        reasons=reasons,
+        assumptions=assumptions,
+        bound_by="user" if cfg.get("max_num_seqs") else "default",
+        **_plan_fields(card, parts),
+        **_vllm_fields(parts),
+    )
+
+
+def _follows_history(card: ModelCard, gpu: GPUSpec, cfg: dict[str, Any], version: str) -> bool:
+    """Whether the launch follows an older release's accounting (vllm_legacy): any release
+    before 0.9.1, and a 0.9.x launch that falls back to the V0 engine."""
+    if not at_least(version, CURRENT_MODEL_SINCE):
+        return True
+    return not at_least(version, "0.10.0") and engine_of(card, gpu, cfg, version, []) == "v0"
+
+
+def _current_parts(
+    card: ModelCard,
+    gpu: GPUSpec,
+    cfg: dict[str, Any],
+    version: str,
+    tp: int,
+    gpu_free_gib: float | None,
+    reasons: list[str],
+    assumptions: list[str],
+) -> PlanParts:
+    """The plan's parts under the current model (V1, 0.9.1 .. 0.33.x)."""
     startup = startup_memory(gpu, cfg, gpu_free_gib, reasons, assumptions)
     limits = _batch_limits(card, gpu, cfg, version, reasons, assumptions)
     _check_architecture(card, version, reasons)
+    if not at_least(version, "0.10.0"):
+        check_history_architecture(card, version, reasons)
     spec = _speculative(card, cfg, version, reasons)
     prefix = _prefix_caching(card, cfg, version, limits.chunked_prefill, reasons, assumptions)
     mem = profiled_memory(
@@ -225,19 +236,7 @@ def plan_vllm(
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     lay = _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)
     _check_kv_fit(lay, limits, startup, mem, reasons, assumptions)
-    return VLLMPlan(
-        engine_version=version,
-        model=card.name,
-        gpu=gpu.name,
-        tp=tp,
-        kv_dtype=kv_dtype,
-        fits=not reasons,
-        reasons=reasons,
-        assumptions=assumptions,
-        bound_by="user" if cfg.get("max_num_seqs") else "default",
-        **_plan_fields(card, startup, limits, spec, prefix, mem, lay),
-        **_vllm_fields(startup, limits, prefix, mem, lay),
-    )
+    return PlanParts(startup, limits, spec, prefix, mem, lay)
 
 
 def _tensor_parallel(cfg: dict[str, Any], tp: int) -> int:
@@ -290,8 +289,6 @@ def _batch_limits(
 
 def _check_architecture(card: ModelCard, version: str, reasons: list[str]) -> None:
     """An architecture newer than `version`'s model registry is a reason."""
-    from autotune.engines.vllm.flags import at_least
-
     since = ARCHITECTURE_SINCE.get(card.architecture)
     if since is not None and not at_least(version, since):
         reasons.append(
@@ -303,10 +300,12 @@ def _check_architecture(card: ModelCard, version: str, reasons: list[str]) -> No
 def _speculative(
     card: ModelCard, cfg: dict[str, Any], version: str, reasons: list[str]
 ) -> SpecDecode:
-    """The speculative method and its draft; an MTP method without MTP weights is a reason."""
+    """The speculative method and its draft; an MTP method without MTP weights is a reason.
+    0.9.x is checked against the flag catalog's first release (0.10.0)."""
     from autotune.engines.vllm.flags import speculative_config
 
-    spec = speculative_config(cfg, version) or {}
+    catalogued = version if at_least(version, "0.10.0") else "0.10.0"
+    spec = speculative_config(cfg, catalogued) or {}
     method = spec.get("method")
     num_spec = int(spec.get("num_speculative_tokens") or 0) if method else 0
     mtp = method in _MTP_METHODS
@@ -328,8 +327,6 @@ def _prefix_caching(
 ) -> bool:
     """Whether prefix caching is on (hybrid models: default on from 0.26.0); with it, the mamba
     cache mode align, which needs chunked prefill."""
-    from autotune.engines.vllm.flags import at_least
-
     prefix = _truthy(cfg.get("enable_prefix_caching"))
     if prefix is None:
         prefix = not card.is_hybrid or at_least(version, "0.26.0")
@@ -416,16 +413,10 @@ def _kv_needed_gib(lay: KVLayout) -> float:
     return lay.blocks_per_request * lay.block_bytes / GIB
 
 
-def _plan_fields(
-    card: ModelCard,
-    startup: StartupMemory,
-    limits: BatchLimits,
-    spec: SpecDecode,
-    prefix: bool,
-    mem: ProfiledMemory,
-    lay: KVLayout,
-) -> ContractAndWorking:
+def _plan_fields(card: ModelCard, parts: PlanParts) -> ContractAndWorking:
     """The Plan contract's figures in vLLM's terms (VLLMPlan's docstring)."""
+    startup, limits, spec, prefix = parts.startup, parts.limits, parts.spec, parts.prefix
+    mem, lay = parts.mem, parts.lay
     max_num_seqs, sizes = limits.max_num_seqs, mem.capture_sizes
     mamba_per_req = lay.mamba_groups * lay.mamba_blocks
     slots = min(max_num_seqs, lay.num_blocks // mamba_per_req) if mamba_per_req else 0
@@ -463,14 +454,9 @@ def _plan_fields(
     )
 
 
-def _vllm_fields(
-    startup: StartupMemory,
-    limits: BatchLimits,
-    prefix: bool,
-    mem: ProfiledMemory,
-    lay: KVLayout,
-) -> VLLMFields:
+def _vllm_fields(parts: PlanParts) -> VLLMFields:
     """VLLMPlan's own figures."""
+    startup, limits, mem, lay = parts.startup, parts.limits, parts.mem, parts.lay
     return VLLMFields(
         gpu_memory_utilization=startup.gpu_memory_utilization,
         total_gib=round(startup.total_gib, 3),
@@ -490,7 +476,7 @@ def _vllm_fields(
         max_num_seqs=limits.max_num_seqs,
         max_num_batched_tokens=limits.max_num_batched_tokens,
         max_model_len=limits.max_model_len,
-        prefix_caching=prefix,
+        prefix_caching=parts.prefix,
         kv_needed_gib=round(_kv_needed_gib(lay), 3),
         estimated_max_model_len=lay.estimated_max_model_len,
         capture_sizes=mem.capture_sizes,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from autotune.errors import ConfigError
 from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.planner.vllm_history import at_least
 
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention kernels: multiples of 16
 KERNEL_BLOCK_ALIGNMENT = 16
@@ -204,8 +205,6 @@ def logged_kv_tokens(
     block_size: int,
 ) -> int:
     """KV capacity as "GPU KV cache size: N tokens" logs it on `version` (module docstring)."""
-    from autotune.engines.vllm.flags import at_least
-
     if at_least(version, "0.20.0"):
         return int(concurrency * max_model_len)  # get_kv_cache_capacity
     return num_blocks // groups * block_size

@@ -13,6 +13,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
+from autotune.planner.vllm_history import at_least
 
 # Free memory at vLLM's initial snapshot = capacity - CUDA context - desktop share (F3). The
 # snapshot is taken after the context exists, so the context only matters for the startup check
@@ -155,8 +156,6 @@ def profiled_memory(
 ) -> ProfiledMemory:
     """Weights, activations, non-torch memory and graphs, and the KV memory they leave; graphs
     captured outside the budget that the headroom cannot hold are a reason."""
-    from autotune.engines.vllm.flags import at_least
-
     requested = startup.requested_gib
     weights = weights_per_rank(card, tp, load_mtp=mtp) / GIB
     act = activation_bytes(card, tp, max_tokens, max_num_seqs) / GIB

@@ -213,3 +213,45 @@ def test_prefill_batch_both_generations() -> None:
 def test_non_batch_lines() -> None:
     assert parse_batch_line("[2026-03-01 12:00:00] Load weight begin. avail mem=30 GB") is None
     assert parse_batch_line("") is None
+
+
+# Older releases: OLD_03, OLD_043 and DOCKER as public logs show them (tests/data/real_launches
+# has their sources); OLD_041 rendered from 0.4.1.post6's f-strings (model_runner, scheduler).
+OLD_03 = """\
+[22:30:32 TP0] Load weight begin. avail mem=191.33 GB
+[22:30:52 TP0] Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=176.33 GB
+[22:30:53 TP0] Memory pool end. avail mem=22.83 GB
+max_total_num_tokens=1256440
+"""
+OLD_043 = """\
+[2025-03-07 09:25:11 TP0] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=36.51 GB
+[2025-03-07 09:31:43 TP0] max_total_num_tokens=201681, chunked_prefill_size=8192, max_prefill_tokens=16384, max_running_requests=2049, context_len=163840
+"""  # noqa: E501
+OLD_041 = """\
+[2025-01-02 10:00:00 TP0] KV Cache is allocated. K size: 3.00 GB, V size: 3.00 GB.
+[2025-01-02 10:00:01 TP0] max_total_num_tokens=196608, max_prefill_tokens=16384, max_running_requests=2049, context_len=8192
+"""  # noqa: E501
+DOCKER = (
+    "2026-07-14T13:17:53.242583140+08:00 [2026-07-14 13:17:53] Load weight end. elapsed=31.02 s, "
+    "type=Qwen3_5ForConditionalGeneration, avail mem=22.09 GB, mem usage=8.62 GB.\n"
+    "qwen-1  | [2026-07-14 13:17:53] KV Cache is allocated. dtype: torch.bfloat16, #tokens: "
+    "327852, K size: 5.00 GB, V size: 5.00 GB\n"
+)
+
+
+def test_old_release_lines() -> None:
+    r = parse_startup(OLD_03)  # 0.3: time-only prefix, weights = begin - end, bench summary
+    assert r.weights_gib == 15.0 and r.free_before_weights_gib == 191.33
+    assert r.max_total_num_tokens == 1_256_440
+    r = parse_startup(OLD_043)  # 0.4.3: no mem usage, summary without available_gpu_mem
+    assert r.weights_gib is None and r.max_running_requests == 2049
+    assert r.max_total_num_tokens == 201_681 and r.available_gpu_mem_gib is None
+    r = parse_startup(OLD_041)  # 0.4.1: KV line without #tokens, summary without cps
+    assert r.kv_pool_tokens is None and r.kv_k_gib == 3.0 and r.chunked_prefill_size is None
+    assert r.max_total_num_tokens == 196_608
+
+
+def test_collector_prefixes_and_free_memory_from_the_end_line() -> None:
+    r = parse_startup(DOCKER)
+    assert r.kv_pool_tokens == 327_852 and r.weights_gib == 8.62
+    assert r.free_before_weights_gib == pytest.approx(22.09 + 8.62)

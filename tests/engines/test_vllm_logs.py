@@ -179,3 +179,37 @@ def test_garbage_and_partial_logs() -> None:
     )
     # literal_eval fails on the function repr; the numeric keys are still read
     assert r.max_num_seqs == 4 and r.gpu_memory_utilization == 0.85
+
+
+# V0 and early releases, lines as public logs show them (tests/data/real_launches has sources).
+V0_064 = """\
+Loading model weights took 14.9888 GB
+Memory profiling results: total_gpu_memory=23.58GiB initial_memory_usage=15.34GiB peak_torch_memory=17.06GiB memory_usage_post_profile=15.35GiB non_torch_memory=0.35GiB kv_cache_size=3.81GiB gpu_memory_utilization=0.90
+GPU blocks: 1952, # CPU blocks: 2048
+Maximum concurrency for 20000 tokens per request: 1.56x
+"""  # noqa: E501
+V0_066 = """\
+INFO 01-16 09:40:00 worker.py:238] the current vLLM instance can use total_gpu_memory (79.22GiB) x gpu_memory_utilization (0.90) = 71.29GiB
+INFO 01-16 09:40:00 worker.py:238] model weights take 19.86GiB; non_torch_memory takes 0.16GiB; PyTorch activation peak memory takes 36.63GiB; the rest of the memory reserved for KV Cache is 14.65GiB.
+INFO 01-16 09:40:00 executor_base.py:95] # CUDA blocks: 6001, # CPU blocks: 1638
+"""  # noqa: E501
+COMPOSE = (
+    "qwen3-1  | (VllmWorker rank=0 pid=105) INFO 04-29 01:07:41 [gpu_model_runner.py:1347] "
+    "Model loading took 14.2474 GiB and 558.868858 seconds\n"
+    "qwen3-1  | INFO 04-29 01:09:49 [kv_cache_utils.py:634] GPU KV cache size: 198,784 tokens\n"
+)
+
+
+def test_v0_lines() -> None:
+    r = parse_startup(V0_064)
+    assert r.weights_gib == 14.9888 and r.kv_cache_gib == 3.81
+    assert r.total_gpu_gib == 23.58 and r.gpu_memory_utilization == 0.9
+    assert r.num_gpu_blocks == 1952  # the post lost the leading "# "
+    r = parse_startup(V0_066)
+    assert r.weights_gib == 19.86 and r.kv_cache_gib == 14.65 and r.num_gpu_blocks == 6001
+    assert r.total_gpu_gib == 79.22 and r.gpu_memory_utilization == 0.9
+
+
+def test_compose_prefix() -> None:
+    r = parse_startup(COMPOSE)
+    assert r.weights_gib == 14.2474 and r.kv_pool_tokens == 198_784

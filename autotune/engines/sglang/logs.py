@@ -46,7 +46,10 @@ PREFIX_RE = re.compile(
 )
 _RANK_RE = re.compile(r" ([A-Z_]+?)(\d+)")
 
-_WEIGHTS_RE = re.compile(r"Load weight end\. .*?mem usage=(?P<gib>\d+(?:\.\d+)?) GB")
+_WEIGHTS_RE = re.compile(
+    r"Load weight end\. .*?(?:avail mem=(?P<avail>\d+(?:\.\d+)?) GB, )?"
+    r"mem usage=(?P<gib>\d+(?:\.\d+)?) GB"
+)
 _WEIGHTS_OLD_RE = re.compile(
     r"Load weight end\. (?!.*mem usage).*avail mem=(?P<gib>\d+(?:\.\d+)?) GB"
 )
@@ -149,6 +152,14 @@ def _summary(values: Figures, m: re.Match[str]) -> None:
     values["available_gpu_mem_gib"] = None if m["avail"] is None else float(m["avail"])
 
 
+def _weights_end(values: Figures, m: re.Match[str]) -> None:
+    """Weights summed over target and draft; the free memory after the first (the target's)."""
+    add_to(values, "weights_gib", float(m["gib"]))
+    values.setdefault("_first_weights", float(m["gib"]))
+    if m["avail"] is not None:
+        values.setdefault("_free_after_weights", float(m["avail"]))
+
+
 def _weights_end_old(values: Figures, m: re.Match[str]) -> None:
     """Before `mem usage` was logged: the free memory after weights, for parse_startup."""
     values.setdefault("_free_after_weights", float(m["gib"]))
@@ -161,7 +172,7 @@ def _host_kv_pool(values: Figures, m: re.Match[str]) -> None:
 
 # In order; a line is read by the first that matches.
 _READERS: tuple[Reader, ...] = (
-    ((_WEIGHTS_RE,), add_up("weights_gib", "gib")),
+    ((_WEIGHTS_RE,), _weights_end),
     ((_WEIGHTS_OLD_RE,), _weights_end_old),
     ((_BEGIN_RE,), keep_first(free_before_weights_gib=("gib", float))),
     ((_KV_RE,), _kv_pool),
@@ -189,8 +200,12 @@ def parse_startup(log_text: str) -> LaunchReport:
     sums = {key: _round(scan.values.pop(key, None)) for key in _SUMS}
     after = scan.values.pop("_free_after_weights", None)
     before = scan.values.get("free_before_weights_gib")
+    weights = scan.values.pop("_first_weights", None)
     if sums["weights_gib"] is None and isinstance(after, float) and isinstance(before, float):
         sums["weights_gib"] = round(before - after, 2)
+    elif before is None and isinstance(after, float) and isinstance(weights, float):
+        # No `Load weight begin` line: the end line's free memory plus what loading took.
+        scan.values["free_before_weights_gib"] = round(after + weights, 2)
     return LaunchReport(
         **sums,
         ready=scan.ready,

@@ -66,7 +66,7 @@ _PROFILE_KV_RE = re.compile(
     rf"kv_cache_size=(?P<a>{_NUM}) ?GiB|the rest of the memory reserved for KV Cache is (?P<b>{_NUM}) ?GiB"
 )
 _PROFILE_TOTAL_RE = re.compile(
-    rf"total_gpu_memory[=(] ?(?P<gib>{_NUM}) ?GiB\)?(?: x |.*?)gpu_memory_utilization[=(] ?(?P<u>{_NUM})"
+    rf"total_gpu_memory ?[=(](?P<gib>{_NUM}) ?GiB\)?.*?gpu_memory_utilization ?[=(](?P<u>{_NUM})"
 )
 _AVAIL_RE = re.compile(rf"Available KV cache memory: (?P<gib>{_NUM}) GiB")
 _KV_TOKENS_RE = re.compile(

@@ -2,15 +2,23 @@
 
 The architecture comes from the config as `card_from_dir` reads it; the bytes per component are
 counted from the shapes (the parameters each engine builds) times the bytes per parameter of the
-checkpoint's quantization, with the layers the packs leave unquantized (embeddings, LM head,
-norms, routers; attention too in MXFP4 packs) counted at the model's dtype. A checkpoint's own
-size, where a card states it, replaces the count (`loaded_bytes`).
+checkpoint's quantization, layer by layer and part by part (attention, GDN, dense MLP, shared
+expert, routed experts): a compressed-tensors or modelopt pack says per module what it quantizes
+and how (its `ignore` / `exclude_modules` lists and config groups), an MXFP4 pack (gpt-oss)
+quantizes the routed experts only, the other schemes every projection. Embeddings, LM head,
+norms, routers, biases and GDN gates stay at the model's dtype. A checkpoint's own size, where a
+card states it, replaces the count (`loaded_bytes`).
+
+Architecture facts beyond the plain decoder: Mixtral / Llama 4 / gpt-oss experts
+(`num_local_experts`), Llama 4's shared expert, interleaved MoE layers and chunked local
+attention, sliding-window layers (`layer_types`), gpt-oss attention sinks and biases, Mllama
+cross-attention layers and its vision tower's global layers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +29,7 @@ from autotune.models.card import (
     DTYPE_BYTES,
     Experts,
     LatentAttention,
+    LocalAttention,
     ModelCard,
     Quantization,
     VisionTower,
@@ -32,6 +41,7 @@ from autotune.models.hf.fields import (
     full_attention_layers,
     linear_attention,
 )
+from autotune.models.hf.pack_parts import bytes_per_param, ct_bytes, modelopt_bytes, module_names
 from autotune.models.hf.quantization import quantization_from_config
 
 
@@ -50,43 +60,97 @@ def _latent(f: ConfigFields) -> LatentAttention | None:
         qk_rope_head_dim=f.get_int("qk_rope_head_dim"),
         qk_nope_head_dim=f.get_int("qk_nope_head_dim"),
         q_lora_rank=f.opt_int("q_lora_rank"),
+        index_head_dim=f.opt_int("index_head_dim"),
+        index_n_heads=f.opt_int("index_n_heads"),
     )
 
 
-def _experts(f: ConfigFields, num_layers: int) -> Experts | None:
-    n = f.opt_int("n_routed_experts") or f.opt_int("num_local_experts") or f.opt_int("num_experts")
+def _is_llama4(architecture: str) -> bool:
+    return architecture.startswith("Llama4")
+
+
+def moe_layer_ids(f: ConfigFields, num_layers: int) -> tuple[int, ...]:
+    """Decoder layers with an expert MLP: after `first_k_dense_replace`, every
+    `decoder_sparse_step` / `interleave_moe_layer_step`-th layer, minus `mlp_only_layers`."""
+    if not _num_experts(f):
+        return ()
+    dense = f.opt_int("first_k_dense_replace", minimum=0) or 0
+    step = f.opt_int("decoder_sparse_step") or f.opt_int("interleave_moe_layer_step") or 1
+    only = f.data.get("mlp_only_layers") or []
+    skip = set(only) if isinstance(only, list) else set()
+    return tuple(
+        i for i in range(num_layers) if i >= dense and (i + 1) % step == 0 and i not in skip
+    )
+
+
+def _num_experts(f: ConfigFields) -> int | None:
+    return (
+        f.opt_int("n_routed_experts") or f.opt_int("num_local_experts") or f.opt_int("num_experts")
+    )
+
+
+def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | None:
+    n = _num_experts(f)
     if not n:
         return None
     inter = f.opt_int("moe_intermediate_size") or f.get_int("intermediate_size")
     shared = f.opt_int("shared_expert_intermediate_size", minimum=0) or 0
     shared += (f.opt_int("n_shared_experts", minimum=0) or 0) * inter
-    dense = f.opt_int("first_k_dense_replace", minimum=0) or 0
-    step = f.opt_int("decoder_sparse_step") or 1
-    only = f.data.get("mlp_only_layers") or []
-    moe_layers = [
-        i
-        for i in range(num_layers)
-        if i >= dense and (i + 1) % step == 0 and i not in (only if isinstance(only, list) else [])
-    ]
+    if _is_llama4(architecture):  # every Llama 4 MoE layer adds one shared expert
+        shared += inter
+    per_token = f.opt_int("num_experts_per_tok") or f.get_int("experts_per_token", 1)
     return Experts(
         num_experts=n,
-        experts_per_token=f.get_int("num_experts_per_tok", 1),
+        experts_per_token=per_token,
         moe_intermediate_size=inter,
         shared_intermediate_size=shared,
-        moe_layers=len(moe_layers),
+        moe_layers=moe_layers,
     )
 
 
+def _dense_intermediate(f: ConfigFields) -> int:
+    """The dense MLP width: Llama 4 names it `intermediate_size_mlp` (its `intermediate_size`
+    is the expert width)."""
+    return f.opt_int("intermediate_size_mlp") or f.get_int("intermediate_size", 0, minimum=0)
+
+
+def _local_attention(f: ConfigFields, num_layers: int) -> LocalAttention | None:
+    """Sliding-window layers from `layer_types`; Llama 4's chunked layers are those with RoPE
+    (`no_rope_layers[i] == 1`; transformers' default: all but every 4th layer)."""
+    types = f.data.get("layer_types")
+    if isinstance(types, list):
+        sliding = tuple(i for i, t in enumerate(types) if t == "sliding_attention")
+        if sliding:
+            window = f.get_int("sliding_window")
+            return LocalAttention(kind="sliding", window=window, layers=sliding)
+    chunk = f.opt_int("attention_chunk_size")
+    if chunk is None:
+        return None
+    rope = f.data.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(num_layers)]
+    if not isinstance(rope, list) or len(rope) != num_layers:
+        raise f.error("no_rope_layers", f"must be a list of {num_layers} 0/1 flags, got {rope!r}")
+    return LocalAttention(
+        kind="chunked", window=chunk, layers=tuple(i for i, r in enumerate(rope) if r)
+    )
+
+
+def _first(data: Mapping[str, Any], *keys: str) -> object:
+    return next((data[k] for k in keys if data.get(k) is not None), None)
+
+
 def _vision(config: Mapping[str, Any]) -> tuple[VisionTower | None, int]:
-    """The vision tower and its parameters (attention 4h^2 + MLP 2h*inter per block)."""
+    """The vision tower and its parameters (attention 4h^2 + MLP 2h*inter per block; Mllama's
+    `num_global_layers` are blocks too; Kimi K2.5 names the fields `vt_*`)."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict):
         return None, 0
-    layers = vc.get("depth", vc.get("num_hidden_layers"))
-    hidden = vc.get("hidden_size", vc.get("embed_dim"))
+    layers = _first(vc, "depth", "num_hidden_layers", "vt_num_hidden_layers")
+    hidden = _first(vc, "hidden_size", "embed_dim", "vt_hidden_size")
     if not isinstance(layers, int) or not isinstance(hidden, int):
         return None, 0
-    inter = vc.get("intermediate_size")
+    extra = vc.get("num_global_layers")
+    layers += extra if isinstance(extra, int) else 0
+    inter = _first(vc, "intermediate_size", "vt_intermediate_size")
     inter = inter if isinstance(inter, int) else 4 * hidden
     return VisionTower(layers=layers, hidden_size=hidden), layers * (
         4 * hidden**2 + 2 * hidden * inter
@@ -94,15 +158,30 @@ def _vision(config: Mapping[str, Any]) -> tuple[VisionTower | None, int]:
 
 
 @dataclass
-class _Params:
-    """Parameter counts per kind: what a quantized pack quantizes and what it keeps."""
+class LayerParams:
+    """Parameters of one decoder layer per part: what a quantized pack may quantize, and what
+    it keeps at the model's dtype."""
 
-    attention: int = 0  # q/k/v/o and MLA projections of every full-attention layer
-    linear_attention: int = 0  # GDN projections and conv of every linear-attention layer
-    mlp: int = 0  # dense MLPs and shared experts
+    attention: int = 0  # q/k/v/o and MLA up-projections (full-attention layers)
+    linear_attention: int = 0  # GDN projections and conv
+    mlp: int = 0  # dense MLP
+    shared: int = 0  # shared experts
     experts: int = 0  # routed experts
-    kept: int = 0  # norms, routers, GDN b/a: never quantized
+    kept: int = 0  # norms, routers, biases, sinks, GDN b/a: never quantized
     replicated: int = 0  # MLA down-projections: whole on every TP rank
+
+
+@dataclass(frozen=True)
+class Extras:
+    """Config facts the card does not hold but the weight count needs."""
+
+    moe_layers: tuple[int, ...] = ()
+    vision_params: int = 0
+    attention_bias: bool = False
+    expert_bias: bool = False  # gpt-oss: biases on the experts and the router
+    quant: Mapping[str, Any] | None = None
+    source: str = ""
+    parts: dict[tuple[str, int | None], float] = field(default_factory=dict, compare=False)
 
 
 def _attention_params(card: ModelCard) -> tuple[int, int]:
@@ -121,68 +200,113 @@ def _attention_params(card: ModelCard) -> tuple[int, int]:
         q_down, q_up = 0, h * heads * qk
     kv_down = h * (la.kv_lora_rank + la.qk_rope_head_dim)
     kv_up = la.kv_lora_rank * heads * (la.qk_nope_head_dim + v)
-    return q_up + kv_up + heads * v * h, q_down + kv_down
+    indexer = 0  # DSA indexer: wq_b, wk and weights_proj, replicated like the down-projections
+    if la.index_head_dim and la.index_n_heads:
+        q_in = la.q_lora_rank or h
+        indexer = q_in * la.index_n_heads * la.index_head_dim + h * la.index_head_dim
+        indexer += h * la.index_n_heads
+    return q_up + kv_up + heads * v * h, q_down + kv_down + indexer
 
 
-def _params(card: ModelCard) -> _Params:
-    p = _Params()
+def _attention_extras(card: ModelCard, ex: Extras) -> int:
+    """Biases of q/k/v/o (`attention_bias`) and sink logits: kept at the model's dtype."""
+    n = card.num_attention_heads if card.attention_sinks else 0
+    if ex.attention_bias:
+        n += card.num_attention_heads * card.head_dim + card.hidden_size
+        n += card.num_kv_heads * (card.head_dim + card.value_head_dim)
+    return n
+
+
+def _mixer_params(card: ModelCard, ex: Extras, layer: int, p: LayerParams) -> None:
     h = card.hidden_size
-    sharded, replicated = _attention_params(card)
-    n_full = len(card.full_attention_layers)
-    p.attention = sharded * n_full
-    p.replicated = replicated * n_full
     la = card.linear_attention
-    if la is not None:
-        key, value = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
-        per = h * (2 * key + 2 * value) + value * h + (2 * key + value) * la.conv_kernel
-        p.linear_attention = per * len(card.linear_layers)
-        p.kept += (2 * la.num_value_heads * h + 2 * la.num_value_heads) * len(card.linear_layers)
-    moe = card.experts
-    moe_layers = moe.moe_layers if moe else 0
-    p.mlp = 3 * h * card.intermediate_size * (card.num_layers - moe_layers)
-    if moe is not None:
-        p.experts = 3 * h * moe.moe_intermediate_size * moe.num_experts * moe_layers
-        p.mlp += 3 * h * moe.shared_intermediate_size * moe_layers
-        p.kept += h * moe.num_experts * moe_layers
-    p.kept += 2 * h * card.num_layers + h
+    if layer in card.full_attention_layers or la is None:
+        p.attention, p.replicated = _attention_params(card)
+        p.kept += _attention_extras(card, ex)
+        return
+    key, value = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
+    p.linear_attention = h * (2 * key + 2 * value) + value * h + (2 * key + value) * la.conv_kernel
+    p.kept += 2 * la.num_value_heads * h + 2 * la.num_value_heads
+
+
+def _mlp_params(card: ModelCard, ex: Extras, moe: bool, p: LayerParams) -> None:
+    h = card.hidden_size
+    e = card.experts
+    if not moe or e is None:
+        p.mlp = 3 * h * card.intermediate_size
+        return
+    p.experts = 3 * h * e.moe_intermediate_size * e.num_experts
+    p.shared = 3 * h * e.shared_intermediate_size
+    p.kept += h * e.num_experts
+    if ex.expert_bias:
+        p.kept += e.num_experts * (2 * e.moe_intermediate_size + h + 1)
+
+
+def layer_params(card: ModelCard, ex: Extras, layer: int) -> LayerParams:
+    """The parameters of decoder layer `layer` (-1: an MTP layer, full attention with the
+    model's MLP kind)."""
+    p = LayerParams(kept=2 * card.hidden_size)
+    _mixer_params(card, ex, layer if layer >= 0 else card.full_attention_layers[-1], p)
+    moe = layer in ex.moe_layers if layer >= 0 else bool(ex.moe_layers)
+    _mlp_params(card, ex, moe, p)
     return p
 
 
-def _bytes_per_param(q: Quantization, dtype_bytes: float) -> float:
-    """Bytes one quantized weight takes with its scales (and zero points) as the pack stores it."""
-    group = q.group_size
-    if q.scheme in ("awq", "gptq"):
-        return q.bits / 8 + (2 + q.bits / 8) / (group or 4096)
-    if q.scheme == "fp8_block":
-        bn, bk = q.block_shape or (128, 128)
-        return 1 + 4 / (bn * bk)
-    if q.scheme in ("fp8", "int8"):
-        return 1.0 + (2 / group if group else 0)
-    if q.scheme == "nvfp4":
-        return 0.5 + 1 / (group or 16)
-    if q.scheme == "mxfp4":
-        return 0.5 + 1 / 32
-    return dtype_bytes
+def part_bytes(card: ModelCard, ex: Extras, part: str, layer: int | None) -> float:
+    """Bytes per parameter of `part` in decoder layer `layer` (None: the MTP layer)."""
+    key = (part, layer)
+    if key not in ex.parts:
+        dtype_b = DTYPE_BYTES.get(card.dtype, 2.0)
+        q, scheme = ex.quant or {}, card.quantization.scheme
+        method = str(q.get("quant_method", "")).lower().replace("_", "-")
+        if method == "compressed-tensors":
+            ex.parts[key] = ct_bytes(q, module_names(part, layer), ex.source, dtype_b)
+        elif method == "modelopt":
+            ex.parts[key] = modelopt_bytes(q, module_names(part, layer), dtype_b)
+        elif scheme == "mxfp4":  # gpt-oss packs quantize the routed experts only
+            ex.parts[key] = (
+                bytes_per_param(card.quantization, dtype_b) if part == "experts" else dtype_b
+            )
+        else:
+            ex.parts[key] = bytes_per_param(card.quantization, dtype_b)
+    return ex.parts[key]
 
 
-def weight_bytes(card: ModelCard, mtp_layers: int, vision_params: int) -> WeightBytes:
-    """Bytes per component as loaded at TP 1, counted from the card's shapes."""
+_QUANTIZABLE = ("attention", "linear_attention", "mlp", "shared", "experts")
+
+
+def _layer_bytes(
+    card: ModelCard, ex: Extras, p: LayerParams, layer: int | None
+) -> tuple[float, float]:
+    """(sharded, replicated) bytes of one layer."""
     dtype_b = DTYPE_BYTES.get(card.dtype, 2.0)
-    qb = _bytes_per_param(card.quantization, dtype_b)
-    p = _params(card)
-    # MXFP4 packs (gpt-oss) quantize the routed experts only.
-    attn_b = dtype_b if card.quantization.scheme == "mxfp4" else qb
-    dense_b = dtype_b if card.quantization.scheme == "mxfp4" else qb
-    decoder = (p.attention + p.linear_attention) * attn_b + p.mlp * dense_b + p.experts * qb
-    layer = (decoder + p.kept * dtype_b) / card.num_layers
+    total = p.kept * dtype_b
+    for part in _QUANTIZABLE:
+        n = getattr(p, part)
+        total += n * part_bytes(card, ex, part, layer) if n else 0
+    return total, p.replicated * part_bytes(card, ex, "attention", layer)
+
+
+def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
+    """Bytes per component as loaded at TP 1, counted layer by layer from the card's shapes."""
+    dtype_b = DTYPE_BYTES.get(card.dtype, 2.0)
+    decoder = replicated = 0.0
+    for i in range(card.num_layers):
+        sharded, whole = _layer_bytes(card, ex, layer_params(card, ex, i), i)
+        decoder, replicated = decoder + sharded, replicated + whole
+    decoder += card.hidden_size * dtype_b  # final norm
+    mtp = 0.0
+    if card.mtp_layers:
+        sharded, whole = _layer_bytes(card, ex, layer_params(card, ex, -1), None)
+        mtp = card.mtp_layers * (sharded + whole + 2 * card.hidden_size**2 * dtype_b)
     embed = card.vocab_size * card.hidden_size * dtype_b
     return WeightBytes(
         embed_tokens=int(embed),
         lm_head=0 if card.tie_word_embeddings else int(embed),
-        decoder=int(decoder + p.kept * dtype_b),
-        mtp=int(mtp_layers * (layer + 2 * card.hidden_size**2 * dtype_b)),
-        vision=int(vision_params * 2),
-        replicated=int(p.replicated * qb),
+        decoder=int(decoder),
+        mtp=int(mtp),
+        vision=int(ex.vision_params * 2),
+        replicated=int(replicated),
     )
 
 
@@ -198,57 +322,91 @@ def card_from_config(
     where = Path(source)
     text, prefix = _text_config(config)
     f = ConfigFields(text, where, prefix)
+    archs = config.get("architectures")
+    arch = str(archs[0]) if isinstance(archs, list) and archs else "unknown"
+    q = config.get("quantization_config", text.get("quantization_config"))
+    try:
+        card = _skeleton(config, text, f, name=name, source=source, architecture=arch)
+        card = card.model_copy(update={"quantization": _quantization(q, where)})
+        vision, vision_params = _vision(config)
+        ex = Extras(
+            moe_layers=moe_layer_ids(f, card.num_layers),
+            vision_params=vision_params,
+            attention_bias=f.get_bool("attention_bias", False),
+            expert_bias=arch == "GptOssForCausalLM",
+            quant=q if isinstance(q, dict) else None,
+            source=source,
+        )
+        counted = weight_bytes(card, ex)
+        if loaded_bytes:
+            counted = counted.model_copy(update=dict(loaded_bytes))
+        return card.model_copy(update={"weights": counted, "vision": vision})
+    except ValidationError as exc:
+        raise ModelLoadError(f"{source}: inconsistent config: {exc}") from exc
+
+
+def _skeleton(
+    config: Mapping[str, Any],
+    text: Mapping[str, Any],
+    f: ConfigFields,
+    *,
+    name: str,
+    source: str,
+    architecture: str,
+) -> ModelCard:
+    """The card's architecture facts (weights still zero)."""
     num_layers = f.get_int("num_hidden_layers")
     hidden = f.get_int("hidden_size")
     heads = f.get_int("num_attention_heads")
     latent = _latent(f)
-    full = full_attention_layers(text, where, prefix)
+    full = full_attention_layers(text, f.source, f.prefix)
     hybrid = len(full) < num_layers
     dtype = config_dtype(config, text)
-    vision, vision_params = _vision(config)
-    archs = config.get("architectures")
-    q = config.get("quantization_config", text.get("quantization_config"))
     mtp = f.opt_int("num_nextn_predict_layers", minimum=0) or f.opt_int(
         "mtp_num_hidden_layers", minimum=0
     )
-    try:
-        card = ModelCard(
-            name=name,
-            source=source,
-            architecture=archs[0] if isinstance(archs, list) and archs else "unknown",
-            dtype=dtype,
-            num_layers=num_layers,
-            hidden_size=hidden,
-            intermediate_size=f.get_int("intermediate_size", 0, minimum=0),
-            vocab_size=f.get_int("vocab_size"),
-            num_attention_heads=heads,
-            num_kv_heads=f.get_int("num_key_value_heads", heads),
-            head_dim=f.get_int("head_dim", hidden // heads)
-            if latent is None
-            else latent.qk_nope_head_dim + latent.qk_rope_head_dim,
-            v_head_dim=f.opt_int("v_head_dim"),
-            attn_output_gate=f.get_bool("attn_output_gate", hybrid),
-            full_attention_layers=full,
-            linear_attention=linear_attention(text, where, prefix, dtype) if hybrid else None,
-            latent_attention=latent,
-            experts=_experts(f, num_layers),
-            max_position_embeddings=f.get_int("max_position_embeddings", 262144),
-            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            mtp_layers=mtp or 0,
-            vision=vision,
-            quantization=_quantization(q, where),
-            weights=WeightBytes(embed_tokens=0, lm_head=0, decoder=0),
-            notes=f"config values from {source}; weights counted from the shapes",
-        )
-        counted = weight_bytes(card, card.mtp_layers, vision_params)
-        if loaded_bytes:
-            counted = counted.model_copy(update=dict(loaded_bytes))
-        return card.model_copy(update={"weights": counted})
-    except ValidationError as exc:
-        raise ModelLoadError(f"{source}: inconsistent config: {exc}") from exc
+    cross = text.get("cross_attention_layers") or []
+    tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+    return ModelCard(
+        name=name,
+        source=source,
+        architecture=architecture,
+        dtype=dtype,
+        num_layers=num_layers,
+        hidden_size=hidden,
+        intermediate_size=_dense_intermediate(f),
+        vocab_size=f.get_int("vocab_size"),
+        num_attention_heads=heads,
+        num_kv_heads=f.get_int("num_key_value_heads", heads),
+        head_dim=f.get_int("head_dim", hidden // heads)
+        if latent is None
+        else latent.qk_nope_head_dim + latent.qk_rope_head_dim,
+        v_head_dim=f.opt_int("v_head_dim"),
+        attn_output_gate=f.get_bool("attn_output_gate", hybrid),
+        full_attention_layers=full,
+        linear_attention=linear_attention(text, f.source, f.prefix, dtype) if hybrid else None,
+        latent_attention=latent,
+        local_attention=_local_attention(f, num_layers),
+        attention_sinks=architecture == "GptOssForCausalLM",
+        cross_attention_layers=tuple(cross) if isinstance(cross, list) else (),
+        experts=_experts(f, len(moe_layer_ids(f, num_layers)), architecture),
+        max_position_embeddings=f.get_int("max_position_embeddings", 262144),
+        tie_word_embeddings=bool(tie),
+        mtp_layers=mtp or 0,
+        weights=WeightBytes(embed_tokens=0, lm_head=0, decoder=0),
+        notes=f"config values from {source}; weights counted from the shapes",
+    )
 
 
 def _quantization(q: object, where: Path) -> Quantization:
     if isinstance(q, dict) and str(q.get("quant_method", "")).lower() == "mxfp4":
         return Quantization(scheme="mxfp4", bits=4, group_size=32, checkpoint_format="mxfp4")
+    if isinstance(q, dict) and str(q.get("quant_algo", "")).upper() == "MIXED_PRECISION":
+        # A modelopt pack naming each module's algorithm: the card states its 4-bit scheme when
+        # any module has one (the per-module bytes come from `quantized_layers`).
+        per = q.get("quantized_layers")
+        specs = per.values() if isinstance(per, dict) else []
+        algos = {str(v.get("quant_algo", "")).upper() for v in specs if isinstance(v, dict)}
+        algo = "NVFP4" if any("NVFP4" in a for a in algos) else "FP8"
+        q = {**q, "quant_algo": algo}
     return quantization_from_config(q if isinstance(q, dict) else None, where)
