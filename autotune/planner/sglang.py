@@ -140,10 +140,11 @@ class StaticBudget:
     pre_gib: float
     weights_gib: float
     mem_fraction_static: float
+    comm_gib: float = 0.0  # NCCL buffers allocated after the free-memory reading (TP > 1)
 
     @property
     def rest_gib(self) -> float:
-        return self.pre_gib * self.mem_fraction_static - self.weights_gib
+        return self.pre_gib * self.mem_fraction_static - self.weights_gib - self.comm_gib
 
     @property
     def slack_gib(self) -> float:
@@ -169,7 +170,7 @@ def plan_sglang(
     pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)
     eagle = _eagle_draft(card, cfg, r, reasons)
     weights = weights_per_rank(card, tp, load_mtp=False)
-    budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static)
+    budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp))
     kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"))
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
@@ -254,6 +255,17 @@ def _free_before_weights_gib(
             f"(CUDA context {DEFAULT_RESERVE_MIB} MiB + desktop {gpu.desktop_reserve_mib} MiB)"
         )
     return pre
+
+
+def _comm_gib(gpu: GPUSpec, tp: int) -> float:
+    """NCCL's buffers on a Hopper rank at TP > 1, taken after SGLang reads the free memory
+    before weights (its `Init torch distributed ends. mem usage` stays near 0: NCCL allocates
+    at the first collective). Size as vLLM measures it on H100 (HOPPER_TP_NON_TORCH_MIB)."""
+    if tp <= 1 or gpu.arch != "sm_90":
+        return 0.0
+    from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB
+
+    return HOPPER_TP_NON_TORCH_MIB / 1024
 
 
 def _eagle_draft(

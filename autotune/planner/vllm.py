@@ -60,6 +60,7 @@ from autotune.planner.vllm_memory import (
     graph_bytes,
     profiled_memory,
     startup_memory,
+    tp_non_torch_mib,
 )
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode, VLLMFields
 
@@ -232,6 +233,7 @@ def _current_parts(
         mtp=spec.mtp,
         startup=startup,
         reasons=reasons,
+        tp_mib=tp_non_torch_mib(gpu, tp),
     )
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     lay = _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)

@@ -47,6 +47,7 @@ from autotune.planner.vllm_memory import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     GRAPH_BASE_MIB,
     GRAPH_PER_GRAPH_MIB,
+    HOPPER_TP_NON_TORCH_MIB,
     NON_TORCH_MIB,
     NON_TORCH_TP_MIB,
     ProfiledMemory,
@@ -97,10 +98,12 @@ def v0_activation_bytes(card: ModelCard, tp: int, tokens: int, seqs: int) -> int
     return int(max(fwd, sampler))
 
 
-def non_torch_mib(engine: Engine, version: str, tp: int, vendor: str) -> int:
+def non_torch_mib(engine: Engine, version: str, tp: int, vendor: str, arch: str = "") -> int:
     """Non-torch memory the release subtracts: NCCL / cuBLAS / custom all-reduce, plus the CUDA
     context where it measures the whole device (V0 0.6.4, V1 before 0.9.1)."""
     tp_mib = (ROCM_TP_NON_TORCH_MIB if vendor == "amd" else NON_TORCH_TP_MIB) if tp > 1 else 0
+    if tp > 1 and arch == "sm_90":
+        tp_mib = HOPPER_TP_NON_TORCH_MIB
     whole = engine == "v1" or (at_least(version, "0.6.4") and not at_least(version, "0.6.5"))
     return (WHOLE_DEVICE_NON_TORCH_MIB if whole else NON_TORCH_MIB) + tp_mib
 
@@ -214,7 +217,7 @@ def history_memory(
     else:  # logits over every token up to 0.7.2, over the requests from 0.7.3
         rows = seqs if at_least(version, "0.7.3") else tokens
         act = activation_bytes(card, tp, tokens, rows) / GIB
-    non_torch = non_torch_mib(engine, version, tp, gpu.vendor) / 1024
+    non_torch = non_torch_mib(engine, version, tp, gpu.vendor, gpu.arch) / 1024
     sizes = (
         [] if cfg.get("enforce_eager") else history_capture_sizes(engine, version, seqs, tokens)
     )

@@ -23,6 +23,19 @@ CUDA_CONTEXT_MIB = 500
 # backend buffers; NCCL and custom all-reduce buffers with TP > 1).
 NON_TORCH_MIB = 150
 NON_TORCH_TP_MIB = 400
+# Hopper (H100/H200/H800/H20) with TP > 1: NCCL takes more (more channels and larger buffers
+# over NVLink 4, NVLS above two GPUs). Public figure: vLLM PR #10511 logged non_torch_memory
+# 1.79 GiB at TP1 and 3.58 GiB at TP2 for Meta-Llama-3-8B on one H100 box.
+HOPPER_TP_NON_TORCH_MIB = 1830
+
+
+def tp_non_torch_mib(gpu: GPUSpec, tp: int) -> int:
+    """Non-torch memory TP adds on one rank (NCCL, custom all-reduce): 0 at TP 1."""
+    if tp <= 1:
+        return 0
+    return HOPPER_TP_NON_TORCH_MIB if gpu.arch == "sm_90" else NON_TORCH_TP_MIB
+
+
 # Profiling-run activation workspace per token, in units of the widest per-token tensors on a
 # rank (gate_up out, qkv, GDN in_proj), x2 for temporaries beside them (as the SGLang planner);
 # plus the sampler's fp32 logits (and probabilities) for min(max_num_seqs, tokens) rows.
@@ -153,13 +166,16 @@ def profiled_memory(
     mtp: bool,
     startup: StartupMemory,
     reasons: list[str],
+    tp_mib: int | None = None,
 ) -> ProfiledMemory:
     """Weights, activations, non-torch memory and graphs, and the KV memory they leave; graphs
     captured outside the budget that the headroom cannot hold are a reason."""
     requested = startup.requested_gib
     weights = weights_per_rank(card, tp, load_mtp=mtp) / GIB
     act = activation_bytes(card, tp, max_tokens, max_num_seqs) / GIB
-    non_torch = (NON_TORCH_MIB + (NON_TORCH_TP_MIB if tp > 1 else 0)) / 1024
+    if tp_mib is None:
+        tp_mib = NON_TORCH_TP_MIB if tp > 1 else 0
+    non_torch = (NON_TORCH_MIB + tp_mib) / 1024
     eager = bool(cfg.get("enforce_eager"))
     sizes: list[int] = []
     if not eager:
