@@ -213,7 +213,9 @@ def _aiter_factor(
     backend = config.get("attention_backend")
     if backend not in (None, "aiter") or context <= 8192 or v < (0, 4, 7):
         return None
-    return 0.90 if version.strip().removeprefix("v") == "0.5.4.post1" else 0.85
+    from autotune.planner import sglang_history as history
+
+    return 0.90 if history.release(version) == (5, 4, 1) else 0.85
 
 
 def _history_memory(

@@ -112,7 +112,9 @@ def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = Tru
 def _nsa_cell(kv_lora: int, rope: int, index_dim: int, kv_dtype: str) -> int:
     """One layer's bytes per token in SGLang's DSA (NSA) pool: the latent (fp8: the latent in
     fp8 with one fp32 scale per 128 values and the rope key left bf16, 656 bytes for 512 + 64)
-    plus the indexer key in fp8 with one fp32 scale per 128 (132 bytes for 128)."""
+    plus the indexer key in fp8 with one fp32 scale per 128 (132 bytes for 128). From 0.5.9's
+    model_runner_kv_cache_mixin (calculate_mla_kv_cache_dim, the NSA indexer term) and
+    NSATokenToKVPool (quant_block_size 128, rope kept bf16)."""
     if KV_DTYPE_BYTES.get(kv_dtype, 2.0) == 1.0:
         latent = kv_lora + kv_lora // 128 * 4 + rope * 2
     else:

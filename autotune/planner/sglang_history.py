@@ -22,26 +22,23 @@ its release (post -1).
 
 from __future__ import annotations
 
-import re
+from autotune.versions import try_version
 
 Release = tuple[int, int, int]
 
 FIRST: Release = (3, 0, 0)
 CATALOG_FIRST: Release = (5, 9, 0)  # the flag catalog's first release (planner.rules)
-_RELEASE_RE = re.compile(
-    r"^v?0\.(?P<minor>\d+)\.(?P<patch>\d+)"
-    r"(?:\.?post(?P<post>\d+)|rc(?P<rc>\d+)|\.dev\d+)?(?:\+[\w.]+)?$"
-)
 _GIB = 1024  # MiB
 
 
 def release(version: str) -> Release | None:
-    """`0.4.3.post3` -> (4, 3, 3); `0.5.3rc0` -> (5, 3, -1); None when not an 0.x.y string."""
-    m = _RELEASE_RE.match(version.strip())
-    if m is None:
+    """`0.4.3.post3` -> (4, 3, 3); `0.5.3rc0` -> (5, 3, -1); None for anything but a 0.x.y
+    version (parsed by autotune.versions, so a `v` prefix, dev and local parts are accepted)."""
+    v = try_version(version)
+    if v is None or v.epoch or v.release[0] != 0 or len(v.release) < 2:
         return None
-    post = -1 if m["rc"] is not None else int(m["post"] or 0)
-    return int(m["minor"]), int(m["patch"]), post
+    minor, patch = v.release[1], (v.release[2] if len(v.release) > 2 else 0)
+    return minor, patch, -1 if v.pre is not None else (v.post or 0)
 
 
 def is_history(version: str) -> bool:

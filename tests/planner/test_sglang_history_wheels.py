@@ -1,0 +1,120 @@
+"""planner.sglang_history and the SGLang log parser against the releases themselves: each case
+reads the release's PyPI wheel (tests.wheels: downloaded once, a skip without a registry),
+runs the default-mem-fraction code it ships on the same inputs, and renders its startup-log
+f-strings for the parser."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import zipfile
+from types import SimpleNamespace
+
+import pytest
+
+from autotune.engines.sglang.logs import parse_startup
+from autotune.planner import sglang_history as h
+from tests.wheels import engine_wheel_or_skip
+
+# One release per range of the rules and log formats (module docstrings).
+TP_TABLE = {"0.3.3": 0.83, "0.4.3.post2": 0.81, "0.4.5.post2": 0.81}
+RESERVE_TABLE = ("0.4.7.post1", "0.5.2")
+LOGS = ("0.3.3", "0.4.1.post6", "0.4.3.post2", "0.4.3.post3", "0.4.7.post1", "0.5.2", "0.5.8")
+GPUS_MIB = (15360, 24564, 40960, 46068, 81559, 97871, 143771, 183359, 196592)
+
+
+def _source(version: str, path: str) -> str:
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as z:
+        return z.read(path).decode()
+
+
+def _if_chain(source: str, marker: str) -> ast.If:
+    """The first if-statement whose condition reads `marker` (the branch chain to run)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and marker in ast.unparse(node.test):
+            return node
+    raise AssertionError(f"no `if` testing {marker!r}: the release changed its code")
+
+
+@pytest.mark.parametrize("version", list(TP_TABLE))
+def test_tp_table_is_the_releases(version: str) -> None:
+    chain = ast.unparse(_if_chain(_source(version, "sglang/srt/server_args.py"), "tp_size >= 16"))
+    rel = h.release(version)
+    assert rel is not None
+    for tp in (1, 2, 4, 8, 16):
+        ns = {"self": SimpleNamespace(tp_size=tp, mem_fraction_static=None)}
+        exec(chain, ns)  # the release's own branch chain: constants only
+        assert h.default_mem_fraction(rel, 81559, tp, 8192, 160, None) == pytest.approx(
+            ns["self"].mem_fraction_static
+        ), (version, tp)
+
+
+@pytest.mark.parametrize("version", RESERVE_TABLE)
+def test_reserve_table_is_the_releases(version: str) -> None:
+    chain = ast.unparse(_if_chain(_source(version, "sglang/srt/server_args.py"), "gpu_mem < 20"))
+    rel = h.release(version)
+    assert rel is not None
+    for gpu_mib, tp in itertools.product(GPUS_MIB, (1, 2, 4, 8)):
+        ns: dict[str, object] = {"gpu_mem": gpu_mib, "parallel_size": tp}
+        exec(chain, ns)
+        reserved = float(ns["reserved_mem"])  # type: ignore[arg-type]
+        expected = round((gpu_mib - reserved) / gpu_mib, 3)
+        got = h.default_mem_fraction(rel, gpu_mib, tp, 8192, 160, None)
+        assert got == pytest.approx(expected), (version, gpu_mib, tp)
+
+
+# Startup messages the parser reads, and what each must give.
+MESSAGES = {
+    "Load weight begin": "free_before_weights_gib",
+    "Load weight end": "weights_gib",
+    "KV Cache is allocated": "kv_k_gib",
+    "max_total_num_tokens=": "max_total_num_tokens",
+}
+
+
+def _rendered(source: str, marker: str) -> list[str]:
+    """Every f-string of `source` starting with `marker`, with numbers in its fields (a new
+    number per field, so begin/end differences are not zero)."""
+    numbers = itertools.count(11)
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                if isinstance(value, ast.Constant):
+                    parts.append(str(value.value))
+                else:
+                    spec = ast.unparse(value.format_spec) if value.format_spec else ""
+                    n = next(numbers)
+                    parts.append(f"{n}.25" if "f" in spec else str(n))
+            text = "".join(parts)
+            if text.startswith(marker):
+                out.append(text)
+    return out
+
+
+def _srt_sources(version: str) -> str:
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as z:
+        names = [
+            n
+            for n in z.namelist()
+            if n.startswith("sglang/srt/")
+            and n.endswith(".py")
+            and any(
+                part in n for part in ("model_runner", "memory_pool", "scheduler", "tp_worker")
+            )
+        ]
+        return "\n".join(z.read(n).decode() for n in names)
+
+
+@pytest.mark.parametrize("version", LOGS)
+def test_startup_lines_of_the_release_parse(version: str) -> None:
+    sources = _srt_sources(version)
+    found = {m: _rendered(sources, m) for m in MESSAGES}
+    begin = found["Load weight begin"]
+    assert begin and found["Load weight end"] and found["max_total_num_tokens="], version
+    for marker, field in MESSAGES.items():
+        for line in found[marker]:
+            log = f"[2025-01-01 00:00:00] {begin[0]}\n[2025-01-01 00:00:01] {line}\n"
+            report = parse_startup(log)
+            assert getattr(report, field) is not None, (version, line)
