@@ -2,8 +2,9 @@
 and the two compared (benchmarks/fidelity.py prints the set; tests hold the parse to 100%).
 
 The planner is given what the engine itself measured before loading weights when the log states
-it (SGLang's `Load weight begin. avail mem=`); otherwise it starts from the GPU catalog's
-capacity, as it does before a first launch. Either way the weights, the KV cell and the engine's
+it (SGLang's `Load weight begin. avail mem=`, or `Load weight end`'s free memory plus its
+`mem usage`) and the device total vLLM <= 0.9.2 prints; otherwise it starts from the GPU
+catalog's capacity, as it does before a first launch. Either way the weights, the KV cell and the engine's
 budget rules are the planner's own.
 """
 
@@ -104,14 +105,6 @@ def card_of(record: LaunchRecord) -> ModelCard | None:
     return BUILTIN_CARDS.get(name) or config_card(name)
 
 
-def free_before_weights_gib(record: LaunchRecord) -> float | None:
-    """What SGLang measured free on rank 0 before loading weights, when the log states it
-    (`Load weight begin`, or `Load weight end`'s free memory plus its `mem usage`)."""
-    if record.engine != "sglang":
-        return None
-    return parse(record).free_before_weights_gib
-
-
 @dataclass(frozen=True)
 class Replay:
     record: LaunchRecord
@@ -167,7 +160,7 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         config.setdefault("dp_size", record.dp)
     if record.kv_cache_dtype != "auto":
         config.setdefault("kv_cache_dtype", record.kv_cache_dtype)
-    free = None if blind else free_before_weights_gib(record)
+    free = None if blind else observed.free_before_weights_gib  # SGLang logs it; vLLM: None
     try:
         plan = plan_for(
             record.engine,

@@ -9,7 +9,6 @@ import pytest
 
 from autotune.calibration.records import LaunchRecord, load_records
 from autotune.calibration.replay import (
-    free_before_weights_gib,
     gpu_of,
     observed_kv_tokens,
     parse,
@@ -73,5 +72,5 @@ def test_gpu_names_and_free_memory_from_the_record() -> None:
     assert gpu_of(_record(gpu="H100 80GB HBM3")).name == "h100-80g"  # type: ignore[union-attr]
     assert gpu_of(_record(gpu="RTX 4090 48GB")).name == "rtx-4090-48g"  # type: ignore[union-attr]
     log = "[2025-01-01 00:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
-    assert free_before_weights_gib(_record(engine="sglang", log=log)) == 78.5
-    assert free_before_weights_gib(_record(log=log)) is None  # vLLM logs no such line
+    assert parse(_record(engine="sglang", log=log)).free_before_weights_gib == 78.5
+    assert parse(_record(log=log)).free_before_weights_gib is None  # vLLM logs no such line
