@@ -54,24 +54,63 @@ def _row(r: Replay) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _distribution(replays: list[Replay], engine: str) -> list[str]:
-    errors = [
-        abs(r.kv_ratio - 1)
-        for r in replays
-        if r.record.engine == engine and r.kv_ratio is not None and r.record.name not in FITTED
-    ]
-    total = sum(1 for r in replays if r.record.engine == engine)
-    if not errors:
-        return [f"{engine}: {total} records, none predicted"]
-    within = ", ".join(
-        f"within {b:.0%}: {sum(e <= b for e in errors)}/{len(errors)} "
-        f"({sum(e <= b for e in errors) / len(errors):.0%})"
+def _within(errors: list[float], of: int) -> str:
+    return ", ".join(
+        f"within {b:.0%}: {sum(e <= b for e in errors)}/{of} ({sum(e <= b for e in errors) / of:.0%})"
         for b in BANDS
     )
+
+
+def _distribution(replays: list[Replay], engine: str) -> list[str]:
+    """KV-token errors over the predicted records, over every record (an unpredicted one counts
+    as a miss) and over the predicted ones whose launch ran nothing the planner leaves out."""
+    mine = [r for r in replays if r.record.engine == engine and r.record.name not in FITTED]
+    scored = [r for r in mine if r.kv_ratio is not None]
+    if not scored:
+        return [f"{engine}: {len(mine)} records, none predicted"]
+    errors = [abs((r.kv_ratio or 0) - 1) for r in scored]
+    plain = [abs((r.kv_ratio or 0) - 1) for r in scored if not r.record.unmodelled]
     return [
-        f"{engine}: {total} records, {len(errors)} predicted; KV tokens |error| median "
-        f"{statistics.median(errors):.1%}, max {max(errors):.1%}; {within}"
+        f"{engine}: {len(mine)} records (fitted ones left out), {len(scored)} predicted; KV tokens "
+        f"|error| median {statistics.median(errors):.1%}, max {max(errors):.1%}",
+        f"  of the predicted: {_within(errors, len(errors))}",
+        f"  of all records (unpredicted = miss): {_within(errors, len(mine))}",
+        f"  of the predicted with nothing unmodelled: {_within(plain, max(len(plain), 1))}",
     ]
+
+
+def _misses(replays: list[Replay]) -> list[str]:
+    """Predicted records off by more than the first band, worst first, with what the source
+    says the launch ran that the planner leaves out."""
+    off = [
+        r
+        for r in replays
+        if r.kv_ratio is not None
+        and abs(r.kv_ratio - 1) > BANDS[0]
+        and r.record.name not in FITTED
+    ]
+    off.sort(key=lambda r: -abs((r.kv_ratio or 0) - 1))
+    return [
+        f"- {r.record.name} ({r.record.engine} {r.record.version}): {r.kv_ratio:.3f}"
+        + (f"; unmodelled: {'; '.join(r.record.unmodelled)}" if r.record.unmodelled else "")
+        for r in off
+    ]
+
+
+def _other_figures(replays: list[Replay]) -> list[str]:
+    """Mamba slots and max running requests, logged vs predicted, where a log states them."""
+    rows = []
+    for r in replays:
+        o, p = r.observed, r.plan
+        if p is None:
+            continue
+        for label, seen, guess in (
+            ("mamba slots", o.mamba_slots, p.mamba_slots),
+            ("max running requests", o.max_running_requests, p.max_running_requests),
+        ):
+            if seen:
+                rows.append(f"- {r.record.name}: {label} {seen:,} logged, {guess:,} predicted")
+    return rows
 
 
 def _breakdown(replays: list[Replay]) -> list[str]:
@@ -107,6 +146,12 @@ def main() -> None:
     print()
     for engine in ("sglang", "vllm"):
         print("\n".join(_distribution(replays, engine)))
+    print()
+    print(f"misses beyond {BANDS[0]:.0%}:")
+    print("\n".join(_misses(replays)))
+    print()
+    print("mamba slots and max running requests, where logged:")
+    print("\n".join(_other_figures(replays)))
     print()
     print("\n".join(_breakdown(replays)))
     skipped = Counter((r.skipped or "").split(":")[0] for r in replays if r.skipped)

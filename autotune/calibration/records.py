@@ -50,6 +50,12 @@ class LaunchRecord(BaseModel):
     args: dict[str, ArgValue] = Field(default_factory=dict)
     log: str
     notes: str = ""
+    unmodelled: list[str] = Field(
+        default_factory=list,
+        description="what this launch ran beside the engine's own accounting that the planner "
+        "does not model, as the source states it (a KV connector, TunableOp tuning during the "
+        "profiling run, a vGPU profile, an external draft model)",
+    )
     path: Path | None = Field(default=None, exclude=True)
 
     @field_validator("posted", mode="before")

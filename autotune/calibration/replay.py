@@ -105,6 +105,10 @@ def card_of(record: LaunchRecord) -> ModelCard | None:
     return BUILTIN_CARDS.get(name) or config_card(name)
 
 
+# vLLM V0's "Initializing an LLM engine (vX) with config: ..., chunked_prefill_enabled=False, ..."
+_V0_CHUNKED = re.compile(r"chunked_prefill_enabled=(True|False)")
+
+
 @dataclass(frozen=True)
 class Replay:
     record: LaunchRecord
@@ -150,7 +154,7 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         )
     total = None if blind else getattr(observed, "total_gpu_gib", None)
     if total:  # vLLM <= 0.9.2 logs the device total (torch's) its budget is a share of
-        gpu = gpu.model_copy(update={"memory_mib": round(total * 1024)})
+        gpu = gpu.model_copy(update={"memory_mib": round(total * 1024), "driver_reserved_mib": 0})
     if record.kv_cache_dtype is None:
         return Replay(record, observed, None, "the KV cache dtype is not stated")
     config = {k: _arg(v) for k, v in record.args.items() if v is not None}
@@ -160,6 +164,11 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         config.setdefault("dp_size", record.dp)
     if record.kv_cache_dtype != "auto":
         config.setdefault("kv_cache_dtype", record.kv_cache_dtype)
+    chunked = _V0_CHUNKED.search(record.log)
+    if record.engine == "vllm" and chunked:
+        # V0's engine-config line states it: entry points such as benchmark_throughput.py pass
+        # enable_chunked_prefill=False explicitly, which the long-context default never overrides.
+        config.setdefault("enable_chunked_prefill", chunked.group(1) == "True")
     free = None if blind else observed.free_before_weights_gib  # SGLang logs it; vLLM: None
     try:
         plan = plan_for(

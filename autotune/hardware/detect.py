@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.errors import HardwareError
 from autotune.hardware.gpus import GPUSpec, get_gpu, match_device
@@ -50,6 +51,9 @@ def detect_gpus() -> list[DetectedGPU]:
                     f"--gpu auto: GPU {i} is {name!r} ({total_mib} MiB), which is not in the "
                     "catalog; pass the closest entry with --gpu (see `autotune gpus`)"
                 )
+            reserved = _reserved_mib(pynvml, h)
+            if reserved is not None:  # this driver's share, not the catalog's
+                spec = spec.model_copy(update={"driver_reserved_mib": reserved})
             out.append(DetectedGPU(i, name, total_mib, int(mem.free) // 2**20, driver, spec))
         if not out:
             raise HardwareError("--gpu auto: the NVIDIA driver reports no GPU")
@@ -64,6 +68,16 @@ def resolve_gpu(name: str) -> GPUSpec:
         gpus = detect_gpus()
         return gpus[0].spec
     return get_gpu(name)
+
+
+def _reserved_mib(pynvml: Any, handle: Any) -> int | None:
+    """nvidia-smi's 'Reserved' through NVML's v2 memory query (drivers >= 510); None when the
+    driver or binding lacks it."""
+    try:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+        return int(info.reserved) // 2**20
+    except (AttributeError, TypeError, pynvml.NVMLError):
+        return None
 
 
 def _text(v: str | bytes) -> str:

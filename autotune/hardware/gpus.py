@@ -45,10 +45,25 @@ class GPUSpec(BaseModel):
     desktop_reserve_mib: int = Field(
         default=0, description="memory a desktop session takes on GPU0 (GeForce: ~80 MB)"
     )
+    driver_reserved_mib: int | None = Field(
+        default=None,
+        description="nvidia-smi's 'Reserved' (the driver's share, outside what CUDA reports); "
+        "None: the vendor default (DRIVER_RESERVED_MIB)",
+    )
 
     @property
     def memory_gib(self) -> float:
         return self.memory_mib / 1024
+
+    @property
+    def runtime_memory_mib(self) -> int:
+        """The total CUDA / HIP report (torch.cuda.mem_get_info()[1]): nvidia-smi's total less
+        the driver's reserved share. vLLM's budget is a fraction of this total; SGLang's
+        GPU-size rules read nvidia-smi's (memory_mib)."""
+        reserved = self.driver_reserved_mib
+        if reserved is None:
+            reserved = DRIVER_RESERVED_MIB[self.vendor]
+        return self.memory_mib - reserved
 
     @property
     def effective_bandwidth_gbs(self) -> float:
@@ -57,6 +72,12 @@ class GPUSpec(BaseModel):
     @property
     def effective_fp16_tflops(self) -> float:
         return self.measured_fp16_tflops or self.fp16_tflops
+
+
+# The driver's reserved share when a catalog entry does not state one. NVIDIA: measured on the
+# H200 (driver 580: Total 143771 MiB, Reserved 616 MiB, torch total 143156 MiB). AMD: ROCm
+# reports the whole VRAM to HIP (MI300X: 196592 MiB in rocm-smi and in torch).
+DRIVER_RESERVED_MIB: dict[str, int] = {"nvidia": 616, "amd": 0}
 
 
 def _g(**kw: object) -> GPUSpec:
@@ -117,6 +138,9 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             device_names=("RTX 3090",),
             cuda_name="NVIDIA GeForce RTX 3090",
             memory_mib=24576,
+            # CUDA total 23.58 GiB: vLLM's total_gpu_memory on RTX 3090 (vllm-project/vllm#10517,
+            # 2024; 2022 drivers reported 23.70)
+            driver_reserved_mib=430,
             bandwidth_gbs=936,
             fp16_tflops=142.0,
             sm_count=82,
@@ -162,6 +186,8 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             device_names=("RTX 4090",),
             cuda_name="NVIDIA GeForce RTX 4090",
             memory_mib=24564,
+            # CUDA total 23.64 GiB: torch OOM on RTX 4090 (3DTopia/Phidias-Diffusion/issues/8)
+            driver_reserved_mib=357,
             bandwidth_gbs=1008,
             fp16_tflops=330.3,
             fp8_tflops=660.6,
@@ -194,6 +220,8 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             device_names=("RTX 5090",),
             cuda_name="NVIDIA GeForce RTX 5090",
             memory_mib=32607,
+            # CUDA total 31.37 GiB: torch OOM on RTX 5090 (Wan-Video/Wan2.1/issues/465)
+            driver_reserved_mib=484,
             bandwidth_gbs=1792,
             fp16_tflops=419.0,
             fp8_tflops=838.0,
@@ -210,6 +238,9 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             device_names=("A100",),
             cuda_name="NVIDIA A100-SXM4-80GB",
             memory_mib=81920,
+            # CUDA total 79.32 GiB: vLLM's startup check on A100 80GB (vllm-project/vllm-
+            # omni/issues/276)
+            driver_reserved_mib=696,
             bandwidth_gbs=2039,
             fp16_tflops=312.0,
             sm_count=108,
@@ -223,6 +254,9 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             device_names=("H100",),
             cuda_name="NVIDIA H100 80GB HBM3",
             memory_mib=81559,
+            # CUDA total 79.19 GiB: torch on H100 80GB HBM3 and H100 PCIe; 81559 MiB nvidia-smi
+            # (vllm-project/vllm#55169)
+            driver_reserved_mib=468,
             bandwidth_gbs=3350,
             fp16_tflops=989.0,
             fp8_tflops=1979.0,
@@ -237,6 +271,9 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             device_names=("H200",),
             cuda_name="NVIDIA H200",
             memory_mib=143771,
+            # CUDA total 143156 MiB: torch.cuda.mem_get_info on our H200 (driver 580; nvidia-smi
+            # Reserved 616 MiB)
+            driver_reserved_mib=615,
             bandwidth_gbs=4800,
             measured_bandwidth_gbs=4200,
             fp16_tflops=989.0,
@@ -264,6 +301,8 @@ GPU_CATALOG.update(
                 device_names=("A100",),
                 cuda_name="NVIDIA A100-SXM4-40GB",
                 memory_mib=40960,
+                # CUDA total 39.49 GiB: torch on A100-SXM4-40GB (driver 570)
+                driver_reserved_mib=522,
                 bandwidth_gbs=1555,
                 fp16_tflops=312.0,
                 sm_count=108,
@@ -305,6 +344,9 @@ GPU_CATALOG.update(
                 device_names=("B200", "GB200"),
                 cuda_name="NVIDIA B200",
                 memory_mib=183359,
+                # CUDA total 178.35 GiB: cudaGetDeviceProperties totalGlobalMem on B200
+                # (pytorch/ao/pull/4002)
+                driver_reserved_mib=729,
                 bandwidth_gbs=8000,
                 fp16_tflops=2250.0,
                 fp8_tflops=4500.0,
@@ -319,6 +361,8 @@ GPU_CATALOG.update(
                 device_names=("L40S",),
                 cuda_name="NVIDIA L40S",
                 memory_mib=46068,
+                # CUDA total 44.42 GiB: torch on L40S (44.39 .. 44.42 in public logs)
+                driver_reserved_mib=582,
                 bandwidth_gbs=864,
                 fp16_tflops=362.0,
                 fp8_tflops=733.0,
@@ -333,6 +377,9 @@ GPU_CATALOG.update(
                 device_names=("A40",),
                 cuda_name="NVIDIA A40",
                 memory_mib=46068,
+                # CUDA total 44.42 GiB: vLLM's total_gpu_memory on an A40 (vllm-
+                # project/vllm#11230's A40-48Q)
+                driver_reserved_mib=582,
                 bandwidth_gbs=696,
                 fp16_tflops=150.0,
                 sm_count=84,
@@ -346,6 +393,8 @@ GPU_CATALOG.update(
                 device_names=("A10",),
                 cuda_name="NVIDIA A10",
                 memory_mib=23028,
+                # CUDA total 22.06 GiB: torch on A10
+                driver_reserved_mib=439,
                 bandwidth_gbs=600,
                 fp16_tflops=125.0,
                 sm_count=72,
@@ -359,6 +408,8 @@ GPU_CATALOG.update(
                 device_names=("L4",),
                 cuda_name="NVIDIA L4",
                 memory_mib=23034,
+                # CUDA total 22.05 GiB: vLLM's startup check on L4 (pytorch/pytorch/issues/175666)
+                driver_reserved_mib=455,
                 bandwidth_gbs=300,
                 fp16_tflops=121.0,
                 fp8_tflops=242.0,
@@ -373,6 +424,8 @@ GPU_CATALOG.update(
                 device_names=("T4",),
                 cuda_name="Tesla T4",
                 memory_mib=15360,
+                # CUDA total 14.56 GiB: torch OOM on a Tesla T4 (Zheng-Chong/CatVTON/issues/133)
+                driver_reserved_mib=451,
                 bandwidth_gbs=320,
                 fp16_tflops=65.0,
                 sm_count=40,
@@ -386,6 +439,8 @@ GPU_CATALOG.update(
                 device_names=("RTX A5000",),
                 cuda_name="NVIDIA RTX A5000",
                 memory_mib=24564,
+                # CUDA total 23.67 GiB: torch on RTX A5000
+                driver_reserved_mib=326,
                 bandwidth_gbs=768,
                 fp16_tflops=111.0,
                 sm_count=64,
@@ -399,12 +454,52 @@ GPU_CATALOG.update(
                 device_names=("RTX A6000",),
                 cuda_name="NVIDIA RTX A6000",
                 memory_mib=49140,
+                # CUDA total 47.53 GiB: torch on RTX A6000 (47.41 .. 47.53 by driver)
+                driver_reserved_mib=469,
                 bandwidth_gbs=768,
                 fp16_tflops=155.0,
                 sm_count=84,
                 smem_per_block_kib=99,
                 arch="sm_86",
                 pcie_gbs=25.0,
+            ),
+            # Navi 31 workstation card (96 CUs, 48 GB GDDR6 at 864 GB/s, AMD's product page);
+            # HIP reports the whole 49140 MiB. Tensor peak as the RX 7900 XTX's WMMA rate.
+            _g(
+                name="w7900-48g",
+                label="Radeon PRO W7900 48G",
+                vendor="amd",
+                device_names=("W7900",),
+                cuda_name="AMD Radeon PRO W7900",
+                memory_mib=49140,
+                bandwidth_gbs=864,
+                fp16_tflops=122.6,
+                sm_count=96,
+                smem_per_block_kib=64,
+                arch="gfx1100",
+                pcie_gbs=25.0,
+                p2p=False,
+            ),
+            # DGX Spark's GB10: one coherent LPDDR5X pool shared with the Arm CPU. CUDA's
+            # total is the memory the OS exposes (121.69 GiB at vLLM's startup check in
+            # github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/issues/47); nvidia-smi
+            # reports no memory total, so SGLang falls back to CUDA's. Peaks: NVIDIA's 1 PFLOP
+            # FP4 with sparsity, halved for dense and per precision step; 6,144 CUDA cores.
+            _g(
+                name="gb10-128g",
+                label="GB10 (DGX Spark) 128GB unified",
+                device_names=("GB10", "DGX Spark"),
+                cuda_name="NVIDIA GB10",
+                memory_mib=124611,
+                driver_reserved_mib=0,
+                bandwidth_gbs=273,
+                fp16_tflops=125.0,
+                fp8_tflops=250.0,
+                sm_count=48,
+                smem_per_block_kib=99,
+                arch="sm_121",
+                pcie_gbs=50.0,
+                p2p=False,
             ),
             _g(
                 name="mi300x-192g",

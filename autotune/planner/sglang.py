@@ -45,6 +45,7 @@ __all__ = [
     "Plan",
     "StaticBudget",
     "kv_cell_bytes",
+    "pool_cell_bytes",
     "mamba_slot_bytes",
     "plan_sglang",
     "slack_needed_bytes",
@@ -96,30 +97,28 @@ def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = Tru
     mla = card.latent_attention
     if mla is not None:
         layers = len(card.full_attention_layers)
-        if mla.index_head_dim is not None:
-            return (
-                _nsa_cell(mla.kv_lora_rank, mla.qk_rope_head_dim, mla.index_head_dim, kv_dtype)
-                * layers
-            )
-        per = (mla.kv_lora_rank + mla.qk_rope_head_dim) * layers
-        return int(per * KV_DTYPE_BYTES[kv_dtype])
+        per = int((mla.kv_lora_rank + mla.qk_rope_head_dim) * KV_DTYPE_BYTES[kv_dtype])
+        if mla.index_head_dim is not None:  # the DSA indexer key: fp8 + fp32 scale per 128
+            per += mla.index_head_dim + mla.index_head_dim // 128 * 4
+        return per * layers
     heads = max(1, card.num_kv_heads // tp)
     v_dim = card.value_head_dim if v_head else card.head_dim
     per = heads * (card.head_dim + v_dim) * len(card.full_attention_layers)
     return int(per * KV_DTYPE_BYTES[kv_dtype])
 
 
-def _nsa_cell(kv_lora: int, rope: int, index_dim: int, kv_dtype: str) -> int:
-    """One layer's bytes per token in SGLang's DSA (NSA) pool: the latent (fp8: the latent in
-    fp8 with one fp32 scale per 128 values and the rope key left bf16, 656 bytes for 512 + 64)
-    plus the indexer key in fp8 with one fp32 scale per 128 (132 bytes for 128). From 0.5.9's
-    model_runner_kv_cache_mixin (calculate_mla_kv_cache_dim, the NSA indexer term) and
-    NSATokenToKVPool (quant_block_size 128, rope kept bf16)."""
-    if KV_DTYPE_BYTES.get(kv_dtype, 2.0) == 1.0:
-        latent = kv_lora + kv_lora // 128 * 4 + rope * 2
-    else:
-        latent = int((kv_lora + rope) * KV_DTYPE_BYTES[kv_dtype])
-    return latent + index_dim + index_dim // 128 * 4
+def pool_cell_bytes(card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = True) -> int:
+    """Per-token bytes SGLang allocates, which can exceed the cell it divides the budget by
+    (kv_cell_bytes, get_cell_size_per_token): the DSA (NSA) pool stores an fp8 latent with one
+    fp32 scale per 128 values and the rope key in bf16 (656 bytes for 512 + 64, not 576).
+    From 0.5.9's model_runner_kv_cache_mixin (calculate_mla_kv_cache_dim) and NSATokenToKVPool;
+    the difference comes out of the non-static slack."""
+    cell = kv_cell_bytes(card, kv_dtype, tp, v_head=v_head)
+    mla = card.latent_attention
+    if mla is None or mla.index_head_dim is None or KV_DTYPE_BYTES.get(kv_dtype, 2.0) != 1.0:
+        return cell
+    extra = mla.kv_lora_rank // 128 * 4 + mla.qk_rope_head_dim  # scales + rope's second byte
+    return cell + extra * len(card.full_attention_layers)
 
 
 def slack_needed_bytes(card: ModelCard, r: rules.Resolved) -> int:
@@ -176,13 +175,18 @@ def plan_sglang(
     kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"))
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
-    cell = _kv_cell(card, kv_dtype, max(tp // dp, 1), eagle, v, assumptions)
+    attn_tp = max(tp // dp, 1)
+    cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions)
+    v_head = v >= (0, 5, 7)
+    over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
+        card, kv_dtype, attn_tp, v_head=v_head
+    )
     mamba = mamba_pool(card, cfg, r, v, tp, budget.rest_gib, reasons, assumptions)
     mamba_page_size_checks(card, r, reasons)
     kv_tokens = _kv_pool_tokens(cfg, r, budget, mamba, cell, reasons)
     kv_tokens += _history_extra_tokens(version, r, kv_tokens)
     mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version)
-    need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons)
+    need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over)
     if r.context_len > card.max_position_embeddings:
         assumptions.append(
             f"context_length {r.context_len} exceeds the model's {card.max_position_embeddings}"
@@ -209,7 +213,7 @@ def plan_sglang(
         kv_dtype=kv_dtype,
         bound_by=bound,
         assumptions=assumptions,
-        **_working_fields(card, r, budget, cell, kv_tokens, mamba, need, host),
+        **_working_fields(card, r, budget, cell + over, kv_tokens, mamba, need, host),
     )
 
 
@@ -384,11 +388,13 @@ def _slack_needed(
     cell: int,
     budget: StaticBudget,
     reasons: list[str],
+    pool_over: int = 0,
 ) -> int:
-    """Bytes the non-static slack must hold: activations, CUDA graphs and the draft model; more
-    than the slack is a reason."""
+    """Bytes the non-static slack must hold: activations, CUDA graphs, the draft model and what
+    the pool allocates beyond its cell (`pool_over` per token); more than the slack is a
+    reason."""
     draft_weights = card.weights.mtp // tp if eagle else 0
-    need = slack_needed_bytes(card, r) + draft_weights
+    need = slack_needed_bytes(card, r) + draft_weights + kv_tokens * pool_over
     if eagle and v < (0, 5, 20) and card.mtp_layers:
         # 0.5.9-era: the draft KV pool (as many tokens as the target's) comes from the slack.
         need += int(kv_tokens * cell * card.mtp_layers / len(card.full_attention_layers))

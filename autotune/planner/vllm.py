@@ -367,6 +367,8 @@ def _layout(
         draft_layers=spec.draft_layers,
         conv_dtype=None if conv_dtype in (None, "auto") else str(conv_dtype),
         ssm_dtype=None if ssm_dtype in (None, "auto") else str(ssm_dtype),
+        context_parallel=int(cfg.get("decode_context_parallel_size") or 1)
+        * int(cfg.get("prefill_context_parallel_size") or 1),
     )
     if lay.block_size != int(cfg.get("block_size") or DEFAULT_BLOCK_SIZE):
         assumptions.append(

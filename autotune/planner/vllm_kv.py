@@ -142,8 +142,11 @@ def kv_layout(
     draft_layers: int = 0,
     conv_dtype: str | None = None,
     ssm_dtype: str | None = None,
+    context_parallel: int = 1,
 ) -> KVLayout:
-    """vLLM's KV cache arithmetic for `kv_memory_bytes` ("Available KV cache memory")."""
+    """vLLM's KV cache arithmetic for `kv_memory_bytes` ("Available KV cache memory").
+    `context_parallel`: decode (x prefill) context parallel size; each rank keeps 1/cp of a
+    request's tokens, so the logged capacity is cp times one rank's pool."""
     a1 = attention_bytes_per_token(card, kv_dtype, tp)
     n_full = len(card.full_attention_layers) + draft_layers
     n_lin = len(card.linear_layers)
@@ -161,11 +164,15 @@ def kv_layout(
     page = block_size * a1
     per_block = page * group
     num_blocks = max(int(kv_memory_bytes // per_block), 0) if per_block else 0
-    per_request = -(-max_model_len // block_size) * full_groups + mamba_groups * mamba_blocks
+    # AttentionSpec.max_memory_usage_bytes: a rank holds cdiv(max_model_len, cp) tokens.
+    local_len = -(-max_model_len // context_parallel)
+    per_request = -(-local_len // block_size) * full_groups + mamba_groups * mamba_blocks
     concurrency = num_blocks / per_request if per_request else 0.0
     tokens = logged_kv_tokens(
         version, num_blocks, concurrency, max_model_len, full_groups + mamba_groups, block_size
     )
+    if not at_least(version, "0.20.0"):
+        tokens *= context_parallel  # "Multiplying the GPU KV cache size by the dcp_world_size"
     est = max((num_blocks - mamba_groups * mamba_blocks) // full_groups, 0) * block_size
     return KVLayout(
         block_size=block_size,

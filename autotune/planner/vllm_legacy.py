@@ -129,12 +129,13 @@ def history_startup(
 ) -> StartupMemory:
     """Total memory, free memory at startup (what the KV cache and graphs are allocated from)
     and the utilisation; these releases start without comparing free memory to the request."""
-    total_gib = gpu.memory_mib / 1024
+    total_mib = gpu.runtime_memory_mib
+    total_gib = total_mib / 1024
     if gpu_free_gib is not None:
         init_free = float(gpu_free_gib)
         assumptions.append(f"free memory at startup given: {init_free:.2f} GiB")
     else:
-        init_free = (gpu.memory_mib - CUDA_CONTEXT_MIB - gpu.desktop_reserve_mib) / 1024
+        init_free = (total_mib - CUDA_CONTEXT_MIB - gpu.desktop_reserve_mib) / 1024
     gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
     assumptions.append(
         "no startup free-memory check before 0.9.1: the KV budget is gpu_memory_utilization x "

@@ -118,16 +118,17 @@ def startup_memory(
     assumptions: list[str],
 ) -> StartupMemory:
     """The startup figures; less free memory than requested is a reason (vLLM fails to start)."""
-    total_gib = gpu.memory_mib / 1024
+    total_mib = gpu.runtime_memory_mib
+    total_gib = total_mib / 1024
     if gpu_free_gib is not None:
         init_free = float(gpu_free_gib)
         assumptions.append(f"free memory at startup given: {init_free:.2f} GiB")
     else:
         reserve = CUDA_CONTEXT_MIB + gpu.desktop_reserve_mib
-        init_free = (gpu.memory_mib - reserve) / 1024
+        init_free = (total_mib - reserve) / 1024
         assumptions.append(
-            f"free memory at startup = {gpu.memory_mib} MiB - CUDA context {CUDA_CONTEXT_MIB} "
-            f"MiB - desktop {gpu.desktop_reserve_mib} MiB"
+            f"free memory at startup = CUDA's total {total_mib} MiB - CUDA context "
+            f"{CUDA_CONTEXT_MIB} MiB - desktop {gpu.desktop_reserve_mib} MiB"
         )
     gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
     mem = StartupMemory(total_gib, init_free, gmu)

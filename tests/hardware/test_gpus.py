@@ -50,3 +50,51 @@ def test_auto_without_driver_says_so() -> None:
         pass
     with pytest.raises(HardwareError, match="no NVIDIA driver"):
         resolve_gpu("auto")
+
+
+def test_cuda_total_is_nvidia_smi_less_the_driver_share() -> None:
+    # Our H200 (driver 580): nvidia-smi Total 143771 MiB, Reserved 616 MiB; torch 143156 MiB.
+    assert get_gpu("h200-141g").runtime_memory_mib == 143156
+    # Public logs: H100 80GB HBM3 79.19 GiB, L4 22.05 GiB, A100-SXM4-40GB 39.49 GiB (+-0.01 GiB).
+    for name, gib in (("h100-80g", 79.19), ("l4-24g", 22.05), ("a100-40g", 39.49)):
+        assert abs(get_gpu(name).runtime_memory_mib / 1024 - gib) < 0.01, name
+    # ROCm hands HIP the whole VRAM (MI300X: 191.98 GiB in rocm-smi and in torch).
+    mi300x = get_gpu("mi300x-192g")
+    assert mi300x.runtime_memory_mib == mi300x.memory_mib
+    for gpu in GPU_CATALOG.values():  # a share of a few hundred MiB, never the card
+        assert 0 <= gpu.memory_mib - gpu.runtime_memory_mib < 1024, gpu.name
+
+
+def test_public_launch_device_names_resolve() -> None:
+    assert match_device("NVIDIA GB10", 124611) == get_gpu("gb10-128g")
+    assert match_device("AMD Radeon PRO W7900", 49140) == get_gpu("w7900-48g")
+
+
+def test_detection_takes_the_drivers_reserved_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML's v2 memory query gives this driver's reserved share (nvidia-smi's 'Reserved'),
+    which then sets CUDA's total; an old driver without it keeps the catalog's figure."""
+    import types
+
+    from autotune.hardware.detect import detect_gpus
+
+    class NVMLError(Exception):
+        pass
+
+    def fake(v2: bool) -> types.SimpleNamespace:
+        def info(handle: object, version: object = None) -> types.SimpleNamespace:
+            if version is not None and not v2:
+                raise NVMLError("v2 not supported")
+            return types.SimpleNamespace(total=143771 * 2**20, free=143156 * 2**20,
+                                         reserved=600 * 2**20)  # fmt: skip
+
+        return types.SimpleNamespace(
+            NVMLError=NVMLError, nvmlMemory_v2=2, nvmlInit=lambda: None,
+            nvmlShutdown=lambda: None, nvmlSystemGetDriverVersion=lambda: "580.1",
+            nvmlDeviceGetCount=lambda: 1, nvmlDeviceGetHandleByIndex=lambda i: i,
+            nvmlDeviceGetName=lambda h: "NVIDIA H200", nvmlDeviceGetMemoryInfo=info,
+        )  # fmt: skip
+
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake(v2=True))
+    assert detect_gpus()[0].spec.runtime_memory_mib == 143771 - 600
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", fake(v2=False))
+    assert detect_gpus()[0].spec.runtime_memory_mib == get_gpu("h200-141g").runtime_memory_mib

@@ -158,3 +158,20 @@ def test_page_size_needs_a_buffered_mamba_cache() -> None:
         AWQ, G4080, {**cfg, "mamba_radix_cache_strategy": "no_buffer"}, version="0.5.18"
     )
     assert not explicit.fits
+
+
+def test_dsa_cell_divides_by_the_profile_cell_and_allocates_the_pool_cell() -> None:
+    """GLM-5-FP8 on SGLang 0.5.8 (tests/data/real_launches/sglang/more-glm-5-fp8-mi355x-tp8):
+    #tokens 3,262,823 = 167.84 GiB / 55,224 B (get_cell_size_per_token: 576 fp8 + the 132-byte
+    indexer key, x 78 layers), and "KV size: 186.77 GB" = tokens x 61,464 B (the pool's fp8
+    latent carries scales and a bf16 rope key: 656 + 132 per layer)."""
+    from autotune.models.config_cards import config_card
+    from autotune.planner.sglang import kv_cell_bytes, pool_cell_bytes
+
+    card = config_card("zai-org/GLM-5-FP8")
+    assert card is not None
+    assert kv_cell_bytes(card, "fp8_e4m3", 8) == 55_224
+    assert pool_cell_bytes(card, "fp8_e4m3", 8) == 61_464
+    assert abs(3_262_823 * 61_464 / 2**30 - 186.77) < 0.02
+    # bf16 latents: no scales, the pool cell is the profile cell.
+    assert pool_cell_bytes(card, "bf16", 8) == kv_cell_bytes(card, "bf16", 8)

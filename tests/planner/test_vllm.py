@@ -293,3 +293,19 @@ def test_hopper_tp_takes_more_non_torch_memory() -> None:
         (HOPPER_TP_NON_TORCH_MIB - NON_TORCH_TP_MIB) / 1024, abs=0.002
     )
     assert h_tp1.non_torch_gib < a1.non_torch_gib  # TP 1 adds nothing
+
+
+def test_decode_context_parallel_multiplies_the_logged_capacity() -> None:
+    """Each DCP rank keeps 1/dcp of a request's tokens: 0.11 logs "Multiplying the GPU KV
+    cache size by the dcp_world_size 8" (tests/data/real_launches/vllm/
+    repo-kimi-k2-thinking-h200-tp8-dcp8: 5,721,088 tokens vs 715,072 at TP8 alone); from 0.20
+    the capacity is concurrency x max_model_len with cdiv(max_model_len, dcp) per request
+    (dense attention: vLLM refuses DCP with hybrid KV cache groups)."""
+    card = BUILTIN_CARDS["tiny-dense"]
+    kw = dict(tp=2, kv_dtype="auto", max_model_len=32768, kv_memory_bytes=8 * 2**30,
+              prefix_caching=False)  # fmt: skip
+    for version in ("0.11.0", "0.24.0"):
+        one = kv_layout(card, version=version, **kw)  # type: ignore[arg-type]
+        dcp = kv_layout(card, version=version, context_parallel=2, **kw)  # type: ignore[arg-type]
+        assert dcp.num_blocks == one.num_blocks
+        assert abs(dcp.kv_tokens / one.kv_tokens - 2) < 0.01, version

@@ -121,7 +121,9 @@ G3090, MI300X, A10 = get_gpu("rtx-3090-24g"), get_gpu("mi300x-192g"), get_gpu("a
 
 def _with_total(gpu_name: str, total_gib: float):  # type: ignore[no-untyped-def]
     """A catalog GPU with the device total a log states (what the replay does)."""
-    return get_gpu(gpu_name).model_copy(update={"memory_mib": round(total_gib * 1024)})
+    return get_gpu(gpu_name).model_copy(
+        update={"memory_mib": round(total_gib * 1024), "driver_reserved_mib": 0}
+    )
 
 
 def test_planner_version_range_and_forms() -> None:
@@ -324,8 +326,9 @@ def test_budget_by_range() -> None:
     assert nt("0.6.5", MI300X, tp=2) == round((NON_TORCH_MIB + ROCM_TP_NON_TORCH_MIB) / 1024, 3)
     # no startup check before 0.9.1: less free memory than requested fails later, if at all
     eager = {**cfg, "enforce_eager": True}
-    assert plan_vllm(LLAMA_8B, H100, eager, version="0.8.5", gpu_free_gib=71.5).fits
-    assert not plan_vllm(LLAMA_8B, H100, eager, version="0.9.1", gpu_free_gib=71.5).fits
+    # H100: 0.9 x CUDA's 79.19 GiB = 71.27 GiB requested
+    assert plan_vllm(LLAMA_8B, H100, eager, version="0.8.5", gpu_free_gib=71.0).fits
+    assert not plan_vllm(LLAMA_8B, H100, eager, version="0.9.1", gpu_free_gib=71.0).fits
     short = plan_vllm(LLAMA_8B, H100, eager, version="0.8.5", gpu_free_gib=40)
     assert any("without checking" in r for r in short.reasons)
 
@@ -372,5 +375,12 @@ def test_replay_budgets_from_the_logged_total() -> None:
     seen, blind = replay(record), replay(record, blind=True)
     assert seen.plan is not None and blind.plan is not None
     assert seen.plan.total_gib == 23.58  # "Memory profiling results: total_gpu_memory=23.58GiB"
-    assert blind.plan.total_gib == 24.0  # the catalog's capacity
+    # blind: the catalog's CUDA total (nvidia-smi's 24576 MiB less the driver's share)
+    assert blind.plan.total_gib == round(get_gpu("rtx-3090-24g").runtime_memory_mib / 1024, 3)
+    assert blind.plan.total_gib < 24.0
+    # a logged total the catalog does not hold is the one budgeted
+    other = record.model_copy(update={"log": record.log.replace("=23.58GiB", "=23.40GiB")})
+    assert "23.40GiB" in other.log
+    moved = replay(other).plan
+    assert moved is not None and moved.total_gib == 23.4
     assert seen.plan.engine_version == "0.6.4"
