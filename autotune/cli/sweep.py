@@ -188,9 +188,11 @@ def print_summary(outcome: SweepOutcome) -> None:
         con.print(f"Pareto front (feasible trials): {', '.join(f'#{n}' for n in outcome.pareto)}")
     corr = outcome.planner_correction
     if corr.get("launches"):
+        curve = corr.get("curve") or []
+        after = f"; corrected error of the last launch {curve[-1]:.2%}" if len(curve) > 1 else ""
         con.print(
             f"planner KV correction: actual/predicted {corr['kv_ratio']} over "
-            f"{corr['launches']} launches"
+            f"{corr['launches']} launches ({corr.get('model') or 'ratio'} model{after})"
         )
 
 

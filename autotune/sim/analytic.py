@@ -27,8 +27,9 @@ from autotune.hardware.gpus import GPUSpec, get_gpu
 from autotune.models.card import ModelCard
 from autotune.models.registry import load_card
 from autotune.planner.perf import PerfModel
-from autotune.planner.sglang import plan_sglang
+from autotune.planner.sglang import Plan, plan_sglang
 from autotune.sim import tokens
+from autotune.sim.allocator import allocate_sglang, machine
 from autotune.sim.records import RequestTooLong, SimRequest
 from autotune.sim.scheduler import Scheduler
 
@@ -143,8 +144,11 @@ def evaluate(
     seed: int = 0,
     gpu_free_gib: float | None = None,
     host_free_gib: float | None = None,
+    alloc_deviation: float = 1.0,
 ) -> dict[str, Any]:
-    """Simulate `workload` on `card` x `gpu` under SGLang `config` (engine field names).
+    """Simulate `workload` on `card` x `gpu` under SGLang `config` (engine field names), the KV
+    pool as the simulated machine allocates it (sim/allocator.py; `alloc_deviation` 0: as
+    planned).
 
     Returns ``fits`` (False with ``reasons`` when the planner rejects the config), per-request
     ``requests`` (ttft_s, e2e_s, prompt/output/cached tokens) and aggregates: ``duration_s``,
@@ -165,6 +169,21 @@ def evaluate(
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
     )
+    if plan.fits:
+
+        def replan(free: float) -> Plan:
+            return plan_sglang(
+                card,
+                gpu,
+                cfg,
+                version=version,
+                tp=tp,
+                gpu_free_gib=free,
+                host_free_gib=host_free_gib,
+            )
+
+        box = machine(gpu, seed, alloc_deviation)
+        plan = allocate_sglang(plan, box, replan, free_given=gpu_free_gib is not None)
     base: dict[str, Any] = {
         "fits": plan.fits,
         "reasons": plan.reasons,
@@ -173,6 +192,8 @@ def evaluate(
         "kv_pool_tokens": plan.kv_pool_tokens,
         "max_running_requests": plan.max_running_requests,
         "mamba_slots": plan.mamba_slots,
+        "free_before_weights_gib": round(plan.pre_weights_free_gib, 2),  # as SGLang logs them
+        "weights_gib": round(plan.weights_gib, 2),
     }
     if not plan.fits:
         return base

@@ -24,6 +24,7 @@ class SimOptions:
     host_free_gib: float | None
     max_startup_s: float
     noise: float
+    alloc_deviation: float = 1.0  # scales the simulated machine's shares (sim/allocator.py)
     engine: str = "sglang"  # the engine impersonated (autotune.sim.SIM_ENGINES)
 
     @classmethod
@@ -86,3 +87,10 @@ def add_sim_flags(
         help="cap on the real seconds the simulated startup takes",
     )
     g.add_argument("--sim-noise", type=float, default=0.02, help="lognormal step-time sigma")
+    g.add_argument(
+        "--sim-alloc-deviation",
+        type=float,
+        default=1.0,
+        help="scale of the simulated machine's memory beyond the planner's figures "
+        "(0: the KV pool exactly as planned)",
+    )

@@ -19,12 +19,14 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 from autotune.errors import AutotuneError
 from autotune.planner.rules import parse_version
 from autotune.planner.sglang import DEFAULT_RESERVE_MIB, Plan, plan_sglang
 from autotune.sim import tokens
+from autotune.sim.allocator import allocate_sglang, machine
 from autotune.sim.api import parse_generate
 from autotune.sim.core import Routes, SimCore
 from autotune.sim.http import Connection, Request
@@ -359,4 +361,23 @@ def main_sglang(ns: argparse.Namespace, config: dict[str, Any], sim: SimOptions)
         for line in failure_lines(plan, sim.engine_version, config, launch.gpu.memory_gib):
             write_line(stamp(line))
         return 1
-    return SGLangSimServer(ns, config, sim, launch).serve()
+    box = machine(launch.gpu, sim.seed, sim.alloc_deviation)
+    log.info("%s", box.describe())
+
+    def replan(free_gib: float) -> Plan:
+        return plan_sglang(
+            launch.card,
+            launch.gpu,
+            config,
+            version=sim.engine_version,
+            tp=ns.tp_size,
+            gpu_free_gib=free_gib,
+            host_free_gib=sim.host_free_gib,
+        )
+
+    plan = allocate_sglang(plan, box, replan, free_given=sim.gpu_free_gib is not None)
+    if not plan.fits:  # this machine has less than the planner counted on
+        for line in failure_lines(plan, sim.engine_version, config, launch.gpu.memory_gib):
+            write_line(stamp(line))
+        return 1
+    return SGLangSimServer(ns, config, sim, replace(launch, plan=plan)).serve()

@@ -34,12 +34,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from autotune.engines.vllm import SIMULATED_MARKER
 from autotune.errors import AutotuneError, ConfigError
 from autotune.planner.dispatch import scheduler_plan
 from autotune.planner.vllm import VLLMPlan, plan_vllm
+from autotune.sim.allocator import allocate_vllm, machine
 from autotune.sim.core import Routes, SimCore
 from autotune.sim.http import Connection, Request
 from autotune.sim.launch import Launch, plan_launch, target_error
@@ -273,4 +275,7 @@ def main_vllm(ns: argparse.Namespace, config: dict[str, Any], sim: SimOptions) -
         for line in failure_lines(launch.plan, version):
             emit(line)
         return 1
+    box = machine(launch.gpu, sim.seed, sim.alloc_deviation)
+    emit(info_line(box.describe()))
+    launch = replace(launch, plan=allocate_vllm(launch.plan, box))
     return VLLMSimServer(ns, config, sim, launch).serve()

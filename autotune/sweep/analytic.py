@@ -75,6 +75,7 @@ def evaluate_scenario(spec: TrialSpec, sc: Any) -> tuple[dict[str, Any], dict[st
         version=spec.engine_version,
         tp=spec.tp,
         seed=spec.sim_seed,
+        alloc_deviation=spec.sim_alloc_deviation,
         gpu_free_gib=spec.gpu_free_gib,
         host_free_gib=spec.host_free_gib,
     )
@@ -87,7 +88,15 @@ def evaluate_scenario(spec: TrialSpec, sc: Any) -> tuple[dict[str, Any], dict[st
         r = evaluate(spec.model, spec.gpu, spec.config, _workload(sc, n), **kwargs)
         facts = {
             k: r.get(k)
-            for k in ("fits", "reasons", "kv_pool_tokens", "mamba_slots", "max_running_requests")
+            for k in (
+                "fits",
+                "reasons",
+                "kv_pool_tokens",
+                "mamba_slots",
+                "max_running_requests",
+                "free_before_weights_gib",
+                "weights_gib",
+            )
         }
         if not r.get("fits"):
             return facts, {}
@@ -108,6 +117,8 @@ def _launch_report(facts: dict[str, Any]) -> LaunchReport:
     """What the analytic model says the engine would log at startup."""
     return LaunchReport(
         kv_pool_tokens=facts.get("kv_pool_tokens"),
+        free_before_weights_gib=facts.get("free_before_weights_gib"),
+        weights_gib=facts.get("weights_gib"),
         mamba_slots=facts.get("mamba_slots"),
         max_running_requests=facts.get("max_running_requests"),
         ready=bool(facts.get("fits")),

@@ -6,16 +6,23 @@ Rules test target facts; a target that cannot state some (a GGUF model has no Mo
 quantization scheme, a CPU target has no gpu.* facts) skips the rules that test them: they are
 listed in `skipped_rules` and the sweep notes them, rather than being decided on made-up values.
 
-The planner mirrors SGLang's accounting, but a real engine may allocate a KV pool a few percent
+The planner mirrors the engine's accounting, but a real engine allocates a KV pool a few percent
 off the prediction (driver reserve, allocator slack, a version's quirk). Every launch reports the
-pool it got; the running median of actual/predicted KV tokens then scales later predictions, so
-a configuration whose corrected pool cannot hold the workload is pruned before it wastes a launch.
+pool it got; later predictions are corrected by what those launches showed, so a configuration
+whose corrected pool cannot hold the workload is pruned before it wastes a launch. Two models of
+the miss are tried in turn. Where the startup lines state the free memory before the weights and
+what the weights took (SGLang's `Load weight begin/end`), the machine's own figures are learnt
+and the planner plans again with them ("memory"): a driver that takes more, an allocator that
+holds more than the checkpoint. Otherwise a constant share (actual/predicted, e.g. a cell the
+engine sizes differently) and a constant amount of memory (bytes per launch) compete; with two
+launches or more the one that would have predicted the others better (leave-one-out) wins.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
@@ -63,6 +70,42 @@ class Assessment(BaseModel):
         }
 
 
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class KVSample:
+    """One launch's KV pool: predicted (uncorrected), allocated, bytes per token."""
+
+    predicted: int
+    actual: int
+    cell: int | None
+    free_shift_gib: float | None = None  # logged free memory before weights - the plan's
+    weights_shift_gib: float | None = None  # logged weights - the plan's
+
+    @property
+    def ratio(self) -> float:
+        return self.actual / self.predicted
+
+    @property
+    def offset_bytes(self) -> int | None:
+        return None if self.cell is None else (self.actual - self.predicted) * self.cell
+
+
+def _shift(logged: Any, planned: Any) -> float | None:
+    return None if logged is None or planned is None else float(logged) - float(planned)
+
+
+def _correct(samples: Sequence[KVSample], model: str, predicted: int, cell: int | None) -> int:
+    """`predicted` corrected by `samples` under `model` (unchanged without samples)."""
+    if not samples:
+        return predicted
+    offsets = [x.offset_bytes for x in samples]
+    if model == "bytes" and cell and all(o is not None for o in offsets):
+        return max(int(predicted + statistics.median(o or 0 for o in offsets) / cell), 0)
+    return int(predicted * statistics.median(x.ratio for x in samples))
+
+
 class TrialPlanner:
     """Rules + planner + workload fit, with the KV correction learnt from launches.
 
@@ -104,28 +147,119 @@ class TrialPlanner:
                 self.skipped_rules.append(rule.id)
             else:
                 self.rules.append(rule)
-        self._ratios: list[float] = []
+        self._samples: list[KVSample] = []
+        self._curve: list[float] = []  # |corrected before the launch / allocated - 1|
 
     # -- correction --------------------------------------------------------------------------
 
     @property
     def kv_ratio(self) -> float:
         """Median actual/predicted KV pool over the launches seen (1.0 before any)."""
-        return statistics.median(self._ratios) if self._ratios else 1.0
+        return statistics.median(s.ratio for s in self._samples) if self._samples else 1.0
 
-    def observe(self, predicted_kv: int | None, actual_kv: int | None) -> None:
-        """Learn from one launch: the KV pool predicted (uncorrected) vs allocated."""
-        if predicted_kv and actual_kv and predicted_kv > 0 and actual_kv > 0:
-            self._ratios.append(actual_kv / predicted_kv)
-            del self._ratios[:-MAX_SAMPLES]
+    def corrected_kv(self, predicted_kv: int, cell_bytes: int | None = None) -> int:
+        """`predicted_kv` corrected by the launches seen, with the model that fits them best."""
+        return _correct(self._samples, self._model(), predicted_kv, cell_bytes)
+
+    def observe(
+        self,
+        predicted_kv: int | None,
+        actual_kv: int | None,
+        *,
+        cell_bytes: int | None = None,
+        corrected_kv: int | None = None,
+        plan: Mapping[str, Any] | None = None,
+        report: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Learn from one launch: the KV pool predicted (uncorrected; `corrected_kv` as the gate
+        corrected it before the launch) vs allocated; `cell_bytes` per token (bytes model);
+        the uncorrected `plan` and the parsed startup `report` (memory model)."""
+        if not (predicted_kv and actual_kv and predicted_kv > 0 and actual_kv > 0):
+            return
+        if corrected_kv:
+            self._curve.append(abs(corrected_kv / actual_kv - 1))
+        plan, report = plan or {}, report or {}
+        self._samples.append(
+            KVSample(
+                predicted_kv,
+                actual_kv,
+                cell_bytes or None,
+                _shift(report.get("free_before_weights_gib"), plan.get("pre_weights_free_gib")),
+                _shift(report.get("weights_gib"), plan.get("weights_gib")),
+            )
+        )
+        del self._samples[:-MAX_SAMPLES]
+
+    def memory_shift(self) -> tuple[float, float] | None:
+        """(free memory before weights, weights) as the launches logged them minus the plans',
+        GiB (medians); None before a launch that logged both."""
+        both = [
+            (x.free_shift_gib, x.weights_shift_gib)
+            for x in self._samples
+            if x.free_shift_gib is not None and x.weights_shift_gib is not None
+        ]
+        if not both:
+            return None
+        return statistics.median(f for f, _ in both), statistics.median(w for _, w in both)
+
+    def corrected_plan(self, plan: Any, config: Mapping[str, Any]) -> Any | None:
+        """The planner's plan again with the machine's learnt memory (SGLang): free memory
+        before weights shifted, and the weights' extra taken from it at this mem fraction;
+        None without a memory shift or for a plan without those figures."""
+        shift = self.memory_shift()
+        pre, mfs = (
+            getattr(plan, "pre_weights_free_gib", None),
+            getattr(plan, "mem_fraction_static", None),
+        )
+        if shift is None or pre is None or not mfs:
+            return None
+        from autotune.planner.dispatch import plan_for
+
+        free = pre + shift[0] - shift[1] / mfs
+        return plan_for(
+            self.engine,
+            self.card,
+            self.gpu,
+            dict(config),
+            version=self.version,
+            tp=self.tp,
+            gpu_free_gib=free,
+            host_free_gib=self.host_free_gib,
+        )
+
+    def _model(self) -> str:
+        """'memory' where launches logged their memory; else 'bytes' or 'ratio', the one whose
+        leave-one-out error over the samples is lower (bytes needs every sample's cell; with
+        one sample, bytes if it has a cell)."""
+        s = self._samples
+        if self.memory_shift() is not None:
+            return "memory"
+        if len(s) < 2 or any(x.cell is None for x in s):
+            return "bytes" if s and all(x.cell for x in s) else "ratio"
+        loo = {
+            m: statistics.mean(
+                abs(_correct(s[:i] + s[i + 1 :], m, x.predicted, x.cell) / x.actual - 1)
+                for i, x in enumerate(s)
+            )
+            for m in ("ratio", "bytes")
+        }
+        return min(loo, key=lambda m: loo[m])
 
     def correction(self) -> dict[str, Any]:
-        r = self._ratios
+        """What the sweep learnt, for the outcome and the report: the median ratio, the model
+        in use and its offset, and the error of each launch's corrected prediction in order."""
+        r = [x.ratio for x in self._samples]
+        offsets = [x.offset_bytes for x in self._samples if x.offset_bytes is not None]
+        shift = self.memory_shift()
         return {
             "kv_ratio": round(self.kv_ratio, 4),
             "launches": len(r),
             "min": round(min(r), 4) if r else None,
             "max": round(max(r), 4) if r else None,
+            "model": self._model() if r else None,
+            "offset_gib": round(statistics.median(offsets) / GIB, 4) if offsets else None,
+            "memory_shift_gib": [round(v, 3) for v in shift] if shift else None,
+            "curve": [round(e, 5) for e in self._curve],
         }
 
     # -- verdict -----------------------------------------------------------------------------
@@ -156,7 +290,16 @@ class TrialPlanner:
         plan = self.plan(config)
         reasons += [f"planner: {r}" for r in plan.reasons]
         ratio = self.kv_ratio
-        corrected = int(plan.kv_pool_tokens * ratio)
+        again = self.corrected_plan(plan, config) if plan.fits else None
+        if again is not None:
+            corrected = again.kv_pool_tokens
+            reasons += [
+                f"planner (with the machine's memory from launches): {r}" for r in again.reasons
+            ]
+        else:
+            corrected = self.corrected_kv(
+                plan.kv_pool_tokens, getattr(plan, "kv_cell_bytes", None)
+            )
         # One request is limited by the pool and by the context it may have (a llama.cpp slot's
         # context, vLLM's max_model_len).
         room = min(corrected, plan.context_len) if plan.context_len else corrected
@@ -168,8 +311,8 @@ class TrialPlanner:
                 )
             else:
                 reasons.append(
-                    f"KV pool too small for the workload: {plan.kv_pool_tokens} tokens predicted "
-                    f"x {ratio:.3f} (correction from launches) = {corrected} < "
+                    f"KV pool too small for the workload: {plan.kv_pool_tokens} tokens predicted, "
+                    f"{corrected} corrected by the launches so far < "
                     f"{self.need_tokens} tokens of its longest request"
                 )
         headroom = round(plan.slack_gib - plan.slack_needed_gib, 3)

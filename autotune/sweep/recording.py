@@ -213,9 +213,16 @@ def observe(state: SweepState, item: Running, res: TrialResult) -> None:
     for m in res.measurements:
         if m.scenario == state.setup.probe and m.value is not None:
             state.update_probe(m.value)
-    pred_kv = item.assessment.predicted_kv_pool_tokens if item.assessment else None
-    if res.launch is not None:
-        state.setup.planner.observe(pred_kv, res.launch.kv_pool_tokens)
+    a = item.assessment
+    if res.launch is not None and a is not None:
+        state.setup.planner.observe(
+            a.predicted_kv_pool_tokens,
+            res.launch.kv_pool_tokens,
+            cell_bytes=(a.plan or {}).get("kv_cell_bytes"),
+            corrected_kv=a.corrected_kv_pool_tokens,
+            plan=a.plan,
+            report=res.launch.model_dump(),
+        )
 
 
 def count_launch(state: SweepState, status: TrialStatus, res: TrialResult) -> None:

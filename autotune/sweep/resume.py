@@ -61,7 +61,14 @@ def _count_launch(state: SweepState, row: TrialRow) -> None:
 def _observe_kv(state: SweepState, row: TrialRow) -> None:
     report = (row.launch or {}).get("report") or {}
     pred = row.prediction or {}
-    state.setup.planner.observe(pred.get("kv_pool_tokens"), report.get("kv_pool_tokens"))
+    state.setup.planner.observe(
+        pred.get("kv_pool_tokens"),
+        report.get("kv_pool_tokens"),
+        cell_bytes=(pred.get("plan") or {}).get("kv_cell_bytes"),
+        corrected_kv=pred.get("kv_pool_tokens_corrected"),
+        plan=pred.get("plan"),
+        report=report,
+    )
 
 
 def _remember(state: SweepState, row: TrialRow, launched: bool) -> None:

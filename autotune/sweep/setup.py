@@ -71,6 +71,8 @@ class SweepSetup:
         extra: list[str] = []
         if sim is not None and sim.max_startup_s is not None:
             extra += ["--sim-max-startup-s", f"{sim.max_startup_s:g}"]
+        if sim is not None and sim.alloc_deviation != 1.0:
+            extra += ["--sim-alloc-deviation", f"{sim.alloc_deviation:g}"]
         threshold = self.probe_threshold(best_probe)
         log_dir = self.out_dir / "trials" / (f"{number:04d}" + (f"-r{repeat}" if repeat else ""))
         return TrialSpec(
@@ -85,6 +87,7 @@ class SweepSetup:
             simulate=s.simulated,
             sim_time_scale=sim.time_scale if sim else 1.0,
             sim_seed=(sim.seed if sim else 0) + number * 1009 + repeat,
+            sim_alloc_deviation=sim.alloc_deviation if sim else 1.0,
             sim_extra_args=extra,
             gpu_free_gib=t.gpu_free_gib,
             host_free_gib=t.host_free_gib,

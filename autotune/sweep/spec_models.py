@@ -119,6 +119,12 @@ class SimulateSpec(_Section):
     max_startup_s: float | None = Field(
         None, ge=0, description="cap on the real seconds a simulated startup takes"
     )
+    alloc_deviation: float = Field(
+        1.0,
+        ge=0,
+        description="scale of the simulated machine's memory beyond the planner's figures "
+        "(0: KV pools exactly as planned)",
+    )
 
 
 class SpaceSpec(_Section):

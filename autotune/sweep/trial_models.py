@@ -30,6 +30,7 @@ class TrialSpec(BaseModel):
     simulate: bool = False
     sim_time_scale: float = 1.0
     sim_seed: int = 0
+    sim_alloc_deviation: float = 1.0
     sim_extra_args: list[str] = Field(default_factory=list)
     gpu_free_gib: float | None = None
     host_free_gib: float | None = None

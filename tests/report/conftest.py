@@ -225,7 +225,11 @@ def build_sweep(
             status="running",
             config=config,
             params=params,
-            prediction={"fits": plan.fits, "plan": plan.model_dump(mode="json")},
+            prediction={
+                "fits": plan.fits,
+                "plan": plan.model_dump(mode="json"),
+                "kv_pool_tokens": plan.kv_pool_tokens,
+            },
             log_path=str(tmp_path / "trials" / f"{number:04d}" / "server.log"),
         )
         tid = row.id or 0

@@ -74,6 +74,9 @@ def test_full_report(sweep_db: Built, tmp_path: Path) -> None:
     cap = md.split("## Capacity and headroom")[1].split("## Decode ceiling")[0]
     assert "Concurrency was bounded by **" in cap and "headroom" in cap
     assert "Host RAM" in cap
+    # Each launch's pool against the prediction (the launches allocated 98% of it).
+    assert "### The planner's KV pool, launch by launch" in cap
+    assert "| 2.04% | - |" in cap
     ceiling = md.split("## Decode ceiling")[1].split("## Trials")[0]
     assert "tok/s" in ceiling and "of the ceiling" in ceiling
     prov = md.split("## Provenance")[1]

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +26,24 @@ from autotune.sim.analytic import closed_loop, evaluate
 from tests.sim.conftest import AWQ, G4080, K1
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _k1_allocated() -> int:
+    """C1's pool as the simulated 4080 SUPER machine allocates it (seed 0)."""
+    from autotune.hardware import get_gpu
+    from autotune.models.registry import load_card
+    from autotune.planner import plan_sglang
+    from autotune.sim.allocator import allocate_sglang, machine
+
+    gpu, card = get_gpu(G4080), load_card(AWQ)
+    plan = plan_sglang(card, gpu, K1, version="0.5.17")
+
+    def replan(free: float) -> Any:
+        return plan_sglang(card, gpu, K1, version="0.5.17", gpu_free_gib=free)
+
+    return allocate_sglang(plan, machine(gpu, 0), replan, free_given=False).kv_pool_tokens
+
+
 K1_FLAGS = [
     "--kv-cache-dtype",
     "fp8_e4m3",
@@ -39,6 +58,7 @@ K1_FLAGS = [
     "--max-mamba-cache-size",
     "6",
 ]
+K1_ALLOCATED = _k1_allocated()
 
 
 @dataclass
@@ -181,7 +201,7 @@ def test_models_and_server_info_say_simulated(sim: Sim) -> None:
     assert {"weight", "kvcache", "token_capacity", "graph"} <= set(state["memory_usage"])
     mem = state["memory_usage"]
     assert mem["weight"] + mem["kvcache"] + mem["graph"] < mem["vram_in_use"] < 32.0
-    assert state["memory_usage"]["token_capacity"] == info["max_total_num_tokens"] == 356245
+    assert state["memory_usage"]["token_capacity"] == info["max_total_num_tokens"] == K1_ALLOCATED
     assert state["effective_max_running_requests_per_dp"] == 2
     assert info["max_mamba_cache_size"] == 6 and info["mem_fraction_static"] == 0.92
     assert info["sim"]["vram_in_use_gib"] < 32.0
@@ -531,10 +551,21 @@ def test_startup_log_reads_like_sglang(sim: Sim) -> None:
 
     report = parse_startup(sim.text())
     assert report.simulated and report.ready
-    assert report.kv_pool_tokens == report.max_total_num_tokens == 356245
+    # The simulated machine allocates a few percent off C1's 356245 (sim/allocator.py); with
+    # its shares off (--sim-alloc-deviation 0) the pool is C1's exactly (test below).
+    assert report.kv_pool_tokens == report.max_total_num_tokens == K1_ALLOCATED
+    assert 0.95 < K1_ALLOCATED / 356245 < 1.0
     assert report.mamba_slots == 6 and report.mamba_ssm_gib == 0.98  # C1
     assert report.max_running_requests == 2 and report.context_len == 131072
-    assert report.weights_gib == pytest.approx(16.80, abs=0.01)
+    assert report.weights_gib == pytest.approx(16.80, rel=0.02)
+
+
+def test_without_the_machines_shares_the_pool_is_c1s(tmp_path: Path) -> None:
+    from autotune.engines.sglang import parse_startup
+
+    with running(tmp_path, *K1_FLAGS, "--sim-alloc-deviation", "0") as s:
+        report = parse_startup(s.text())
+    assert report.kv_pool_tokens == 356245 and report.weights_gib == pytest.approx(16.80, abs=0.01)
 
 
 def test_rejected_config_exits_with_sglang_error(tmp_path: Path) -> None:

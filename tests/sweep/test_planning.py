@@ -74,7 +74,7 @@ def test_kv_correction_from_launches_changes_the_verdict(planner: TrialPlanner) 
     a = p.assess(cfg)
     assert p.kv_ratio == pytest.approx(0.3)
     assert a.corrected_kv_pool_tokens == pytest.approx(a.predicted_kv_pool_tokens * 0.3, rel=1e-3)
-    assert not a.fits and "correction from launches" in a.reasons[0]
+    assert not a.fits and "corrected by the launches so far" in a.reasons[0]
     assert p.correction()["launches"] == 3
     p.observe(None, 1000)  # a launch without a figure teaches nothing
     assert p.correction()["launches"] == 3
@@ -121,3 +121,32 @@ def test_longest_request_tokens() -> None:
     ]
     assert longest_request_tokens(scs) == 8193
     assert longest_request_tokens(scs[2:]) == 1000 + 2 * 100 + 3 * 50
+
+
+def test_the_correction_model_that_predicts_the_launches_best_wins(planner: TrialPlanner) -> None:
+    """A machine that takes a fixed amount of memory beyond the planner's reserve misses by
+    bytes; an engine that sizes its cell differently misses by a share. With two launches or
+    more the leave-one-out error picks the model, and a third configuration is then predicted
+    exactly."""
+    cell = 16_384
+    by_bytes = TrialPlanner(card=planner.card, gpu=planner.gpu, space=planner.space,
+                            version="0.5.17")  # fmt: skip
+    for pred in (100_000, 300_000):  # 0.5 GiB fewer bytes each time: 32768 tokens
+        by_bytes.observe(pred, pred - 32_768, cell_bytes=cell)
+    assert by_bytes.correction()["model"] == "bytes"
+    assert by_bytes.corrected_kv(200_000, cell) == 200_000 - 32_768
+    assert by_bytes.correction()["offset_gib"] == pytest.approx(-0.5)
+    by_share = TrialPlanner(card=planner.card, gpu=planner.gpu, space=planner.space,
+                            version="0.5.17")  # fmt: skip
+    for pred in (100_000, 300_000):
+        by_share.observe(pred, int(pred * 0.9), cell_bytes=cell)
+    assert by_share.correction()["model"] == "ratio"
+    assert by_share.corrected_kv(200_000, cell) == 180_000
+
+
+def test_the_curve_records_each_launchs_corrected_error(planner: TrialPlanner) -> None:
+    p = TrialPlanner(card=planner.card, gpu=planner.gpu, space=planner.space, version="0.5.17")
+    p.observe(100_000, 97_000, cell_bytes=8192, corrected_kv=100_000)  # before any launch
+    p.observe(200_000, 197_000, cell_bytes=8192, corrected_kv=p.corrected_kv(200_000, 8192))
+    curve = p.correction()["curve"]
+    assert curve[0] == pytest.approx(3_000 / 97_000, rel=1e-3) and curve[1] == 0.0

@@ -83,7 +83,8 @@ def test_sim_trial_measures_and_reports_the_launch(tmp_path: Path) -> None:
     assert res.status == TrialStatus.COMPLETE, (res.failure, res.log_tail)
     plan = plan_sglang(load_card("qwen3.8-27b-awq-int4"), get_gpu("rtx-4080-super-32g"), config)
     assert res.launch is not None and res.launch.simulated
-    assert res.launch.kv_pool_tokens == plan.kv_pool_tokens  # what the log said it allocated
+    # what the log said it allocated: the simulated machine's pool, a few percent below the plan
+    assert 0.95 * plan.kv_pool_tokens < res.launch.kv_pool_tokens < plan.kv_pool_tokens
     assert res.launch.mamba_slots == 12
     (m,) = res.measurements
     # simulated-GPU units: single-stream decode near the C2 figure (41.4 tok/s), not 20x it
@@ -114,8 +115,9 @@ def test_two_worker_sweep_on_the_simulator(store: Any, tmp_path: Path) -> None:
         assert r.status == TrialStatus.COMPLETE.value, store.get_failures(out.sweep_id)
         report = r.launch["report"]
         assert report["simulated"] is True
-        assert report["kv_pool_tokens"] == r.prediction["kv_pool_tokens"]
-    # the simulator allocates what the planner predicts: the learnt correction is exactly 1
-    assert out.planner_correction["kv_ratio"] == 1.0
-    assert out.planner_correction["launches"] == 4
+        assert report["kv_pool_tokens"] < r.prediction["kv_pool_tokens"]
+    # the simulated machine allocates below the plan; the sweep learns it from the startup lines
+    corr = out.planner_correction
+    assert corr["launches"] == 4 and corr["kv_ratio"] < 1.0
+    assert len(corr["curve"]) == 4 and corr["curve"][0] > 0.005
     assert live_children() == []

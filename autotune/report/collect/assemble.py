@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.planner.dispatch import engine_model_path
 from autotune.report.collect.capacity import winner_capacity
 from autotune.report.collect.ceiling import decode_ceiling
+from autotune.report.collect.correction import planner_correction
 from autotune.report.collect.data import Direction, ReportData, TrialInfo
 from autotune.report.collect.pareto import pareto_points
 from autotune.report.collect.provenance import sweep_provenance
@@ -79,6 +80,7 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
     )
     data.pareto, data.pareto_axes = pareto_points(data)
     data.capacity = winner_capacity(data)
+    data.correction = planner_correction(data)
     data.decode = decode_ceiling(data)
     data.importances = importances(store, row, refs)
     # data.notes, not `notes`: the model holds its own copy of the list.

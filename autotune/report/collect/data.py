@@ -186,6 +186,35 @@ class Capacity(BaseModel):
     cpu: bool = Field(False, description="a CPU run: the headroom is host RAM, not VRAM")
 
 
+class CorrectionRow(BaseModel):
+    label: str
+    predicted: int
+    corrected: int | None
+    allocated: int
+
+    @property
+    def raw_error(self) -> float:
+        return abs(self.predicted / self.allocated - 1)
+
+    @property
+    def corrected_error(self) -> float | None:
+        return None if self.corrected is None else abs(self.corrected / self.allocated - 1)
+
+
+class PlannerCorrection(BaseModel):
+    rows: list[CorrectionRow] = Field(default_factory=list)
+
+    @property
+    def worst_after(self) -> dict[int, float]:
+        """Worst corrected error over the launches after the first 1 and 3."""
+        out = {}
+        for n in (1, 3):
+            errs = [e for r in self.rows[n:] if (e := r.corrected_error) is not None]
+            if errs:
+                out[n] = max(errs)
+        return out
+
+
 class DecodeCeiling(BaseModel):
     ceiling_tok_s: float | None = None
     bandwidth_gbs: float | None = None
@@ -255,6 +284,7 @@ class ReportData(BaseModel):
     failures: list[FailureGroup] = Field(default_factory=list)
     importances: Importances = Importances()
     capacity: Capacity | None = None
+    correction: PlannerCorrection | None = None
     decode: DecodeCeiling | None = None
     provenance: Provenance
     notes: list[str] = Field(default_factory=list)
