@@ -150,6 +150,12 @@ def main() -> None:
     print(f"misses beyond {BANDS[0]:.0%}:")
     print("\n".join(_misses(replays)))
     print()
+    print("FIELD-NOTES measurements (benchmarks/calibration.py; a fitted row is not evidence):")
+    from calibration import format_row, rows  # benchmarks/ is this script's folder
+
+    for fn_row in rows():
+        print(format_row(fn_row))
+    print()
     print("mamba slots and max running requests, where logged:")
     print("\n".join(_other_figures(replays)))
     print()

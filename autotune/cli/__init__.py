@@ -23,6 +23,7 @@ app = typer.Typer(
 COMMAND_MODULES = (
     "catalog",
     "plan",
+    "calibrate",
     "space",
     "inspect",
     "bench",

@@ -150,6 +150,29 @@ class KernelResultRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+class CalibrationRow(SQLModel, table=True):
+    """What one real launch's startup log said about the planner on one (engine, GPU, model):
+    logged minus planned, GiB (`autotune calibrate`, autotune.calibration.calibrate)."""
+
+    __tablename__ = "at_calibrations"
+
+    id: int | None = Field(default=None, primary_key=True)
+    engine: str = Field(index=True)
+    engine_version: str
+    gpu: str = Field(index=True, description="GPU catalog name")
+    model: str = Field(index=True)
+    tp: int = 1
+    predicted_kv: int
+    logged_kv: int
+    cell_bytes: int | None = None
+    free_shift_gib: float | None = None
+    weights_shift_gib: float | None = None
+    kv_memory_shift_gib: float | None = None
+    source: str = Field(description="the log file")
+    source_sha256: str = Field(index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 class MetaRow(SQLModel, table=True):
     """Key/value facts about the database itself (schema version)."""
 
@@ -159,4 +182,12 @@ class MetaRow(SQLModel, table=True):
     value: str
 
 
-TABLES = [SweepRow, TrialRow, MeasurementRow, FailureRow, KernelResultRow, MetaRow]
+TABLES = [
+    SweepRow,
+    TrialRow,
+    MeasurementRow,
+    FailureRow,
+    KernelResultRow,
+    CalibrationRow,
+    MetaRow,
+]

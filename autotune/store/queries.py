@@ -9,6 +9,7 @@ from typing import Literal
 
 from autotune.errors import StorageError, did_you_mean
 from autotune.store.models import (
+    CalibrationRow,
     FailureRow,
     KernelResultRow,
     MeasurementRow,
@@ -171,4 +172,22 @@ class StoreQueries(StoreSession):
             col(KernelResultRow.time_us),
         )
         with self.session("read kernel results") as s:
+            return list(s.exec(q))
+
+    # -- calibrations --------------------------------------------------------------------------
+
+    def get_calibrations(self, *, engine: str, gpu: str, model: str) -> list[CalibrationRow]:
+        """The calibrations of one (engine, GPU, model), oldest first."""
+        from sqlmodel import col, select
+
+        q = (
+            select(CalibrationRow)
+            .where(
+                CalibrationRow.engine == engine,
+                CalibrationRow.gpu == gpu,
+                CalibrationRow.model == model,
+            )
+            .order_by(col(CalibrationRow.created_at), col(CalibrationRow.id))
+        )
+        with self.session("read calibrations") as s:
             return list(s.exec(q))

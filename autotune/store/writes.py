@@ -12,6 +12,7 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 from autotune.errors import StorageError
 from autotune.store.models import (
+    CalibrationRow,
     FailureRow,
     KernelResultRow,
     MeasurementRow,
@@ -260,6 +261,28 @@ class StoreWrites(StoreQueries):
             provenance=dict(provenance or {}),
         )
         return self._add(row, "add kernel result")
+
+    def add_calibration(self, **fields: Any) -> CalibrationRow:
+        """Keep one log's calibration; the same log (sha256) for the same target replaces its
+        earlier row."""
+        from sqlmodel import select
+
+        row = CalibrationRow(**fields)
+        with self.session("add calibration") as s:
+            old = s.exec(
+                select(CalibrationRow).where(
+                    CalibrationRow.source_sha256 == row.source_sha256,
+                    CalibrationRow.engine == row.engine,
+                    CalibrationRow.gpu == row.gpu,
+                    CalibrationRow.model == row.model,
+                )
+            ).all()
+            for o in old:
+                s.delete(o)
+            s.add(row)
+            s.flush()
+            s.refresh(row)
+        return row
 
     # -- helpers -----------------------------------------------------------------------------
 

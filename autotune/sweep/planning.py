@@ -13,7 +13,8 @@ whose corrected pool cannot hold the workload is pruned before it wastes a launc
 the miss are tried in turn. Where the startup lines state the free memory before the weights and
 what the weights took (SGLang's `Load weight begin/end`), the machine's own figures are learnt
 and the planner plans again with them ("memory"): a driver that takes more, an allocator that
-holds more than the checkpoint. Otherwise a constant share (actual/predicted, e.g. a cell the
+holds more than the checkpoint. Where they state the available KV memory (vLLM), the pool scales
+with that memory's shift ("kv_memory"). Otherwise a constant share (actual/predicted, e.g. a cell the
 engine sizes differently) and a constant amount of memory (bytes per launch) compete; with two
 launches or more the one that would have predicted the others better (leave-one-out) wins.
 """
@@ -82,6 +83,7 @@ class KVSample:
     cell: int | None
     free_shift_gib: float | None = None  # logged free memory before weights - the plan's
     weights_shift_gib: float | None = None  # logged weights - the plan's
+    kv_memory_shift_gib: float | None = None  # logged available KV memory - the plan's (vLLM)
 
     @property
     def ratio(self) -> float:
@@ -157,8 +159,14 @@ class TrialPlanner:
         """Median actual/predicted KV pool over the launches seen (1.0 before any)."""
         return statistics.median(s.ratio for s in self._samples) if self._samples else 1.0
 
-    def corrected_kv(self, predicted_kv: int, cell_bytes: int | None = None) -> int:
-        """`predicted_kv` corrected by the launches seen, with the model that fits them best."""
+    def corrected_kv(
+        self, predicted_kv: int, cell_bytes: int | None = None, kv_memory_gib: float | None = None
+    ) -> int:
+        """`predicted_kv` corrected by the launches seen, with the model that fits them best
+        (`kv_memory_gib`: the plan's available KV memory, for the kv_memory model)."""
+        if self._model() == "kv_memory" and kv_memory_gib:
+            shift = statistics.median(x.kv_memory_shift_gib or 0.0 for x in self._samples)
+            return max(int(predicted_kv * (kv_memory_gib + shift) / kv_memory_gib), 0)
         return _correct(self._samples, self._model(), predicted_kv, cell_bytes)
 
     def observe(
@@ -186,9 +194,31 @@ class TrialPlanner:
                 cell_bytes or None,
                 _shift(report.get("free_before_weights_gib"), plan.get("pre_weights_free_gib")),
                 _shift(report.get("weights_gib"), plan.get("weights_gib")),
+                _shift(report.get("kv_cache_gib"), plan.get("kv_cache_gib")),
             )
         )
         del self._samples[:-MAX_SAMPLES]
+
+    def seed(self, calibrations: Sequence[Any]) -> int:
+        """Start from stored calibrations of this target (`autotune calibrate`, rows with
+        predicted_kv, logged_kv, cell_bytes, free_shift_gib, weights_shift_gib): the first
+        launch is then corrected too. Returns how many were taken."""
+        taken = 0
+        for c in calibrations:
+            if c.predicted_kv > 0 and c.logged_kv > 0:
+                self._samples.append(
+                    KVSample(
+                        c.predicted_kv,
+                        c.logged_kv,
+                        c.cell_bytes or None,
+                        c.free_shift_gib,
+                        c.weights_shift_gib,
+                        c.kv_memory_shift_gib,
+                    )
+                )
+                taken += 1
+        del self._samples[:-MAX_SAMPLES]
+        return taken
 
     def memory_shift(self) -> tuple[float, float] | None:
         """(free memory before weights, weights) as the launches logged them minus the plans',
@@ -213,19 +243,7 @@ class TrialPlanner:
         )
         if shift is None or pre is None or not mfs:
             return None
-        from autotune.planner.dispatch import plan_for
-
-        free = pre + shift[0] - shift[1] / mfs
-        return plan_for(
-            self.engine,
-            self.card,
-            self.gpu,
-            dict(config),
-            version=self.version,
-            tp=self.tp,
-            gpu_free_gib=free,
-            host_free_gib=self.host_free_gib,
-        )
+        return self.plan(config, gpu_free_gib=pre + shift[0] - shift[1] / mfs)
 
     def _model(self) -> str:
         """'memory' where launches logged their memory; else 'bytes' or 'ratio', the one whose
@@ -234,6 +252,8 @@ class TrialPlanner:
         s = self._samples
         if self.memory_shift() is not None:
             return "memory"
+        if s and all(x.kv_memory_shift_gib is not None for x in s):
+            return "kv_memory"
         if len(s) < 2 or any(x.cell is None for x in s):
             return "bytes" if s and all(x.cell for x in s) else "ratio"
         loo = {
@@ -264,7 +284,8 @@ class TrialPlanner:
 
     # -- verdict -----------------------------------------------------------------------------
 
-    def plan(self, config: Mapping[str, Any]) -> Any:
+    def plan(self, config: Mapping[str, Any], *, gpu_free_gib: float | None = None) -> Any:
+        """The planner's plan (`gpu_free_gib`: instead of the target's free memory)."""
         from autotune.planner.dispatch import plan_for
 
         return plan_for(
@@ -274,7 +295,7 @@ class TrialPlanner:
             dict(config),
             version=self.version,
             tp=self.tp,
-            gpu_free_gib=self.gpu_free_gib,
+            gpu_free_gib=self.gpu_free_gib if gpu_free_gib is None else gpu_free_gib,
             host_free_gib=self.host_free_gib,
         )
 
@@ -298,7 +319,9 @@ class TrialPlanner:
             ]
         else:
             corrected = self.corrected_kv(
-                plan.kv_pool_tokens, getattr(plan, "kv_cell_bytes", None)
+                plan.kv_pool_tokens,
+                getattr(plan, "kv_cell_bytes", None),
+                getattr(plan, "kv_cache_gib", None),
             )
         # One request is limited by the pool and by the context it may have (a llama.cpp slot's
         # context, vLLM's max_model_len).

@@ -148,6 +148,11 @@ def prepare(
     probe = spec.workload.probe or (scenarios[0].label if len(scenarios) > 1 else None)
     probe_sc = next((s for s in scenarios if s.label == probe), None)
     planner = _planner(spec, card, gpu, space, scenarios, notes)
+    if not spec.simulated and gpu is not None:
+        # a real machine's own memory, learnt from its logs (autotune calibrate)
+        rows = store.get_calibrations(engine=engine, gpu=gpu_name, model=spec.target.model)
+        if planner.seed(rows):
+            notes["calibrations"] = {"count": len(rows), "sources": [r.source for r in rows]}
     return SweepSetup(
         spec=spec,
         sweep_id=row.id or 0,

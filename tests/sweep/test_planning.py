@@ -150,3 +150,12 @@ def test_the_curve_records_each_launchs_corrected_error(planner: TrialPlanner) -
     p.observe(200_000, 197_000, cell_bytes=8192, corrected_kv=p.corrected_kv(200_000, 8192))
     curve = p.correction()["curve"]
     assert curve[0] == pytest.approx(3_000 / 97_000, rel=1e-3) and curve[1] == 0.0
+
+
+def test_vllm_launches_teach_the_available_kv_memory(planner: TrialPlanner) -> None:
+    """vLLM logs "Available KV cache memory": its shift from the plan scales later pools."""
+    p = TrialPlanner(card=planner.card, gpu=planner.gpu, space=planner.space, version="0.5.17")
+    p.observe(100_000, 95_000, cell_bytes=8192, plan={"kv_cache_gib": 10.0},
+              report={"kv_cache_gib": 9.5})  # fmt: skip
+    assert p.correction()["model"] == "kv_memory"
+    assert p.corrected_kv(100_000, 8192, kv_memory_gib=20.0) == 97_500

@@ -202,6 +202,15 @@ def _config_pairs(text: str) -> dict[str, object]:
     return out
 
 
+def logged_args(log_text: str) -> dict[str, object] | None:
+    """The last `non-default args: {...}` mapping the log holds (vLLM's field names), or None."""
+    for line in reversed(log_text.splitlines()):
+        m = _NON_DEFAULT_RE.search(line)
+        if m:
+            return _non_default(m["d"])
+    return None
+
+
 def _non_default(text: str) -> dict[str, object]:
     """The dict vLLM logs as `non-default args: {...}` (literal_eval; a regex for the numeric
     keys when some value has no literal repr)."""

@@ -1,0 +1,170 @@
+"""`autotune calibrate`: what a real launch on this machine says about the planner.
+
+A startup log is parsed with its engine's parser, the launch is planned again with the
+configuration the log records (SGLang's `server_args=ServerArgs(...)`, vLLM's `non-default
+args`), and the differences are kept as this (engine, GPU, model)'s calibration: the free memory
+before the weights and what the weights took (SGLang logs both), the available KV memory (vLLM),
+and the KV pool, logged against predicted. A sweep on the same target starts from them
+(sweep/planning.py seeds its correction), so its first launch is already planned with the
+machine's own memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from autotune.errors import ConfigError
+
+ENGINES = ("sglang", "vllm")
+# Log lines that name the engine (each engine's own startup text).
+_SIGNS = {
+    "sglang": ("Load weight begin", "KV Cache is allocated", "server_args=ServerArgs("),
+    "vllm": ("GPU KV cache size", "Available KV cache memory", "non-default args:"),
+}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """One log's lesson for the planner (GiB; shifts are logged minus planned)."""
+
+    engine: str
+    engine_version: str
+    gpu: str
+    model: str
+    tp: int
+    predicted_kv: int
+    logged_kv: int
+    cell_bytes: int | None
+    free_shift_gib: float | None
+    weights_shift_gib: float | None
+    kv_memory_shift_gib: float | None
+    source: str
+    source_sha256: str
+
+    @property
+    def kv_ratio(self) -> float:
+        return self.logged_kv / self.predicted_kv
+
+
+def detect_engine(text: str) -> str | None:
+    """The engine whose startup lines the log holds, or None."""
+    hits = {e: sum(s in text for s in signs) for e, signs in _SIGNS.items()}
+    best = max(hits, key=lambda e: hits[e])
+    return best if hits[best] else None
+
+
+def logged_config(engine: str, text: str) -> dict[str, Any]:
+    """The configuration the log records, in the engine's field names ({} when it has none)."""
+    if engine == "sglang":
+        from autotune.engines.sglang.server_args import parse_server_args
+
+        return parse_server_args(text) or {}
+    from autotune.engines.vllm.logs import logged_args
+
+    return dict(logged_args(text) or {})
+
+
+def calibrate_log(
+    path: Path,
+    *,
+    model: str,
+    gpu: str,
+    engine: str | None = None,
+    version: str | None = None,
+    tp: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Calibration:
+    """Plan the launch `path` logs and compare.
+
+    Raises:
+        ConfigError: the log is unreadable, names no engine, lacks the lines to compare (a KV
+            pool), or its engine version is neither logged nor given.
+    """
+    from autotune.hardware.detect import resolve_gpu
+    from autotune.planner.dispatch import plan_for
+
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the log ({exc})", field="LOG") from exc
+    text = raw.decode("utf-8", errors="replace")
+    eng = engine or detect_engine(text)
+    if eng not in ENGINES:
+        raise ConfigError(
+            f"{path}: no SGLang or vLLM startup lines found; pass --engine sglang|vllm",
+            field="--engine",
+        )
+    report = _parse(eng, text)
+    if not report.kv_pool_tokens:
+        raise ConfigError(
+            f"{path}: the log has no KV pool size (SGLang `KV Cache is allocated. #tokens` or "
+            "`max_total_num_tokens=`, vLLM `GPU KV cache size`): calibrate needs a launch that "
+            "allocated its cache",
+            field="LOG",
+        )
+    config = logged_config(eng, text)
+    config.update(overrides or {})
+    ver = version or _logged_version(eng, text)
+    if ver is None:
+        raise ConfigError(
+            f"{path}: the {eng} version is not in the log; pass --engine-version",
+            field="--engine-version",
+        )
+    ranks = tp or int(config.get("tp_size") or config.get("tensor_parallel_size") or 1)
+    spec = resolve_gpu(gpu)
+    free = getattr(report, "free_before_weights_gib", None)
+    plan = plan_for(eng, model, spec, _planner_config(eng, config), version=ver, tp=ranks)
+    return Calibration(
+        engine=eng,
+        engine_version=ver,
+        gpu=spec.name,
+        model=model,
+        tp=ranks,
+        predicted_kv=plan.kv_pool_tokens,
+        logged_kv=int(report.kv_pool_tokens),
+        cell_bytes=getattr(plan, "kv_cell_bytes", None),
+        free_shift_gib=_shift(free, getattr(plan, "pre_weights_free_gib", None)),
+        weights_shift_gib=_shift(report.weights_gib, plan.weights_gib),
+        kv_memory_shift_gib=_shift(
+            getattr(report, "kv_cache_gib", None), getattr(plan, "kv_cache_gib", None)
+        ),
+        source=str(path),
+        source_sha256=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def _parse(engine: str, text: str) -> Any:
+    if engine == "sglang":
+        from autotune.engines.sglang import parse_startup
+
+        return parse_startup(text)
+    from autotune.engines.vllm import parse_startup as parse_vllm
+
+    return parse_vllm(text)
+
+
+def _logged_version(engine: str, text: str) -> str | None:
+    """vLLM names its version at startup; SGLang's launch lines do not."""
+    if engine != "vllm":
+        return None
+    import re
+
+    m = re.search(r"(?:vLLM API server version|LLM engine \(v)\s*([0-9][\w.+-]*?)\)?[\s,]", text)
+    return m.group(1) if m else None
+
+
+# What the planner does not take from a logged configuration: where the model and the server
+# live (the card and GPU are given), not how memory is spent.
+_NOT_PLANNED = frozenset({"model_path", "tokenizer_path", "model_tag", "model", "host", "port"})
+
+
+def _planner_config(engine: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in _NOT_PLANNED and v is not None}
+
+
+def _shift(logged: Any, planned: Any) -> float | None:
+    return None if logged is None or planned is None else round(float(logged) - float(planned), 4)
