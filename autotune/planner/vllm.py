@@ -62,6 +62,7 @@ from autotune.planner.vllm_memory import (
     startup_memory,
     tp_non_torch_mib,
 )
+from autotune.planner.vllm_mxfp4 import mxfp4_padding_bytes
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode, VLLMFields
 
 __all__ = [
@@ -234,6 +235,7 @@ def _current_parts(
         startup=startup,
         reasons=reasons,
         tp_mib=tp_non_torch_mib(gpu, tp),
+        padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp),
     )
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     lay = _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)

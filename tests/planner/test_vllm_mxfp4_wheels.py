@@ -1,0 +1,88 @@
+"""planner.vllm_mxfp4 against vLLM's own code: the 0.19 wheel's
+mxfp4_round_up_hidden_size_and_intermediate_size run for each backend, and the 0.10.1.1 wheel's
+create_weights padding branch; and the public gpt-oss-120b launch the rule explains."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import zipfile
+from types import SimpleNamespace
+
+import pytest
+
+from autotune.hardware import get_gpu
+from autotune.models.config_cards import config_card
+from autotune.planner.vllm_mxfp4 import mxfp4_multiples, mxfp4_padding_bytes
+from tests.wheels import engine_wheel_or_skip
+
+ORACLE = "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py"
+
+
+def _function(version: str, path: str, name: str) -> str:
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        tree = ast.parse(z.read(path).decode())
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return ast.unparse(node)
+
+
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def test_0_19_rounding_per_backend_is_the_releases() -> None:
+    src = _function("0.19.0", ORACLE, "mxfp4_round_up_hidden_size_and_intermediate_size")
+    backend = enum.Enum(  # type: ignore[misc]
+        "Mxfp4MoeBackend",
+        "MARLIN BATCHED_MARLIN FLASHINFER_TRTLLM_MXFP4_BF16 FLASHINFER_TRTLLM_MXFP4_MXFP8 "
+        "FLASHINFER_CUTLASS_MXFP4_BF16 FLASHINFER_CUTLASS_MXFP4_MXFP8 TRITON",
+    )
+
+    def run(b: enum.Enum, rocm: bool = False) -> tuple[int, int]:
+        ns: dict[str, object] = {
+            "Mxfp4MoeBackend": backend,
+            "TRTLLM_BACKENDS": (
+                backend.FLASHINFER_TRTLLM_MXFP4_BF16,  # type: ignore[attr-defined]
+                backend.FLASHINFER_TRTLLM_MXFP4_MXFP8,
+            ),  # type: ignore[attr-defined]  # fmt: skip
+            "round_up": _round_up,
+            "current_platform": SimpleNamespace(is_xpu=lambda: False, is_rocm=lambda: rocm),
+        }
+        exec(src, ns)
+        out: tuple[int, int] = ns["mxfp4_round_up_hidden_size_and_intermediate_size"](b, 2880, 720)  # type: ignore[operator]
+        return out
+
+    def ours(gpu: str) -> tuple[int, int]:
+        mult = mxfp4_multiples(get_gpu(gpu), "0.19.0")
+        assert mult is not None
+        return _round_up(2880, mult[0]), _round_up(720, mult[1])
+
+    assert ours("a100-80g") == run(backend.MARLIN)  # type: ignore[attr-defined]  # sm_80
+    assert ours("h100-80g") == run(backend.TRITON)  # type: ignore[attr-defined]  # sm_90
+    assert ours("b200-180g") == run(backend.FLASHINFER_TRTLLM_MXFP4_BF16)  # type: ignore[attr-defined]
+    assert ours("mi300x-192g") == run(backend.TRITON, rocm=True)  # type: ignore[attr-defined]
+    assert mxfp4_multiples(get_gpu("rtx-5090-32g"), "0.19.0") is None  # sm_120: not settled
+
+
+def test_0_10_marlin_branch_is_the_releases() -> None:
+    src = _function("0.10.1.1", "vllm/model_executor/layers/quantization/mxfp4.py",
+                    "create_weights")  # fmt: skip
+    marlin = next(
+        n for n in ast.walk(ast.parse(src))
+        if isinstance(n, ast.If) and "use_marlin" in ast.unparse(n.test)
+    )  # fmt: skip
+    body = ast.unparse(marlin.body)
+    assert "round_up(intermediate_size_per_partition, 128)" in body
+    assert "round_up(hidden_size, 256)" in body
+    assert mxfp4_multiples(get_gpu("a100-80g"), "0.10.1.1") == (256, 128)
+
+
+def test_the_padding_explains_gpt_oss_120b_on_four_a100s() -> None:
+    """tests/data/real_launches/vllm/repo-gpt-oss-120b-a100-80gb-tp4: "Model loading took
+    17.22 GiB" per rank; the checkpoint's share is ~15.19 GiB, Marlin's padding (2880 -> 3072
+    hidden, 720 -> 768 intermediate per rank) the rest."""
+    card = config_card("openai/gpt-oss-120b")
+    assert card is not None
+    pad = mxfp4_padding_bytes(card, get_gpu("a100-80g"), "0.10.1.1", 4)
+    assert pad / 2**30 == pytest.approx(17.22 - 15.19, abs=0.1)
+    assert mxfp4_padding_bytes(card, get_gpu("rtx-5090-32g"), "0.19.0", 4) == 0
