@@ -116,24 +116,50 @@ def calibrate_log(
         )
     ranks = tp or int(config.get("tp_size") or config.get("tensor_parallel_size") or 1)
     spec = resolve_gpu(gpu)
-    free = getattr(report, "free_before_weights_gib", None)
     plan = plan_for(eng, model, spec, _planner_config(eng, config), version=ver, tp=ranks)
-    return Calibration(
+    return launch_calibration(
+        plan.model_dump(),
+        report.model_dump(),
         engine=eng,
-        engine_version=ver,
+        version=ver,
         gpu=spec.name,
         model=model,
         tp=ranks,
-        predicted_kv=plan.kv_pool_tokens,
-        logged_kv=int(report.kv_pool_tokens),
-        cell_bytes=getattr(plan, "kv_cell_bytes", None),
-        free_shift_gib=_shift(free, getattr(plan, "pre_weights_free_gib", None)),
-        weights_shift_gib=_shift(report.weights_gib, plan.weights_gib),
-        kv_memory_shift_gib=_shift(
-            getattr(report, "kv_cache_gib", None), getattr(plan, "kv_cache_gib", None)
-        ),
         source=str(path),
-        source_sha256=hashlib.sha256(raw).hexdigest(),
+        digest=hashlib.sha256(raw).hexdigest(),
+    )
+
+
+def launch_calibration(
+    plan: Mapping[str, Any],
+    report: Mapping[str, Any],
+    *,
+    engine: str,
+    version: str,
+    gpu: str,
+    model: str,
+    tp: int,
+    source: str,
+    digest: str,
+) -> Calibration:
+    """One launch's calibration from the planner's plan and the parsed startup report (dicts,
+    as a sweep stores them)."""
+    return Calibration(
+        engine=engine,
+        engine_version=version,
+        gpu=gpu,
+        model=model,
+        tp=tp,
+        predicted_kv=int(plan.get("kv_pool_tokens") or 0),
+        logged_kv=int(report.get("kv_pool_tokens") or 0),
+        cell_bytes=plan.get("kv_cell_bytes"),
+        free_shift_gib=_shift(
+            report.get("free_before_weights_gib"), plan.get("pre_weights_free_gib")
+        ),
+        weights_shift_gib=_shift(report.get("weights_gib"), plan.get("weights_gib")),
+        kv_memory_shift_gib=_shift(report.get("kv_cache_gib"), plan.get("kv_cache_gib")),
+        source=source,
+        source_sha256=digest,
     )
 
 

@@ -57,26 +57,70 @@ def plan(
         None, "--set", help="Engine field=value, e.g. mem_fraction_static=0.92 (repeatable)."
     ),
     perf: bool = typer.Option(False, "--perf", help="Add the roofline performance prediction."),
+    calibrated: bool = typer.Option(
+        False,
+        "--calibrated",
+        help="Also give the KV pool corrected by this target's stored launches "
+        "(autotune calibrate, real sweeps).",
+    ),
+    db: str | None = typer.Option(None, "--db", help="Database for --calibrated."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Predict weights, KV pool, mamba slots and max running requests; say whether it fits."""
     from autotune.planner.dispatch import plan_target
 
+    config = {k: coerce_value(v) for k, v in parse_sets(sets).items()}
     result = plan_target(
         engine,
         model,
         gpu,
-        {k: coerce_value(v) for k, v in parse_sets(sets).items()},
+        config,
         version=engine_version,
         tp=tp,
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
         perf=perf,
     )
+    if calibrated:
+        result = result.model_copy(
+            update={"calibrated": _calibrated(result, engine, model, gpu, config, db)}
+        )
     if json_out:
         emit_json(result)
         return
     _print_human(result)
+
+
+def _calibrated(
+    plan: Any, engine: str, model: str, gpu: str, config: dict[str, Any], db: str | None
+) -> dict[str, Any]:
+    """The sweep gate's correction (sweep/planning.py) seeded with the stored launches of
+    (engine, GPU, model), applied to this configuration."""
+    from autotune.cli.sweep import open_store
+    from autotune.planner.dispatch import load_target_model, resolve_target_gpu
+    from autotune.space import builtin_space
+    from autotune.sweep.planning import TrialPlanner
+
+    with open_store(db) as store:
+        rows = store.get_calibrations(engine=engine, gpu=plan.gpu, model=model)
+    rows = [r for r in rows if r.engine_version == plan.engine_version] or rows
+    if not rows:
+        return {"kv_pool_tokens": None, "launches": 0, "model": None}
+    gate = TrialPlanner(
+        card=load_target_model(engine, model),
+        gpu=resolve_target_gpu(engine, gpu),
+        space=builtin_space(engine),
+        version=plan.engine_version,
+        tp=plan.tp,
+        engine=engine,
+    )
+    gate.seed(rows)
+    a = gate.assess(config)
+    return {
+        "kv_pool_tokens": a.corrected_kv_pool_tokens,
+        "launches": len(rows),
+        "model": gate.correction()["model"],
+    }
 
 
 def _print_human(p: Any) -> None:
@@ -97,6 +141,16 @@ def _print_human(p: Any) -> None:
     ]
     if p.host_pool_tokens is not None:
         rows.append(("HiCache host pool", f"{p.host_pool_tokens:,} tokens, {p.host_pool_gb} GB"))
+    c = p.calibrated
+    if c is not None:
+        rows.append(
+            (
+                "KV pool, calibrated",
+                f"{c['kv_pool_tokens']:,} tokens ({c['model']} model, {c['launches']} launches)"
+                if c["kv_pool_tokens"] is not None
+                else "no stored launches of this engine, GPU and model",
+            )
+        )
     for k, v in rows:
         typer.echo(f"  {k:22s} {v}")
     for r in p.reasons:

@@ -58,6 +58,11 @@ class Plan(BaseModel):
     bound_by: str = Field(description="what caps concurrency: kv_tokens, mamba_slots or user")
     assumptions: list[str]
     perf: dict[str, Any] | None = None
+    calibrated: dict[str, Any] | None = Field(
+        default=None,
+        description="`autotune plan --calibrated`: the KV pool corrected by this machine's "
+        "stored launches (kv_pool_tokens, launches, model)",
+    )
 
 
 class PlanContract(TypedDict):

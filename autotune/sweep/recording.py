@@ -223,6 +223,35 @@ def observe(state: SweepState, item: Running, res: TrialResult) -> None:
             plan=a.plan,
             report=res.launch.model_dump(),
         )
+        if not state.setup.spec.simulated:
+            keep_calibration(state, item, res)
+
+
+def keep_calibration(state: SweepState, item: Running, res: TrialResult) -> None:
+    """A real launch's startup figures against its plan, kept for later sweeps and
+    `autotune plan --calibrated` on the same (engine, GPU, model)."""
+    import dataclasses
+    import hashlib
+
+    from autotune.calibration.calibrate import launch_calibration
+
+    a, launch, spec = item.assessment, res.launch, state.setup.spec
+    if a is None or launch is None or not a.plan or not launch.kv_pool_tokens:
+        return
+    where = f": {res.log_path}" if res.log_path else ""
+    source = f"sweep {spec.name} trial #{item.spec.number}{where}"
+    c = launch_calibration(
+        a.plan,
+        launch.model_dump(),
+        engine=spec.target.engine,
+        version=str(spec.target.engine_version or a.plan.get("engine_version") or ""),
+        gpu=state.setup.gpu_name,
+        model=spec.target.model,
+        tp=spec.target.tp,
+        source=source,
+        digest=hashlib.sha256(source.encode()).hexdigest(),
+    )
+    state.store.add_calibration(**dataclasses.asdict(c))
 
 
 def count_launch(state: SweepState, status: TrialStatus, res: TrialResult) -> None:

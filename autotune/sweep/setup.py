@@ -151,6 +151,8 @@ def prepare(
     if not spec.simulated and gpu is not None:
         # a real machine's own memory, learnt from its logs (autotune calibrate)
         rows = store.get_calibrations(engine=engine, gpu=gpu_name, model=spec.target.model)
+        # the same release's launches where there are some (its accounting may differ)
+        rows = [r for r in rows if r.engine_version == planner.version] or rows
         if planner.seed(rows):
             notes["calibrations"] = {"count": len(rows), "sources": [r.source for r in rows]}
     return SweepSetup(

@@ -132,3 +132,48 @@ def test_cli_stores_once_per_log_and_a_sweep_starts_from_it(tmp_path: Path) -> N
     assert a.corrected_kv_pool_tokens is not None
     assert abs(a.corrected_kv_pool_tokens / real.kv_pool_tokens - 1) < 0.005
     assert abs(a.predicted_kv_pool_tokens / real.kv_pool_tokens - 1) > 0.01
+
+
+def test_plan_calibrated_corrects_by_the_stored_launches(tmp_path: Path) -> None:
+    path, plan, got = machine_log(tmp_path)
+    db = tmp_path / "cal.db"
+    sets = [x for k, v in K1.items() for x in ("--set", f"{k}={v}")]
+    base = ["plan", "--model", AWQ, "--gpu", G4080, "--engine-version", "0.5.17", *sets,
+            "--calibrated", "--db", str(db), "--json"]  # fmt: skip
+    res = CliRunner().invoke(app, base)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["calibrated"] == {"kv_pool_tokens": None, "launches": 0,
+                                                    "model": None}  # fmt: skip
+    argv = ["calibrate", str(path), "--model", AWQ, "--gpu", G4080, "--engine-version", "0.5.17",
+            "--db", str(db)]  # fmt: skip
+    assert CliRunner().invoke(app, argv).exit_code == 0
+    out = json.loads(CliRunner().invoke(app, base).stdout)
+    assert out["kv_pool_tokens"] == plan.kv_pool_tokens  # the planner's own figure stays
+    assert out["calibrated"]["launches"] == 1 and out["calibrated"]["model"] == "memory"
+    assert abs(out["calibrated"]["kv_pool_tokens"] / got.kv_pool_tokens - 1) < 0.002
+
+
+def test_a_real_sweeps_launch_is_kept_for_later(tmp_path: Path) -> None:
+    """sweep/recording.keep_calibration: what a real launch's startup figures said, stored."""
+    from types import SimpleNamespace
+
+    from autotune.engines.base import LaunchReport
+    from autotune.sweep.recording import keep_calibration
+
+    _, plan, got = machine_log(tmp_path)
+    with Store(path=tmp_path / "s.db") as store:
+        spec = SimpleNamespace(name="night", simulated=False,
+                               target=SimpleNamespace(engine="sglang", engine_version="0.5.17",
+                                                      model=AWQ, tp=1))  # fmt: skip
+        state = SimpleNamespace(store=store, setup=SimpleNamespace(spec=spec, gpu_name=G4080))
+        item = SimpleNamespace(assessment=SimpleNamespace(plan=plan.model_dump()),
+                               spec=SimpleNamespace(number=7))  # fmt: skip
+        report = LaunchReport(kv_pool_tokens=got.kv_pool_tokens, weights_gib=got.weights_gib,
+                              free_before_weights_gib=got.pre_weights_free_gib)  # fmt: skip
+        res = SimpleNamespace(launch=report, log_path="/tmp/trial-7/server.log")
+        keep_calibration(state, item, res)  # type: ignore[arg-type]
+        (row,) = store.get_calibrations(engine="sglang", gpu=G4080, model=AWQ)
+    assert row.source.startswith("sweep night trial #7") and row.logged_kv == got.kv_pool_tokens
+    assert row.free_shift_gib == pytest.approx(
+        got.pre_weights_free_gib - plan.pre_weights_free_gib, abs=1e-3
+    )
