@@ -130,9 +130,10 @@ class VLLMPlan(Plan):
 
 
 def _defaults(total_mib: int, gpu_name: str, version: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) for `vllm serve` by GPU size (EngineArgs.
-    _set_default_args: 70 GiB+ cards other than A100 get the larger pair; from 0.28.0 cards of
-    160 GiB+ batch 16384 tokens)."""
+    """(max_num_seqs, max_num_batched_tokens) for `vllm serve` by CUDA's total memory
+    (EngineArgs.get_batch_defaults: 70 GiB+ cards other than A100 get the larger pair; from
+    0.28.0 cards of 160 GiB+ batch 16384 tokens; tests/planner/test_vllm_wheel_defaults.py runs
+    the releases' own function)."""
     if total_mib >= 160 * 1024 and at_least(version, "0.28.0"):
         return 1024, 16384
     if total_mib >= 70 * 1024 and "a100" not in gpu_name.lower():
@@ -270,7 +271,7 @@ def _batch_limits(
 ) -> BatchLimits:
     """max_num_seqs, max_model_len, chunked prefill and max_num_batched_tokens; a batch that
     cannot hold max_model_len without chunked prefill is a reason."""
-    seqs_default, tokens_default = _defaults(gpu.memory_mib, gpu.name, version)
+    seqs_default, tokens_default = _defaults(gpu.runtime_memory_mib, gpu.name, version)
     max_num_seqs = int(cfg.get("max_num_seqs") or seqs_default)
     max_len = int(cfg.get("max_model_len") or card.max_position_embeddings)
     chunked = cfg.get("enable_chunked_prefill") is not False

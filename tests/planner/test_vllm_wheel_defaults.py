@@ -1,0 +1,86 @@
+"""vLLM's scheduler defaults by GPU (`vllm serve`'s max_num_seqs and max_num_batched_tokens)
+against the releases' own `EngineArgs.get_batch_defaults`, run from each wheel with the GPU's
+CUDA total and device name (what `current_platform` reports there)."""
+
+from __future__ import annotations
+
+import ast
+import enum
+import zipfile
+from typing import Any
+
+import pytest
+
+from autotune.hardware import GPU_CATALOG
+from autotune.planner.vllm import _defaults
+from tests.wheels import engine_wheel_or_skip
+
+VERSIONS = ("0.15.1", "0.19.0", "0.28.0", "0.32.0")
+GPUS = (
+    "a100-80g",
+    "h100-80g",
+    "h200-141g",
+    "b200-180g",
+    "l40s-48g",
+    "rtx-4090-24g",
+    "mi300x-192g",
+)
+
+
+class _Platform:
+    """current_platform as the release sees one GPU: its CUDA total and device name."""
+
+    def __init__(self, total_bytes: int, name: str):
+        self.total, self.name = total_bytes, name
+
+    def get_device_total_memory(self) -> int:
+        return self.total
+
+    def get_device_name(self) -> str:
+        return self.name
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("is_"):  # is_tpu, is_cpu, is_xpu, ...: a GPU build
+            return lambda *a, **k: False
+        raise AttributeError(attr)
+
+
+def _batch_defaults(version: str) -> str:
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        tree = ast.parse(z.read("vllm/engine/arg_utils.py").decode())
+    fn = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and n.name == "get_batch_defaults"
+        ),
+        None,
+    )
+    if fn is None:
+        pytest.skip(f"vLLM {version} has no get_batch_defaults")
+    fn.decorator_list = []  # run it as a plain function of (cls, world_size)
+    body = [s for s in fn.body if not (isinstance(s, ast.ImportFrom))]
+    fn.body = body
+    return ast.unparse(fn)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_serve_defaults_are_the_releases(version: str) -> None:
+    src = _batch_defaults(version)
+    usage = enum.Enum("UsageContext", "LLM_CLASS OPENAI_API_SERVER ENGINE_CONTEXT")
+    for key in GPUS:
+        gpu = GPU_CATALOG[key]
+        ns: dict[str, Any] = {
+            "UsageContext": usage,
+            "GiB_bytes": 1 << 30,
+            "current_platform": _Platform(
+                gpu.runtime_memory_mib << 20, gpu.cuda_name or gpu.label
+            ),
+        }
+        exec(src, ns)
+        tokens, seqs = ns["get_batch_defaults"](None, 1)
+        want = (seqs[usage.OPENAI_API_SERVER], tokens[usage.OPENAI_API_SERVER])  # type: ignore[attr-defined]
+        assert _defaults(gpu.runtime_memory_mib, gpu.cuda_name or gpu.name, version) == want, (
+            version,
+            key,
+        )
