@@ -144,6 +144,7 @@ def launch_calibration(
 ) -> Calibration:
     """One launch's calibration from the planner's plan and the parsed startup report (dicts,
     as a sweep stores them)."""
+    free, weights, kv_memory = memory_shifts(plan, report)
     return Calibration(
         engine=engine,
         engine_version=version,
@@ -153,13 +154,23 @@ def launch_calibration(
         predicted_kv=int(plan.get("kv_pool_tokens") or 0),
         logged_kv=int(report.get("kv_pool_tokens") or 0),
         cell_bytes=plan.get("kv_cell_bytes"),
-        free_shift_gib=_shift(
-            report.get("free_before_weights_gib"), plan.get("pre_weights_free_gib")
-        ),
-        weights_shift_gib=_shift(report.get("weights_gib"), plan.get("weights_gib")),
-        kv_memory_shift_gib=_shift(report.get("kv_cache_gib"), plan.get("kv_cache_gib")),
+        free_shift_gib=free,
+        weights_shift_gib=weights,
+        kv_memory_shift_gib=kv_memory,
         source=source,
         source_sha256=digest,
+    )
+
+
+def memory_shifts(
+    plan: Mapping[str, Any], report: Mapping[str, Any]
+) -> tuple[float | None, float | None, float | None]:
+    """Logged minus planned, GiB: free memory before the weights and the weights (SGLang's
+    `Load weight begin/end`), the available KV memory (vLLM); None where either side lacks it."""
+    return (
+        _shift(report.get("free_before_weights_gib"), plan.get("pre_weights_free_gib")),
+        _shift(report.get("weights_gib"), plan.get("weights_gib")),
+        _shift(report.get("kv_cache_gib"), plan.get("kv_cache_gib")),
     )
 
 

@@ -43,8 +43,6 @@ from autotune.planner.vllm_history import (
 )
 from autotune.planner.vllm_kv import KVLayout
 from autotune.planner.vllm_memory import (
-    CUDA_CONTEXT_MIB,
-    DEFAULT_GPU_MEMORY_UTILIZATION,
     GRAPH_BASE_MIB,
     GRAPH_PER_GRAPH_MIB,
     HOPPER_TP_NON_TORCH_MIB,
@@ -53,6 +51,7 @@ from autotune.planner.vllm_memory import (
     ProfiledMemory,
     StartupMemory,
     activation_bytes,
+    startup_figures,
 )
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode
 
@@ -129,19 +128,12 @@ def history_startup(
 ) -> StartupMemory:
     """Total memory, free memory at startup (what the KV cache and graphs are allocated from)
     and the utilisation; these releases start without comparing free memory to the request."""
-    total_mib = gpu.runtime_memory_mib
-    total_gib = total_mib / 1024
-    if gpu_free_gib is not None:
-        init_free = float(gpu_free_gib)
-        assumptions.append(f"free memory at startup given: {init_free:.2f} GiB")
-    else:
-        init_free = (total_mib - CUDA_CONTEXT_MIB - gpu.desktop_reserve_mib) / 1024
-    gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
+    mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions)
     assumptions.append(
         "no startup free-memory check before 0.9.1: the KV budget is gpu_memory_utilization x "
         "total memory, whatever else the GPU holds"
     )
-    return StartupMemory(total_gib, init_free, gmu)
+    return mem
 
 
 def history_limits(

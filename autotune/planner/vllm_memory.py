@@ -110,6 +110,25 @@ class StartupMemory:
         return self.init_free_gib - self.requested_gib
 
 
+def startup_figures(
+    gpu: GPUSpec, cfg: dict[str, Any], gpu_free_gib: float | None, assumptions: list[str]
+) -> StartupMemory:
+    """CUDA's total, the free memory at the initial snapshot (given, else the total less the
+    context and a desktop's share) and gpu_memory_utilization."""
+    total_mib = gpu.runtime_memory_mib
+    if gpu_free_gib is not None:
+        init_free = float(gpu_free_gib)
+        assumptions.append(f"free memory at startup given: {init_free:.2f} GiB")
+    else:
+        init_free = (total_mib - CUDA_CONTEXT_MIB - gpu.desktop_reserve_mib) / 1024
+        assumptions.append(
+            f"free memory at startup = CUDA's total {total_mib} MiB - CUDA context "
+            f"{CUDA_CONTEXT_MIB} MiB - desktop {gpu.desktop_reserve_mib} MiB"
+        )
+    gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
+    return StartupMemory(total_mib / 1024, init_free, gmu)
+
+
 def startup_memory(
     gpu: GPUSpec,
     cfg: dict[str, Any],
@@ -118,20 +137,8 @@ def startup_memory(
     assumptions: list[str],
 ) -> StartupMemory:
     """The startup figures; less free memory than requested is a reason (vLLM fails to start)."""
-    total_mib = gpu.runtime_memory_mib
-    total_gib = total_mib / 1024
-    if gpu_free_gib is not None:
-        init_free = float(gpu_free_gib)
-        assumptions.append(f"free memory at startup given: {init_free:.2f} GiB")
-    else:
-        reserve = CUDA_CONTEXT_MIB + gpu.desktop_reserve_mib
-        init_free = (total_mib - reserve) / 1024
-        assumptions.append(
-            f"free memory at startup = CUDA's total {total_mib} MiB - CUDA context "
-            f"{CUDA_CONTEXT_MIB} MiB - desktop {gpu.desktop_reserve_mib} MiB"
-        )
-    gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
-    mem = StartupMemory(total_gib, init_free, gmu)
+    mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions)
+    init_free, total_gib, gmu = mem.init_free_gib, mem.total_gib, mem.gpu_memory_utilization
     requested = mem.requested_gib
     if init_free < requested:
         reasons.append(

@@ -19,11 +19,13 @@ printed, which a simulator sized by the planner itself could never show.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
-from autotune.planner.sglang import Plan
+from autotune.models.card import ModelCard
+from autotune.planner.sglang import Plan, plan_sglang
 from autotune.planner.vllm import VLLMPlan
 
 GIB = 1024**3
@@ -67,19 +69,36 @@ def machine(gpu: GPUSpec, seed: int, deviation: float = 1.0) -> Machine:
 
 
 def allocate_sglang(
-    plan: Plan, m: Machine, replan: Callable[[float], Plan], *, free_given: bool
+    plan: Plan,
+    m: Machine,
+    card: ModelCard,
+    gpu: GPUSpec,
+    config: Mapping[str, Any],
+    *,
+    version: str,
+    tp: int = 1,
+    gpu_free_gib: float | None = None,
+    host_free_gib: float | None = None,
 ) -> Plan:
-    """The launch as this machine's SGLang allocates it: free memory before the weights less the
-    machine's share (unless measured: `free_given`), the weights plus what the allocator holds
-    beyond them, then SGLang's own rule on what is left (`rest = pre x mfs - weights - comm`,
-    the mamba pool, the KV cell and page: `replan(free)`, the engine's rules at that free
-    memory, with the weights' extra taken from it). The startup lines show the machine's free
-    memory and weights."""
+    """The launch `plan` predicts, as this machine's SGLang allocates it: free memory before the
+    weights less the machine's share (unless measured: `gpu_free_gib`), the weights plus what
+    the allocator holds beyond them, then SGLang's own rules on what is left (`rest = pre x mfs
+    - weights - comm`, the mamba pool, the KV cell and page: plan_sglang at that free memory,
+    with the weights' extra taken from it). The startup lines show the machine's free memory
+    and weights."""
     if not plan.fits or plan.kv_pool_tokens <= 0 or m.is_exact:
         return plan
-    pre = plan.pre_weights_free_gib - (0.0 if free_given else m.extra_context_gib)
+    pre = plan.pre_weights_free_gib - (0.0 if gpu_free_gib is not None else m.extra_context_gib)
     extra_weights = plan.weights_gib * m.fragmentation
-    got = replan(pre - extra_weights / plan.mem_fraction_static)
+    got = plan_sglang(
+        card,
+        gpu,
+        dict(config),
+        version=version,
+        tp=tp,
+        gpu_free_gib=pre - extra_weights / plan.mem_fraction_static,
+        host_free_gib=host_free_gib,
+    )
     if not got.fits:
         return got
     return got.model_copy(

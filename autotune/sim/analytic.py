@@ -27,7 +27,7 @@ from autotune.hardware.gpus import GPUSpec, get_gpu
 from autotune.models.card import ModelCard
 from autotune.models.registry import load_card
 from autotune.planner.perf import PerfModel
-from autotune.planner.sglang import Plan, plan_sglang
+from autotune.planner.sglang import plan_sglang
 from autotune.sim import tokens
 from autotune.sim.allocator import allocate_sglang, machine
 from autotune.sim.records import RequestTooLong, SimRequest
@@ -170,20 +170,11 @@ def evaluate(
         host_free_gib=host_free_gib,
     )
     if plan.fits:
-
-        def replan(free: float) -> Plan:
-            return plan_sglang(
-                card,
-                gpu,
-                cfg,
-                version=version,
-                tp=tp,
-                gpu_free_gib=free,
-                host_free_gib=host_free_gib,
-            )
-
         box = machine(gpu, seed, alloc_deviation)
-        plan = allocate_sglang(plan, box, replan, free_given=gpu_free_gib is not None)
+        plan = allocate_sglang(
+            plan, box, card, gpu, cfg, version=version, tp=tp,
+            gpu_free_gib=gpu_free_gib, host_free_gib=host_free_gib,
+        )  # fmt: skip
     base: dict[str, Any] = {
         "fits": plan.fits,
         "reasons": plan.reasons,

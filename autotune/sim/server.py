@@ -357,26 +357,21 @@ def main_sglang(ns: argparse.Namespace, config: dict[str, Any], sim: SimOptions)
     except AutotuneError as exc:
         return target_error(sim, "--model-path", exc)
     plan: Plan = launch.plan
-    if not plan.fits:
-        for line in failure_lines(plan, sim.engine_version, config, launch.gpu.memory_gib):
-            write_line(stamp(line))
-        return 1
-    box = machine(launch.gpu, sim.seed, sim.alloc_deviation)
-    log.info("%s", box.describe())
-
-    def replan(free_gib: float) -> Plan:
-        return plan_sglang(
+    if plan.fits:  # as this machine allocates it, which can have less than planned
+        box = machine(launch.gpu, sim.seed, sim.alloc_deviation)
+        log.info("%s", box.describe())
+        plan = allocate_sglang(
+            plan,
+            box,
             launch.card,
             launch.gpu,
             config,
             version=sim.engine_version,
             tp=ns.tp_size,
-            gpu_free_gib=free_gib,
+            gpu_free_gib=sim.gpu_free_gib,
             host_free_gib=sim.host_free_gib,
         )
-
-    plan = allocate_sglang(plan, box, replan, free_given=sim.gpu_free_gib is not None)
-    if not plan.fits:  # this machine has less than the planner counted on
+    if not plan.fits:
         for line in failure_lines(plan, sim.engine_version, config, launch.gpu.memory_gib):
             write_line(stamp(line))
         return 1

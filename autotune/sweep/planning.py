@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
+from autotune.calibration.calibrate import memory_shifts
 from autotune.hardware.gpus import GPUSpec
 from autotune.space.models import SearchSpace
 from autotune.space.rules import Rule, check
@@ -92,10 +93,6 @@ class KVSample:
     @property
     def offset_bytes(self) -> int | None:
         return None if self.cell is None else (self.actual - self.predicted) * self.cell
-
-
-def _shift(logged: Any, planned: Any) -> float | None:
-    return None if logged is None or planned is None else float(logged) - float(planned)
 
 
 def _correct(samples: Sequence[KVSample], model: str, predicted: int, cell: int | None) -> int:
@@ -186,17 +183,8 @@ class TrialPlanner:
             return
         if corrected_kv:
             self._curve.append(abs(corrected_kv / actual_kv - 1))
-        plan, report = plan or {}, report or {}
-        self._samples.append(
-            KVSample(
-                predicted_kv,
-                actual_kv,
-                cell_bytes or None,
-                _shift(report.get("free_before_weights_gib"), plan.get("pre_weights_free_gib")),
-                _shift(report.get("weights_gib"), plan.get("weights_gib")),
-                _shift(report.get("kv_cache_gib"), plan.get("kv_cache_gib")),
-            )
-        )
+        shifts = memory_shifts(plan or {}, report or {})
+        self._samples.append(KVSample(predicted_kv, actual_kv, cell_bytes or None, *shifts))
         del self._samples[:-MAX_SAMPLES]
 
     def seed(self, calibrations: Sequence[Any]) -> int:

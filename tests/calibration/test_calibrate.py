@@ -52,11 +52,7 @@ def machine_log(tmp: Path, seed: int = 3) -> tuple[Path, Any, Any]:
     and what the machine allocated."""
     card, gpu = load_card(AWQ), get_gpu(G4080)
     plan = plan_sglang(card, gpu, K1, version="0.5.17")
-
-    def replan(free: float) -> Any:
-        return plan_sglang(card, gpu, K1, version="0.5.17", gpu_free_gib=free)
-
-    got = allocate_sglang(plan, machine(gpu, seed), replan, free_given=False)
+    got = allocate_sglang(plan, machine(gpu, seed), card, gpu, K1, version="0.5.17")
     lines = [server_args_line()] + [ln for _, ln in startup_lines(got, card, K1, "0.5.17", 9.0)]
     path = tmp / "server.log"
     path.write_text("\n".join(lines) + "\n")
@@ -126,9 +122,8 @@ def test_cli_stores_once_per_log_and_a_sweep_starts_from_it(tmp_path: Path) -> N
     card, gpu = load_card(AWQ), get_gpu(G4080)
     box = machine(gpu, 11)  # the same machine, another launch
     real = allocate_sglang(
-        plan_sglang(card, gpu, other, version="0.5.17"), box,
-        lambda f: plan_sglang(card, gpu, other, version="0.5.17", gpu_free_gib=f), free_given=False,
-    )  # fmt: skip
+        plan_sglang(card, gpu, other, version="0.5.17"), box, card, gpu, other, version="0.5.17"
+    )
     assert a.corrected_kv_pool_tokens is not None
     assert abs(a.corrected_kv_pool_tokens / real.kv_pool_tokens - 1) < 0.005
     assert abs(a.predicted_kv_pool_tokens / real.kv_pool_tokens - 1) > 0.01
@@ -177,3 +172,19 @@ def test_a_real_sweeps_launch_is_kept_for_later(tmp_path: Path) -> None:
     assert row.free_shift_gib == pytest.approx(
         got.pre_weights_free_gib - plan.pre_weights_free_gib, abs=1e-3
     )
+
+
+def test_the_server_args_line_is_the_releases() -> None:
+    """SGLang logs `f"{server_args=}"` at launch and ServerArgs is a dataclass with its own
+    generated repr: the line parse_server_args reads (0.5.16 wheel)."""
+    import zipfile
+
+    from tests.wheels import engine_wheel_or_skip
+
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", "0.5.16")) as z:
+        engine = z.read("sglang/srt/entrypoints/engine.py").decode()
+        server_args = z.read("sglang/srt/server_args.py").decode()
+    assert 'logger.info(f"{server_args=}")' in engine
+    cls = server_args[server_args.index("class ServerArgs") :].split("\nclass ", 1)[0]
+    assert "@dataclasses.dataclass\nclass ServerArgs" in server_args
+    assert "def __repr__" not in cls

@@ -118,3 +118,18 @@ def test_startup_lines_of_the_release_parse(version: str) -> None:
             log = f"[2025-01-01 00:00:00] {begin[0]}\n[2025-01-01 00:00:01] {line}\n"
             report = parse_startup(log)
             assert getattr(report, field) is not None, (version, line)
+
+
+@pytest.mark.parametrize("version", ["0.5.9"])
+def test_dsa_cells_are_the_releases(version: str) -> None:
+    """planner.sglang: tokens = budget / get_cell_size_per_token (latent + rope at the KV dtype,
+    plus the indexer key with its fp32 scales); the pool allocates calculate_mla_kv_cache_dim
+    (fp8: scales per 128 and a bf16 rope key), the difference out of the slack."""
+    src = _source(version, "sglang/srt/model_executor/model_runner_kv_cache_mixin.py")
+    compact = " ".join(src.replace("(", "( ").replace(")", " )").split())
+    assert "( self.model_config.kv_lora_rank + self.model_config.qk_rope_head_dim )" in compact
+    assert "index_head_dim + index_head_dim // NSATokenToKVPool.quant_block_size * 4" in compact
+    assert (
+        "kv_lora_rank + kv_lora_rank // quant_block_size * 4 "
+        "+ qk_rope_head_dim * rope_storage_dtype.itemsize"
+    ) in compact

@@ -29,11 +29,9 @@ def test_one_machine_per_gpu_with_a_small_jitter_per_launch() -> None:
 def _sglang(cfg: dict[str, Any], seed: int = 0, deviation: float = 1.0) -> tuple[Any, Any]:
     card, gpu = load_card(AWQ), get_gpu(G4080)
     plan = plan_sglang(card, gpu, cfg, version="0.5.17")
-
-    def replan(free: float) -> Any:
-        return plan_sglang(card, gpu, cfg, version="0.5.17", gpu_free_gib=free)
-
-    return plan, allocate_sglang(plan, machine(gpu, seed, deviation), replan, free_given=False)
+    return plan, allocate_sglang(
+        plan, machine(gpu, seed, deviation), card, gpu, cfg, version="0.5.17"
+    )
 
 
 def test_sglang_pool_is_what_the_machine_leaves() -> None:

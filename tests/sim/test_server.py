@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -37,11 +36,7 @@ def _k1_allocated() -> int:
 
     gpu, card = get_gpu(G4080), load_card(AWQ)
     plan = plan_sglang(card, gpu, K1, version="0.5.17")
-
-    def replan(free: float) -> Any:
-        return plan_sglang(card, gpu, K1, version="0.5.17", gpu_free_gib=free)
-
-    return allocate_sglang(plan, machine(gpu, 0), replan, free_given=False).kv_pool_tokens
+    return allocate_sglang(plan, machine(gpu, 0), card, gpu, K1, version="0.5.17").kv_pool_tokens
 
 
 K1_FLAGS = [

@@ -1,6 +1,7 @@
-"""planner.vllm_mxfp4 against vLLM's own code: the 0.19 wheel's
-mxfp4_round_up_hidden_size_and_intermediate_size run for each backend, and the 0.10.1.1 wheel's
-create_weights padding branch; and the public gpt-oss-120b launch the rule explains."""
+"""The vLLM planner's release rules against vLLM's own code: MXFP4 padding (the 0.19 wheel's
+mxfp4_round_up_hidden_size_and_intermediate_size run for each backend, 0.10.1.1's create_weights
+padding branch, and the public gpt-oss-120b launch the rule explains) and decode context
+parallelism (0.11.0 and 0.21.0)."""
 
 from __future__ import annotations
 
@@ -86,3 +87,19 @@ def test_the_padding_explains_gpt_oss_120b_on_four_a100s() -> None:
     pad = mxfp4_padding_bytes(card, get_gpu("a100-80g"), "0.10.1.1", 4)
     assert pad / 2**30 == pytest.approx(17.22 - 15.19, abs=0.1)
     assert mxfp4_padding_bytes(card, get_gpu("rtx-5090-32g"), "0.19.0", 4) == 0
+
+
+def _text(version: str, path: str) -> str:
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        return z.read(path).decode()
+
+
+def test_decode_context_parallel_rules_are_the_releases() -> None:
+    """planner.vllm_kv's context_parallel: 0.11 multiplies the logged capacity by the DCP size;
+    from 0.20 a rank holds cdiv(max_model_len, dcp * pcp) tokens of a request."""
+    old = _text("0.11.0", "vllm/v1/core/kv_cache_utils.py")
+    assert "num_tokens *= vllm_config.parallel_config.decode_context_parallel_size" in old
+    new = _text("0.21.0", "vllm/v1/kv_cache_interface.py")
+    assert "max_model_len = cdiv(max_model_len, dcp_world_size * pcp_world_size)" in new
+    capacity = _text("0.21.0", "vllm/v1/core/kv_cache_utils.py")
+    assert "num_tokens = int(max_concurrency * max_model_len)" in capacity
