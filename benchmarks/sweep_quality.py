@@ -69,6 +69,20 @@ space:
     enable_hierarchical_cache: false
     cuda_graph_max_bs_decode: null
     mamba_radix_cache_strategy: null
+    attention_backend: null
+    schedule_policy: null
+    prefill_attention_backend: null
+    decode_attention_backend: null
+    linear_attn_backend: null
+    schedule_conservativeness: null
+    max_prefill_tokens: null
+    mamba_ssm_dtype: null
+    cuda_graph_bs_decode: null
+    hicache_ratio: null
+    triton_attention_num_kv_splits: null
+    disable_overlap_schedule: false
+    enable_mixed_chunk: false
+    sleep_on_idle: false
 workload:
   scenarios:
     - {kind: decode, name: probe, prompt_len: 128, output_len: 64, num_requests: 2}

@@ -50,6 +50,20 @@ space:
     speculative_num_draft_tokens: {low: 2, high: 6}
     cuda_graph_max_bs_decode: null
     mamba_radix_cache_strategy: null
+    attention_backend: {choices: [null, triton]}   # a kernel choice the GPU has
+    schedule_policy: {choices: [null, lpm]}
+    prefill_attention_backend: null
+    decode_attention_backend: null
+    linear_attn_backend: null
+    schedule_conservativeness: null
+    max_prefill_tokens: null
+    mamba_ssm_dtype: null
+    cuda_graph_bs_decode: null
+    hicache_ratio: null
+    triton_attention_num_kv_splits: null
+    disable_overlap_schedule: false
+    enable_mixed_chunk: false
+    sleep_on_idle: false
   fixed:
     enable_metrics: true     # /metrics: cache hits and speculative accept length per trial
 workload:

@@ -23,6 +23,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
+from autotune.planner import attention
 from autotune.planner.common import Plan
 from autotune.planner.sglang_mamba import mamba_slot_bytes
 from autotune.sources import CALIBRATION_SETUP
@@ -37,6 +38,16 @@ STEP_OVERHEAD_S = 0.48e-3  # per forward step (launch, sampling, scheduler)
 REQ_STEP_OVERHEAD_S = 0.68e-3  # per running request per step (GDN update kernels, sampling)
 REQUEST_OVERHEAD_S = 0.04  # per request: tokenize, schedule, detokenize (fits C2's pp512)
 NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
+# MODELLED (not fitted): the scheduler's CPU work per step (batch assembly, sampling
+# bookkeeping, output processing) that an overlap scheduler runs while the GPU computes the
+# previous step (SGLang's overlap schedule, vLLM's async scheduling). C2/C4 ran without it
+# (mamba no_buffer switches it off), so the step overheads above include it and a launch with
+# overlap on saves it.
+SCHED_CPU_S = 0.30e-3
+SCHED_CPU_REQ_S = 0.05e-3
+# MODELLED: a decode batch outside the captured CUDA-graph sizes runs eagerly: about eight
+# kernel launches per layer at ~5 us each that the graph replay would have saved.
+EAGER_LAYER_S = 40e-6
 # Chain acceptance probability per draft position, by algorithm and text kind. NGRAM is
 # calibrated on C4 (accept rates 0.110 code, 0.231 extraction, 0.062 prose at 6 draft tokens);
 # the MTP/EAGLE and DFLASH figures are assumptions from public accept-length reports.
@@ -115,6 +126,20 @@ class PerfModel:
         else:
             self.spec_draft_tokens = 0
         self.request_overhead_s = REQUEST_OVERHEAD_S
+        # attention kernels (planner/attention.py): the phase's own flag, else the common one
+        common = cfg.get("attention_backend")
+        self.decode_backend, self.decode_kernel = attention.kernel(
+            gpu, cfg.get("decode_attention_backend") or common
+        )
+        self.prefill_backend, self.prefill_kernel = attention.kernel(
+            gpu, cfg.get("prefill_attention_backend") or common
+        )
+        self.kv_splits = int(
+            cfg.get("triton_attention_num_kv_splits") or attention.DEFAULT_KV_SPLITS
+        )
+        self.kv_heads = max(card.num_kv_heads // tp, 1)
+        self.overlap = bool(plan.overlap_schedule)
+        self.graph_sizes = _graph_sizes(cfg, plan)
         self.link = (
             "nvlink"
             if gpu.name.startswith(("h1", "h2", "a100"))
@@ -160,15 +185,40 @@ class PerfModel:
         return 0.0
 
     # --- public step times -------------------------------------------------------------------
+    def _kv_read_s(self, ctx_tokens: int, batch: int) -> float:
+        """Decode attention: the KV of every running sequence read by the decode backend."""
+        k = self.decode_kernel
+        bw = self.bandwidth * k.decode
+        t = 0.0
+        if k.fixed_splits:
+            bw *= attention.split_occupancy(self.gpu, batch, self.kv_heads, self.kv_splits)
+            t += self.n_full * self.kv_splits * attention.SPLIT_COST_S
+        return t + ctx_tokens * self.kv_cell / bw
+
+    def _sched_cpu_s(self, batch: int) -> float:
+        """Scheduler CPU time a step exposes: none under an overlap scheduler."""
+        return 0.0 if self.overlap else SCHED_CPU_S + batch * SCHED_CPU_REQ_S
+
+    def _graph_s(self, batch: int) -> float:
+        """Extra cost of a decode batch above the captured graphs (eager launches). A batch
+        between two captured sizes is padded to the next; the padded rows ride along in a
+        memory-bound step and are not priced."""
+        if any(b >= batch for b in self.graph_sizes):
+            return 0.0
+        return self.card.num_layers * EAGER_LAYER_S
+
     def decode_step_s(self, batch: Sequence[DecodeSeq]) -> float:
         if not batch:
             return 0.0
         ctx = sum(s.context_len for s in batch)
         tokens = sum(s.tokens for s in batch)
-        mem = self.weight_read_bytes + len(batch) * self.state_rw_bytes + ctx * self.kv_cell
+        mem = self.weight_read_bytes + len(batch) * self.state_rw_bytes
         flops = tokens * self.flops_per_token + len(batch) * self.lm_head_flops
         t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
+        t += self._kv_read_s(ctx, len(batch))
         t += STEP_OVERHEAD_S + len(batch) * REQ_STEP_OVERHEAD_S + self._allreduce_s(tokens)
+        t += self._graph_s(len(batch)) - SCHED_CPU_S - len(batch) * SCHED_CPU_REQ_S
+        t += self._sched_cpu_s(len(batch))
         if tokens > len(batch):
             t += self._draft_s(len(batch))
         return t
@@ -182,7 +232,7 @@ class PerfModel:
             4 * c.new_tokens * (c.offset + c.new_tokens / 2) * self.attn_width * self.n_full
             for c in chunks
         )
-        attn = attn_flops / (self.peak_attn * EFF_ATTENTION)
+        attn = attn_flops / (self.peak_attn * EFF_ATTENTION * self.prefill_kernel.prefill)
         kv_read = sum(c.offset for c in chunks) * self.kv_cell / self.bandwidth
         compute = lin + attn + kv_read
         # a short chunk is bound by reading the weights once
@@ -234,6 +284,25 @@ class PerfModel:
 
     def prefill_tok_s(self, prompt_len: int) -> float:
         return prompt_len / self.prefill_s(prompt_len)
+
+
+def _graph_sizes(cfg: dict[str, Any], plan: Plan) -> tuple[int, ...]:
+    """Decode batch sizes replayed from CUDA graphs: the configured list (SGLang
+    cuda_graph_bs_decode, vLLM cudagraph_capture_sizes), else sizes up to the plan's largest
+    (SGLang's default list; a vLLM plan passes its own capture sizes); none when graphs are off."""
+    if cfg.get("disable_cuda_graph") or cfg.get("enforce_eager"):
+        return ()
+    given = cfg.get("cuda_graph_bs_decode") or cfg.get("cuda_graph_bs")
+    given = given or cfg.get("cudagraph_capture_sizes")
+    if isinstance(given, list | tuple) and given:
+        return tuple(sorted(int(b) for b in given))
+    top = int(plan.cuda_graph_max_bs or 0)
+    if top <= 0:
+        return ()
+    # SGLang's default decode list (generate_decode_cuda_graph_batch_sizes, non-speculative),
+    # its max appended as 0.5.10+ does
+    sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), *range(512, top + 1, 32)]
+    return tuple(sorted({b for b in sizes if b <= top} | {top}))
 
 
 PERF_PROMPT_LENGTHS = (512, 8192, 32768, 65536)

@@ -248,7 +248,11 @@ def _history_memory(
 def graph_max_bs(
     config: dict[str, Any], bs_default: int, mrr_user: Any, v: tuple[int, int, int]
 ) -> int:
-    """The largest CUDA-graph batch size: the user's, else the GPU-size default (§1.4)."""
+    """The largest CUDA-graph batch size: the largest of a given list (SGLang overwrites
+    max_bs with it in every release), the user's, else the GPU-size default (§1.4)."""
+    sizes = config.get("cuda_graph_bs_decode") or config.get("cuda_graph_bs")
+    if isinstance(sizes, list | tuple) and sizes:
+        return int(max(sizes))
     max_bs = config.get("cuda_graph_max_bs_decode") or config.get("cuda_graph_max_bs")
     if max_bs is None:
         max_bs = bs_default
@@ -323,6 +327,10 @@ def mamba_strategy(
         or "auto"
     )
     if hybrid:
+        # the buffered strategies need the Triton GDN kernels (supports_mamba_cache_extra_buffer)
+        triton_gdn = config.get("linear_attn_backend") in (None, "triton")
+        if strategy == "auto" and not triton_gdn:
+            strategy = "no_buffer"
         if strategy == "auto":
             if v >= (0, 5, 20):
                 strategy = "extra_buffer" if (overlap or page > 1) else "no_buffer"

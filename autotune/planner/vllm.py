@@ -193,9 +193,33 @@ def plan_vllm(
         reasons=reasons,
         assumptions=assumptions,
         bound_by="user" if cfg.get("max_num_seqs") else "default",
-        **_plan_fields(card, parts),
+        **{**_plan_fields(card, parts), "overlap_schedule": async_scheduling(cfg, version, parts)},
         **_vllm_fields(parts),
     )
+
+
+# Speculative methods async scheduling runs with (vLLM's EagleModelTypes; draft_model from
+# 0.16.0, ngram_gpu from 0.18.0): with any other the auto setting turns it off.
+_ASYNC_SPEC = ("eagle", "eagle3", "mtp", "deepseek_mtp", "qwen3_next_mtp")
+
+
+def async_scheduling(cfg: dict[str, Any], version: str, parts: PlanParts) -> bool:
+    """Whether the launch schedules asynchronously: the user's choice, else off up to 0.13.0
+    and on from 0.14.0 unless its speculative method does not support it (vLLM
+    config/vllm.py VllmConfig.__post_init__)."""
+    given = cfg.get("async_scheduling")
+    if given is not None:
+        return bool(given)
+    if not at_least(version, "0.14.0"):
+        return False
+    method = parts.spec.method
+    if method in (None, ""):
+        return True
+    if method == "draft_model" and at_least(version, "0.16.0"):
+        return True
+    if method == "ngram_gpu" and at_least(version, "0.18.0"):
+        return True
+    return str(method) in _ASYNC_SPEC
 
 
 def _follows_history(card: ModelCard, gpu: GPUSpec, cfg: dict[str, Any], version: str) -> bool:

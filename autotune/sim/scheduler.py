@@ -43,6 +43,9 @@ from autotune.sim.tokens import IdArray
 NOISE_SIGMA = 0.02  # lognormal step-time noise
 DECODE_LOG_INTERVAL = 40  # SGLang's --decode-log-interval: gen_throughput window
 DEFAULT_MAX_PREFILL_TOKENS = 16384
+# SGLang's lpm turns into fcfs while more requests wait (schedule_policy.py: "turn off the
+# expensive prefix matching and sorting when the #queue is large")
+LPM_MAX_WAITING = 128
 
 
 class Scheduler:
@@ -64,6 +67,9 @@ class Scheduler:
         self.mrr = max(plan.max_running_requests, 1)
         self.cps = plan.chunked_prefill_size
         self.max_prefill_tokens = int(cfg.get("max_prefill_tokens") or DEFAULT_MAX_PREFILL_TOKENS)
+        self.policy = str(cfg.get("schedule_policy") or "fcfs")
+        # vLLM's long_prefill_token_threshold: the most prompt tokens one request prefills per step
+        self.long_prefill_cap = int(cfg.get("long_prefill_token_threshold") or 0)
         self.spec_d = perf.spec_draft_tokens if perf.spec_algorithm else 0
         self.mixed = plan.mixed_chunk and not self.spec_d
         self.track_interval = int(cfg.get("mamba_track_interval") or 256)
@@ -212,17 +218,50 @@ class Scheduler:
             self.cache.trim_checkpoints()
         return True
 
+    def _order_waiting(self) -> None:
+        """SGLang's schedule_policy over the waiting queue (fcfs keeps arrival order): lpm and
+        dfs-weight (priced alike) put the longest cached prefix first, lof the longest
+        requested output, random shuffles. Cache-aware policies need the radix cache."""
+        if len(self.waiting) < 2 or self.policy == "fcfs":
+            return
+        if self.policy in ("lpm", "dfs-weight"):
+            if not self.cache.enabled or (
+                self.policy == "lpm" and len(self.waiting) > LPM_MAX_WAITING
+            ):
+                return
+            hits = {id(r): self.cache.match(r.prompt).device for r in self.waiting}
+            ordered = sorted(self.waiting, key=lambda r: -hits[id(r)])
+        elif self.policy == "lof":
+            ordered = sorted(self.waiting, key=lambda r: -r.output_len)
+        elif self.policy == "random":
+            ordered = list(self.waiting)
+            self.rng.shuffle(ordered)
+        else:
+            return
+        self.waiting = deque(ordered)
+
+    def _chunk(self, req: SimRequest, budget: int, chunked: bool) -> int:
+        rem = req.prompt_len - req.prefilled
+        if not chunked:
+            return rem
+        n = min(budget, rem)
+        if self.long_prefill_cap and req.prompt_len > self.long_prefill_cap:
+            n = min(n, self.long_prefill_cap)
+        return n
+
     def _schedule_prefill(self) -> list[tuple[SimRequest, int]]:
         chunked = self.cps > 0
-        budget = self.cps if chunked else self.max_prefill_tokens
+        # a round admits up to max_prefill_tokens, each request in chunks of at most cps
+        budget = min(self.cps, self.max_prefill_tokens) if chunked else self.max_prefill_tokens
         chunks: list[tuple[SimRequest, int]] = []
         for req in self.prefilling:
             if budget <= 0:
                 break
-            rem = req.prompt_len - req.prefilled
-            n = min(budget, rem) if chunked else rem
+            n = self._chunk(req, budget, chunked)
             chunks.append((req, n))
             budget -= n
+        if self.waiting and budget > 0 and len(self.running) < self.mrr:
+            self._order_waiting()
         while self.waiting and budget > 0 and len(self.running) < self.mrr:
             req = self.waiting[0]
             if not chunked and chunks and req.prompt_len > budget:
@@ -230,8 +269,7 @@ class Scheduler:
             if not self._admit(req):
                 break
             self.waiting.popleft()
-            rem = req.prompt_len - req.prefilled
-            n = min(budget, rem) if chunked else rem
+            n = self._chunk(req, budget, chunked)
             chunks.append((req, n))
             budget -= n
         return chunks

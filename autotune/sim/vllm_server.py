@@ -85,6 +85,9 @@ class VLLMSimServer(SimCore):
             # vLLM's align mode keeps a hybrid model's state at block boundaries
             "mamba_track_interval": plan.block_size,
             "mamba_ssm_dtype": None if ssm in (None, "auto") else ssm,
+            "attention_backend": config.get("attention_backend"),
+            "long_prefill_token_threshold": config.get("long_prefill_token_threshold"),
+            "cuda_graph_bs_decode": list(plan.capture_sizes) or None,
         }
         sched_launch = Launch(launch.card, launch.gpu, scheduler_plan(plan))
         super().__init__(ns, config, sim, sched_launch, sched_config=sched_config)

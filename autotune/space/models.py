@@ -51,7 +51,6 @@ from autotune.space.rules import (
     Rule,
     RuleContext,
     ScalarOrList,
-    ScalarValue,
     Violation,
     check,
     same,
@@ -133,7 +132,7 @@ class SearchSpace(BaseModel):
         config: Config = dict(self.fixed)
         for name in self._order:
             p = self.parameters[name]
-            config[name] = values.get(name) if p.is_active(config) else None
+            config[name] = p.from_optuna(values.get(name)) if p.is_active(config) else None
         return self._ordered(config)
 
     def suggest(self, trial: optuna.trial.BaseTrial) -> Config:
@@ -166,7 +165,7 @@ class SearchSpace(BaseModel):
             p = self.parameters[name]
             values[name] = value = config.get(name)
             if p.is_active(values) and (value is not None or p.contains(None)):
-                out[name] = value
+                out[name] = p.to_optuna(value)  # type: ignore[arg-type]  # validated above
         return out
 
     def validate_config(self, config: Mapping[str, object], *, source: str = "config") -> None:
@@ -318,6 +317,7 @@ class SearchSpace(BaseModel):
                     params[name] = dict(ov)
                 else:
                     params[name] = merged = {**params[name], **ov}
+                    _regrid(merged, ov)
                     outside = _range_outside(self.parameters[name], merged)
                     if outside:
                         problems.append(((name,), outside))
@@ -339,6 +339,27 @@ class SearchSpace(BaseModel):
             raise config_error(exc, source, data=data, root=SearchSpace) from None
 
 
+def _regrid(merged: dict[str, Any], override: Mapping[str, Any]) -> None:
+    """A narrowed range keeps the points of its parameter's grid that it still holds (none
+    left: no grid, the range's own steps)."""
+    grid = merged.get("grid")
+    if not grid or "grid" in override or not {"low", "high", "step"} & set(override):
+        return
+    low, high, step = merged.get("low"), merged.get("high"), merged.get("step")
+    if not (isinstance(low, int | float) and isinstance(high, int | float)):
+        return
+    kept = [
+        g
+        for g in grid
+        if low <= g <= high
+        and (not step or abs((g - low) / step - round((g - low) / step)) < 1e-9)
+    ]
+    if kept:
+        merged["grid"] = kept
+    else:
+        merged.pop("grid", None)
+
+
 def _range_outside(p: ParamBase, merged: Mapping[str, object]) -> str:
     """A narrowed numeric range that shares no value with the parameter's domain is refused,
     like a single value outside it (it would only produce configurations the gate rejects)."""
@@ -355,7 +376,7 @@ def _range_outside(p: ParamBase, merged: Mapping[str, object]) -> str:
     return ""
 
 
-def _grid(p: ParamBase, name: str) -> Sequence[ScalarValue]:
+def _grid(p: ParamBase, name: str) -> Sequence[ConfigValue]:
     try:
         return p.grid_values()
     except ConfigError as exc:

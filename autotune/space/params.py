@@ -19,7 +19,15 @@ from pydantic import (
 )
 
 from autotune.errors import ConfigError
-from autotune.space.rules import AllOf, Scalar, ScalarValue, all_hold, describe_all, same
+from autotune.space.rules import (
+    AllOf,
+    ConfigValue,
+    ScalarOrList,
+    ScalarValue,
+    all_hold,
+    describe_all,
+    same,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -83,18 +91,27 @@ class ParamBase(BaseModel, ABC):
     def contains(self, value: object) -> bool: ...
 
     @abstractmethod
-    def grid_values(self) -> Sequence[ScalarValue]: ...
+    def grid_values(self) -> Sequence[ConfigValue]: ...
 
     def grid_count(self) -> int:
         return len(self.grid_values())
 
     @abstractmethod
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> ScalarValue: ...
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> ConfigValue: ...
+
+    def to_optuna(self, value: ConfigValue) -> ScalarValue:
+        """The Optuna param of a configuration value (a list choice is stored as its label)."""
+        assert not isinstance(value, list)
+        return value
+
+    def from_optuna(self, value: object) -> ConfigValue:
+        """The configuration value of an Optuna param (inverse of `to_optuna`)."""
+        return value  # type: ignore[return-value]
 
     @abstractmethod
     def distribution(self) -> optuna.distributions.BaseDistribution: ...
 
-    def _default_problems(self, default: ScalarValue) -> list[tuple[Path, str]]:
+    def _default_problems(self, default: ConfigValue) -> list[tuple[Path, str]]:
         if default is not None and not self.contains(default):
             return [(("default",), f"{default!r} is outside the domain {self.domain()}")]
         return []
@@ -253,11 +270,13 @@ class FloatParam(ParamBase):
 
 
 class CategoricalParam(ParamBase):
-    """One of `choices` (str, int, float, bool or null; null: the engine decides)."""
+    """One of `choices` (str, int, float, bool or null; null: the engine decides). A choice may
+    be a list, for a flag that takes several values (`--cuda-graph-bs-decode 1 2 4`): Optuna
+    sees it as its label, the JSON text `[1, 2, 4]`, and the configuration gets the list."""
 
     type: Literal["categorical"] = "categorical"
-    choices: tuple[Scalar, ...] = Field(min_length=1)
-    default: Scalar = Field(default=None, description="engine default; None: engine")
+    choices: tuple[ScalarOrList, ...] = Field(min_length=1)
+    default: ScalarOrList = Field(default=None, description="engine default; None: engine")
 
     @model_validator(mode="after")
     def _check(self) -> CategoricalParam:
@@ -265,6 +284,12 @@ class CategoricalParam(ParamBase):
         for i, c in enumerate(self.choices):
             if any(same(c, d) for d in self.choices[:i]):
                 problems.append((("choices", i), f"{c!r} is listed twice"))
+            elif isinstance(c, list) and (not c or any(v is None for v in c)):
+                problems.append((("choices", i), "a list choice needs values, none of them null"))
+        labels = [self.to_optuna(c) for c in self.choices if isinstance(c, list)]
+        for c in self.choices:
+            if isinstance(c, str) and c in labels:
+                problems.append((("choices",), f"{c!r} is both a string and a list's label"))
         problems += self._default_problems(self.default)
         if problems:
             raise Problems(problems)
@@ -276,16 +301,35 @@ class CategoricalParam(ParamBase):
     def contains(self, value: object) -> bool:
         return any(same(value, c) for c in self.choices)
 
-    def grid_values(self) -> list[ScalarValue]:
-        return list(self.choices)
+    def grid_values(self) -> list[ConfigValue]:
+        return [list(c) if isinstance(c, list) else c for c in self.choices]
 
-    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> ScalarValue:
-        return trial.suggest_categorical(name, list(self.choices))
+    def to_optuna(self, value: ConfigValue) -> ScalarValue:
+        return _label(value) if isinstance(value, list) else value
+
+    def from_optuna(self, value: object) -> ConfigValue:
+        if isinstance(value, str):
+            for c in self.choices:
+                if isinstance(c, list) and _label(c) == value:
+                    return list(c)
+        return value  # type: ignore[return-value]
+
+    def _labels(self) -> list[ScalarValue]:
+        return [self.to_optuna(c) for c in self.choices]
+
+    def suggest(self, trial: optuna.trial.BaseTrial, name: str) -> ConfigValue:
+        return self.from_optuna(trial.suggest_categorical(name, self._labels()))
 
     def distribution(self) -> optuna.distributions.BaseDistribution:
         from optuna.distributions import CategoricalDistribution
 
-        return CategoricalDistribution(list(self.choices))
+        return CategoricalDistribution(self._labels())
+
+
+def _label(values: Sequence[object]) -> str:
+    import json
+
+    return json.dumps(list(values))
 
 
 class BoolParam(ParamBase):

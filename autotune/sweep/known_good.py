@@ -14,12 +14,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from autotune.errors import ConfigError
 from autotune.sources import cite
+from autotune.space.models import SearchSpace
+from autotune.space.rules import same
 
 # Flags whose field name is not the flag with dashes turned into underscores.
 FLAG_ALIASES = {"tp": "tp_size", "tensor_parallel_size": "tp_size"}
 # Fields the sweep's target decides, never a seed.
-TARGET_FIELDS = frozenset({"tp_size", "model_path", "port", "host"})
+TARGET_FIELDS = frozenset({"tp_size", "tensor_parallel_size", "model_path", "port", "host"})
 
 
 class KnownGood(BaseModel):
@@ -39,9 +42,65 @@ class KnownGood(BaseModel):
     note: str = ""
 
     def config(self) -> dict[str, Any]:
-        """Engine field -> value, target-decided fields (TP) removed."""
+        """Engine field -> value, target-decided fields (TP) removed; vLLM's one
+        `--speculative-config` JSON becomes the space's speculative fields."""
         cfg = flags_to_config(self.flags)
-        return {k: v for k, v in cfg.items() if k not in TARGET_FIELDS}
+        if self.engine == "vllm" and isinstance(cfg.get("speculative_config"), str):
+            cfg.update(_vllm_speculative_fields(cfg.pop("speculative_config")))
+        cfg = {_canonical(self.engine, k): v for k, v in cfg.items()}
+        return {
+            k: v
+            for k, v in _without_overridden(self.engine, cfg).items()
+            if k not in TARGET_FIELDS
+        }
+
+
+def _canonical(engine: str, key: str) -> str:
+    """The engine's current name of a field (`cuda_graph_max_bs` -> `cuda_graph_max_bs_decode`)."""
+    if engine == "sglang":
+        from autotune.engines.sglang.flags import ALIASES
+    elif engine == "vllm":
+        from autotune.engines.vllm.fields import ALIASES
+    else:
+        return key
+    return ALIASES.get(key, key)
+
+
+def _without_overridden(engine: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    """`cfg` without values the engine overrides with what it would choose anyway, so the
+    configuration means what it says (SGLang's ServerArgs adjustments):
+    - with a speculative tree of width 1 (eagle topk 1), NEXTN/EAGLE verify steps + 1 tokens,
+      whatever speculative_num_draft_tokens says;
+    - a host pool size (hicache_size > 0) overrides hicache_ratio.
+    """
+    out = dict(cfg)
+    if engine != "sglang":
+        return out
+    steps = out.get("speculative_num_steps")
+    if (
+        out.get("speculative_algorithm") in ("NEXTN", "EAGLE", "EAGLE3")
+        and out.get("speculative_eagle_topk") in (None, 1)
+        and isinstance(steps, int)
+        and out.get("speculative_num_draft_tokens") == steps + 1
+    ):
+        del out["speculative_num_draft_tokens"]
+    size = out.get("hicache_size")
+    if isinstance(size, int | float) and size > 0:
+        out.pop("hicache_ratio", None)
+    return out
+
+
+def _vllm_speculative_fields(text: str) -> dict[str, Any]:
+    import json
+
+    from autotune.engines.vllm.fields import SPECULATIVE_KEYS
+
+    field_of = {key: field for field, key in SPECULATIVE_KEYS.items()}
+    obj = json.loads(text)
+    unknown = sorted(set(obj) - set(field_of))
+    if unknown:
+        raise ValueError(f"--speculative-config keys {unknown} have no search-space field")
+    return {field_of[k]: v for k, v in obj.items()}
 
 
 def _value(text: str) -> Any:
@@ -143,7 +202,65 @@ KNOWN_GOOD: tuple[KnownGood, ...] = (
         tp=2,
         engine_version="0.5.18",
     ),
+    KnownGood(
+        id="K6",
+        source=cite("K6"),
+        engine="vllm",
+        # the field notes write the speculative config as method=mtp,num_speculative_tokens=2;
+        # vLLM takes it as one JSON argument
+        flags="--tensor-parallel-size 2 --max-model-len 262144 --max-num-seqs 8 "
+        "--max-num-batched-tokens 2048 "
+        """--speculative-config '{"method": "mtp", "num_speculative_tokens": 2}' """
+        "--enable-chunked-prefill --enable-prefix-caching",
+        gpus=("rtx-2080ti-22g",),
+        quantization=("gptq", "awq"),
+        tp=2,
+        note="MTP needs the MTP layer in the checkpoint; measured on a vLLM fork",
+    ),
 )
+
+
+# Fields a sweep's target or workload decides (its spec fixes them), not knobs a search turns:
+# the context the workload needs, the checkpoint's format, its parsers and draft model, and a
+# total-token cap sized to one model on one GPU (FIELD-NOTES P7).
+SWEEP_FIELDS = frozenset(
+    {
+        "context_length",
+        "max_model_len",
+        "quantization",
+        "reasoning_parser",
+        "tool_call_parser",
+        "enable_auto_tool_choice",
+        "speculative_draft_model_path",
+        "speculative_model",
+        "max_total_tokens",
+    }
+)
+
+
+def express(kg: KnownGood, space: SearchSpace) -> tuple[dict[str, Any], list[str]]:
+    """`kg` as a point of `space`: (the searched parameters' values, what keeps it from being
+    one: a flag the space does not search, a value outside a parameter's domain, a parameter
+    set where its condition does not hold). Fields of SWEEP_FIELDS are left to the spec."""
+    params: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in kg.config().items():
+        if key in SWEEP_FIELDS:
+            continue
+        if key in space.parameters:
+            params[key] = value
+        elif key in space.fixed:
+            if not same(space.fixed[key], value):
+                problems.append(
+                    f"{key}: fixed to {space.fixed[key]!r} in the space, {value!r} here"
+                )
+        else:
+            problems.append(f"{key}: not a parameter of the {space.engine} space")
+    try:
+        space.validate_config(params, source=kg.id)
+    except ConfigError as exc:
+        problems.append(str(exc))
+    return params, problems
 
 
 class Seed(BaseModel):

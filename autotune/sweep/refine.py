@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from autotune.errors import ConfigError
 from autotune.space.models import BoolParam, CategoricalParam, Config, SearchSpace
-from autotune.space.rules import ConfigValue, ScalarValue, same
+from autotune.space.rules import ConfigValue, same
 from autotune.sweep.study import config_key, enqueue
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def neighbours(space: SearchSpace, config: ConfigView) -> Iterator[Config]:
     """Configurations that differ from `config` in one active parameter by one step."""
     for name, p in space.parameters.items():
         current = config.get(name)
-        values: Sequence[ScalarValue]
+        values: Sequence[ConfigValue]
         if isinstance(p, BoolParam):
             values = [not current] if isinstance(current, bool) else [False, True]
         elif isinstance(p, CategoricalParam):

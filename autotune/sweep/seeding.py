@@ -16,7 +16,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.space.engine_fields import ENGINE_FIELDS
 from autotune.space.models import SearchSpace
-from autotune.space.rules import ScalarValue, same
+from autotune.space.rules import ConfigValue, same
 from autotune.sweep.known_good import Seed, applicable
 from autotune.sweep.planning import TrialPlanner
 from autotune.sweep.spec import SweepSpec
@@ -48,7 +48,7 @@ def complete_by_rules(
             param = space.parameters.get(key)
             if param is None:
                 continue
-            candidates: Sequence[ScalarValue]
+            candidates: Sequence[ConfigValue]
             try:
                 candidates = param.grid_values()
             except ConfigError:

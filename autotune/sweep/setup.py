@@ -137,7 +137,7 @@ def prepare(
         # `gpu: auto` (or a catalog alias) is stored as the GPU it resolved to, so that the
         # report and `autotune status` name the hardware the trials ran on.
         store.update_sweep(row.id or 0, gpu=gpu_name)
-    space = build_space(spec)
+    space = target_space(spec, card, gpu, notes)
     scenarios = order_scenarios(
         [
             scenario_from_dict(d, source=f"{spec.name}: workload.scenarios[{i}]")
@@ -229,6 +229,25 @@ def build_space(spec: SweepSpec) -> SearchSpace:
     if not overrides:
         return base
     return base.with_overrides(overrides, source=f"{spec.name}: space.overrides/fixed")
+
+
+def target_space(
+    spec: SweepSpec, card: TargetModel, gpu: GPUSpec | None, notes: dict[str, Any]
+) -> SearchSpace:
+    """The spec's space narrowed to its target (autotune.sweep.narrowing): no flag or value the
+    engine version lacks, none a rule forbids on this GPU and model; what was dropped is noted
+    for the report."""
+    from autotune.planner.dispatch import target_facts
+    from autotune.sweep.narrowing import narrow_to_target
+
+    t = spec.target
+    context, unknown = target_facts(t.engine, card, gpu, t.engine_version, t.tp)
+    space, narrowed = narrow_to_target(
+        build_space(spec), version=t.engine_version, context=context, unknown=unknown
+    )
+    if narrowed:
+        notes["narrowed"] = [n.text() for n in narrowed]
+    return space
 
 
 def registry_path_for(store: Store, out_dir: Path) -> Path:

@@ -116,7 +116,9 @@ def enqueue(
 ) -> None:
     """Queue an exact configuration. Its non-None parameters become the trial's fixed params;
     the whole configuration travels in a user attribute (None values: the engine decides)."""
-    params = {n: config[n] for n in space.parameters if config.get(n) is not None}
+    params = {
+        n: p.to_optuna(config[n]) for n, p in space.parameters.items() if config.get(n) is not None
+    }
     study.enqueue_trial(
         params,
         user_attrs={CONFIG_ATTR: dict(config), SOURCE_ATTR: source},

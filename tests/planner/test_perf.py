@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from autotune.hardware import get_gpu
-from autotune.models import BUILTIN_CARDS
+from autotune.models import BUILTIN_CARDS, load_card
 from autotune.planner import plan_sglang
 from autotune.planner.perf import DecodeSeq, PerfModel, classify_text, perf_summary
 
@@ -96,3 +96,39 @@ def test_classify_text() -> None:
     code = "def f(x):\n    return {'a': [x for x in range(3)]}; y = f(1)\n" * 5
     assert classify_text(code) == "code"
     assert classify_text("The quick brown fox jumps over the lazy dog. " * 20) == "prose"
+
+
+def _decode_s(config: dict[str, object], gpu: str = "rtx-4080-super-32g", batch: int = 1,
+              ctx: int = 65536, plan_version: str = "0.5.17") -> float:  # fmt: skip
+    card, g = load_card("qwen3.8-27b-awq-int4"), get_gpu(gpu)
+    cfg = {"context_length": 131072, **config}
+    plan = plan_sglang(card, g, cfg, version=plan_version, host_free_gib=64.0)
+    return PerfModel(card, g, plan, config=cfg).decode_step_s([DecodeSeq(ctx)] * batch)
+
+
+def test_attention_backend_prices_relative_to_the_calibrated_default() -> None:
+    """The default backend on the calibration machine (FlashInfer on sm_89) is the roofline's
+    own constants: naming it changes nothing; Triton's fixed splits starve a long context at
+    one stream, and a larger split cap wins that back."""
+    assert _decode_s({"attention_backend": "flashinfer"}) == _decode_s({})
+    triton = _decode_s({"attention_backend": "triton"})
+    assert triton > _decode_s({})
+    split32 = _decode_s({"attention_backend": "triton", "triton_attention_num_kv_splits": 32})
+    assert split32 < triton
+    # at 16 streams the default splits already fill the GPU: the cap no longer matters much
+    many = _decode_s({"attention_backend": "triton"}, batch=16, ctx=4096)
+    many32 = _decode_s(
+        {"attention_backend": "triton", "triton_attention_num_kv_splits": 32}, batch=16, ctx=4096
+    )
+    assert many32 >= many * 0.999
+
+
+def test_overlap_and_cuda_graph_coverage() -> None:
+    """The overlap scheduler hides the scheduler's CPU time (C2 ran without it: no_buffer), and
+    a batch above the captured sizes runs eagerly."""
+    off = _decode_s({"page_size": 1}, batch=2)  # 0.5.17, page 1: mamba no_buffer, no overlap
+    on = _decode_s({"page_size": 64}, batch=2)  # extra_buffer keeps the overlap scheduler
+    assert on < off
+    covered = _decode_s({"cuda_graph_bs_decode": [1, 2, 4, 8]}, batch=5, ctx=2048)
+    eager = _decode_s({"cuda_graph_bs_decode": [1, 2, 4]}, batch=5, ctx=2048)
+    assert eager > covered

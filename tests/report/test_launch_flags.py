@@ -68,6 +68,21 @@ CONFIGS: dict[str, dict[str, object]] = {
         "speculative_num_draft_tokens": 4,
     },
     "secret-and-names": {"api_key": "sk-not-in-the-script-123", "served_model_name": "my model"},
+    # issue 24's knobs: kernels per phase, the split cap, scheduling, graph lists, host ratio
+    "kernels-and-scheduling": {
+        "attention_backend": "triton",
+        "decode_attention_backend": "flashinfer",
+        "triton_attention_num_kv_splits": 16,
+        "schedule_policy": "lpm",
+        "schedule_conservativeness": 0.8,
+        "enable_mixed_chunk": True,
+        "max_prefill_tokens": 8192,
+        "sleep_on_idle": True,
+        "cuda_graph_bs_decode": [1, 2, 4],
+        "enable_hierarchical_cache": True,
+        "hicache_ratio": 2.0,
+        "hicache_io_backend": "direct",
+    },
 }
 
 # The renamed flags and which spelling each version must get (sglang-internals §1.3).
@@ -140,10 +155,14 @@ def test_every_flag_exists_in_the_named_version(version: str, tmp_path: Path) ->
         missing = sorted(set(flags) - known)
         assert not missing, f"sglang {version} has no {missing} (config {name}: {argv})"
         seen.update(flags)
+        if name == "kernels-and-scheduling":  # a list flag keeps its values as words
+            i = argv.index("--cuda-graph-bs-decode" if version != "0.5.9" else "--cuda-graph-bs")
+            assert argv[i + 1 : i + 4] == ["1", "2", "4"]
     # The renamed spellings are the ones this version has, so the check is not vacuous.
     for flag in RENAMED[version]:
         assert flag in seen and flag in known
     assert "--tp-size" in seen
+    assert {"--attention-backend", "--schedule-policy", "--hicache-ratio"} <= seen
 
 
 def test_removed_spellings_are_absent_from_new_wheels() -> None:

@@ -204,3 +204,28 @@ def test_abort_releases_the_request() -> None:
     assert not s.running and s.kv_used == 0 and s.cache.locked_device_tokens == 0
     assert not s.has_work()
     assert s.flush_cache()
+
+
+def test_lpm_admits_the_longest_cached_prefix_first() -> None:
+    """schedule_policy lpm (SGLang's default is fcfs): of two waiting requests, the one whose
+    prompt continues a cached one runs first; fcfs keeps arrival order."""
+    for policy, first in (("fcfs", "cold"), ("lpm", "warm")):
+        s = make_sched({"chunked_prefill_size": 512, "schedule_policy": policy,
+                        "max_running_requests": 1}, card="tiny-dense", gpu="h200-141g")  # fmt: skip
+        prompt = ids(2000, 20)
+        run(s, [req("seed", prompt, 4)])
+        busy = req("busy", ids(50, 21), 30)
+        cold = req("cold", ids(2000, 22), 4)
+        warm = req("warm", np.concatenate([prompt, ids(100, 23)]), 4)
+        run(s, [busy, cold, warm])  # both wait behind `busy` (one request at a time)
+        order = sorted((cold, warm), key=lambda r: r.admitted_at or 0.0)
+        assert order[0].rid == first, policy
+
+
+def test_long_prefill_cap_limits_one_requests_chunk() -> None:
+    """vLLM's long_prefill_token_threshold: a long prompt prefills at most that many tokens
+    per step."""
+    s = make_sched({"chunked_prefill_size": 4096, "long_prefill_token_threshold": 1000},
+                   card="tiny-dense", gpu="h200-141g")  # fmt: skip
+    steps = run(s, [req("long", ids(3500, 24), 2)])
+    assert [st.prefill_tokens for st in steps if st.kind == "prefill"] == [1000, 1000, 1000, 500]

@@ -57,8 +57,15 @@ def test_builtin_sglang_space_loads(sglang_space: SearchSpace) -> None:
     # FIELD-NOTES P11: the parsers are always set.
     assert sglang_space.fixed["reasoning_parser"] == "qwen3"
     assert sglang_space.fixed["tool_call_parser"] == "qwen3_coder"
-    # Only hicache_size sizes the host pool; hicache_ratio is never searched.
-    assert "hicache_ratio" not in sglang_space.parameters
+    # The host pool is sized by a ratio or, with the ratio unset, by a size: never both.
+    assert sglang_space.parameters["hicache_size"].condition == [
+        {"enable_hierarchical_cache": True, "hicache_ratio": None}
+    ] or sglang_space.parameters["hicache_size"].is_active(
+        {"enable_hierarchical_cache": True, "hicache_ratio": None}
+    )
+    assert not sglang_space.parameters["hicache_size"].is_active(
+        {"enable_hierarchical_cache": True, "hicache_ratio": 2.0}
+    )
     ids = {r.id for r in sglang_space.rules}
     assert {"P1", "P2", "P6", "nvfp4-blackwell"} <= ids
     assert {f"P{i}" for i in (3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 14)} <= ids
@@ -142,7 +149,7 @@ def test_condition_cycle(tmp_path: Path) -> None:
         ("engine: sglang", "engine: sglong", "engine: unknown engine 'sglong'; did you mean"),
         ("  context_length:", "  context_len:", "fixed.context_len: unknown field"),
         ("8192", "{a: 1}", "fixed.context_length: must be a string, number, true/false, null"),
-        ("[1, 16, 64]", "[1, [16]]", "page_size.choices[1]: must be a string, number, true/f"),
+        ("[1, 16, 64]", "[1, [[16]]]", "page_size.choices[1]: must be a string, number, true/f"),
     ],
 )
 def test_invalid_fields(tmp_path: Path, old: str, new: str, expected: str) -> None:

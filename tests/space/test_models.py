@@ -3,6 +3,7 @@ enumeration, config validation and overrides."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -17,9 +18,10 @@ from autotune.space import CategoricalParam, FloatParam, IntParam, SearchSpace
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-HICACHE = ("hicache_size", "hicache_write_policy", "hicache_io_backend", "hicache_mem_layout")
+HICACHE = ("hicache_ratio", "hicache_write_policy", "hicache_io_backend", "hicache_mem_layout")
 SPEC = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-CONDITIONAL = HICACHE + SPEC
+OTHER = ("hicache_size", "cuda_graph_bs_decode", "triton_attention_num_kv_splits")
+CONDITIONAL = HICACHE + SPEC + OTHER
 
 # FIELD-NOTES K1 (4080S 32G, AWQ-INT4, 0.5.17) in engine field names, plus io direct (P2).
 K1 = {
@@ -44,6 +46,12 @@ def active_params(config: dict[str, Any]) -> set[str]:
     active = set()
     if config["enable_hierarchical_cache"]:
         active.update(HICACHE)
+        if config["hicache_ratio"] is None:  # sized in GB when not by a ratio
+            active.add("hicache_size")
+    if config["cuda_graph_max_bs_decode"] is None:  # a list, or a largest size
+        active.add("cuda_graph_bs_decode")
+    if "triton" in (config["attention_backend"], config["decode_attention_backend"]):
+        active.add("triton_attention_num_kv_splits")
     algo = config["speculative_algorithm"]
     if algo in ("NGRAM", "NEXTN"):
         active.add("speculative_num_steps")
@@ -134,9 +142,17 @@ def test_ask_with_fixed_distributions_then_resolve(sglang_space: SearchSpace) ->
 
 
 def test_full_grid_size_matches_an_independent_count(sglang_space: SearchSpace) -> None:
-    hicache = 1 + 8 * 3 * 2 * 3  # off, or size 4..32/4 x policy x io x layout
+    # off, or (4 ratios | no ratio x 8 sizes) x policy x io x layout
+    hicache = 1 + (4 + 8) * 3 * 2 * 3
     spec = 1 + 6 * 7 + 6 * (1 + 2 * 7) + 7  # none, NGRAM, NEXTN (topk 1 | 2,4 x draft), DFLASH
-    expected = 15 * 3 * 4 * 8 * 6 * 3 * hicache * spec * 5 * 3
+    graphs = 4 + 5  # a largest size (4 of them), or none and a list (null or 4 lists)
+    # attention x decode backend, with 5 split counts where either one is triton
+    with_triton = 5 + 6
+    attention = with_triton * 5 + (7 * 5 - with_triton)
+    memory = 15 * 3 * 4 * 10 * 6 * 3 * 3  # mfs, page, chunk, mamba slots, mrr, kv, ssm dtype
+    scheduling = 5 * 4 * 2 * 2 * 4 * 2  # policy, conservativeness, overlap, mixed, prefill, sleep
+    kernels = 5 * 4  # prefill backend, linear-attention backend
+    expected = memory * scheduling * kernels * hicache * spec * graphs * attention * 4
     assert sglang_space.size() == expected
     with pytest.raises(ConfigError, match=f"the grid has {expected} configurations"):
         next(sglang_space.grid(max_points=10_000))
@@ -159,7 +175,26 @@ def test_narrowed_grid_enumerates_every_valid_config(sglang_space: SearchSpace) 
             "speculative_eagle_topk": {"choices": [1, 2]},
             "speculative_num_draft_tokens": {"grid": [4, 6]},
             "cuda_graph_max_bs_decode": None,
+            "cuda_graph_bs_decode": None,
             "mamba_radix_cache_strategy": None,
+            "hicache_ratio": None,
+            **{
+                name: None
+                for name in (
+                    "mamba_ssm_dtype",
+                    "attention_backend",
+                    "prefill_attention_backend",
+                    "decode_attention_backend",
+                    "linear_attn_backend",
+                    "schedule_policy",
+                    "schedule_conservativeness",
+                    "max_prefill_tokens",
+                )
+            },  # fmt: skip
+            **{
+                n: False
+                for n in ("disable_overlap_schedule", "enable_mixed_chunk", "sleep_on_idle")
+            },
         }
     )
     # mfs 5 x mamba 2 x mrr 2 x page 2 x hicache (1 + 2 sizes x 2 io) x spec (1 + NGRAM 2x2
@@ -294,3 +329,27 @@ def test_json_schema_accepts_the_shorthand_forms() -> None:
 def test_import_does_not_load_optuna() -> None:
     code = "import sys, autotune.space; sys.exit('optuna' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_list_choices_round_trip_through_optuna(sglang_space: SearchSpace) -> None:
+    """A multi-value flag (--cuda-graph-bs-decode 1 2 4): Optuna stores the list's label, the
+    configuration gets the list back, by suggestion, by enqueueing and by resolving."""
+    p = sglang_space.parameters["cuda_graph_bs_decode"]
+    assert [1, 2, 4] in p.grid_values()
+    assert p.to_optuna([1, 2, 4]) == "[1, 2, 4]" and p.from_optuna("[1, 2, 4]") == [1, 2, 4]
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=3))
+    seen = set()
+    for _ in range(40):
+        config = sglang_space.suggest(study.ask())
+        value = config["cuda_graph_bs_decode"]
+        assert value is None or (isinstance(value, list) and p.contains(value))
+        seen.add(json.dumps(value))
+        study.tell(study.trials[-1].number, 0.0)
+    assert len(seen) >= 3
+    wanted = dict(sglang_space.defaults(), cuda_graph_bs_decode=[1, 2, 4, 8])
+    study.enqueue_trial(sglang_space.trial_params(wanted))
+    trial = study.ask()
+    assert sglang_space.suggest(trial)["cuda_graph_bs_decode"] == [1, 2, 4, 8]
+    assert sglang_space.resolve(trial.params)["cuda_graph_bs_decode"] == [1, 2, 4, 8]
+    with pytest.raises(ConfigError, match="outside the domain"):
+        sglang_space.validate_config({"cuda_graph_bs_decode": [3, 5]})

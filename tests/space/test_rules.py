@@ -134,9 +134,13 @@ def test_speculative_and_mamba_rules(sglang_space: SearchSpace) -> None:
     assert "dflash-steps-topk" in ids(sglang_space, dict(drafted, speculative_num_steps=3), ctx())
     tree = dict(sglang_space.defaults(), speculative_algorithm="NEXTN", speculative_num_steps=3,
                 speculative_eagle_topk=4, speculative_num_draft_tokens=8, page_size=64)  # fmt: skip
-    assert "spec-topk-page" in ids(sglang_space, tree, ctx(FP8, version="0.5.23"))
-    fa3 = dict(tree, attention_backend="fa3")
-    assert "spec-topk-page" not in ids(sglang_space, fa3, ctx(FP8, version="0.5.23"))
+    # a tree on pages > 1: flashinfer, fa3 (triton from 0.5.13; null falls back to flashinfer)
+    assert "spec-topk-page" not in ids(sglang_space, tree, ctx(FP8, version="0.5.23"))
+    tree_ti = dict(tree, attention_backend="triton")
+    assert "spec-topk-page" not in ids(sglang_space, tree_ti, ctx(FP8, version="0.5.23"))
+    assert "spec-topk-page-0.5.12" in ids(sglang_space, tree_ti, ctx(FP8, version="0.5.12"))
+    fa4 = dict(tree, attention_backend="fa4")
+    assert "spec-topk-page" in ids(sglang_space, fa4, ctx(FP8, version="0.5.23"))
     no_buffer = dict(sglang_space.defaults(), mamba_radix_cache_strategy="no_buffer", page_size=16)
     assert "mamba-no-buffer-page" in ids(sglang_space, no_buffer, ctx(version="0.5.23"))
     auto16 = dict(sglang_space.defaults(), page_size=16)

@@ -16,6 +16,7 @@ from autotune.models import BUILTIN_CARDS
 from autotune.models.card import ModelCard
 from autotune.space import RuleContext, SearchSpace, builtin_space, parse_space
 from autotune.space.engine_fields import ENGINE_FIELDS
+from autotune.sweep.narrowing import narrow_to_target
 
 
 @pytest.fixture(scope="module")
@@ -57,12 +58,15 @@ def test_typos_are_rejected_with_a_suggestion() -> None:
 
 @pytest.mark.parametrize("version", ["0.11.0", "0.20.2", "0.33.0"])
 def test_every_sampled_configuration_builds(space: SearchSpace, version: str) -> None:
+    # the space as a sweep on this target searches it: narrowed to the release and the GPU
+    target = ctx(NVFP4, version, gpu="rtx-5090-32g")
+    space, _ = narrow_to_target(space, version=version, context=target)
     rng = random.Random(version)
     grids = {name: p.grid_values() for name, p in space.parameters.items()}
     count = 0
     for _ in range(400):
         config = space.resolve({name: rng.choice(values) for name, values in grids.items()})
-        if space.check(config, ctx(NVFP4, version, gpu="rtx-5090-32g")):
+        if space.check(config, target):
             continue  # pruned before launch
         argv = build_command(config, model="/m", version=version).argv
         assert argv[:3] == ["vllm", "serve", "/m"]

@@ -222,3 +222,25 @@ def test_target_gpu_is_stored_as_the_gpu_it_resolved_to(store: Any, tmp_path: Pa
     # both go through the same resolution in the driver.
     _run(store, tmp_path, make_spec(**{"target.gpu": "H200-141G", "budget.max_trials": 2}))
     assert store.get_sweep("t").gpu == "h200-141g"
+
+
+def test_the_space_is_narrowed_to_the_target(store: Any, tmp_path: Path) -> None:
+    """Kernels the GPU lacks are never proposed: on an RTX 4080 SUPER (sm_89) TRT-LLM MHA and
+    aiter are dropped before the search, the sweep notes why, and the report says so."""
+    from autotune.report.collect import collect
+
+    spec = make_spec(
+        **{
+            "space.overrides.attention_backend": {
+                "choices": [None, "triton", "trtllm_mha", "aiter"]
+            },
+            "budget.max_trials": 6,
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    tried = {t.config.get("attention_backend") for t in store.get_trials(out.sweep_id)}
+    assert tried <= {None, "triton"}
+    notes = store.get_sweep("t").notes or {}
+    assert any("trtllm_mha" in n and "trtllm-mha-arch" in n for n in notes["narrowed"])
+    data = collect(store, "t")
+    assert any("aiter" in n for n in data.narrowed)

@@ -5,7 +5,7 @@ decode ceiling, provenance, importances)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from autotune.planner.dispatch import engine_model_path
@@ -83,6 +83,8 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
     data.correction = planner_correction(data)
     data.decode = decode_ceiling(data)
     data.importances = importances(store, row, refs)
+    narrowed = (row.notes or {}).get("narrowed") if isinstance(row.notes, Mapping) else None
+    data.narrowed = [str(n) for n in narrowed or []]
     # data.notes, not `notes`: the model holds its own copy of the list.
     if row.status == "running":
         data.notes.insert(0, "the sweep is still running: this report shows the trials so far")

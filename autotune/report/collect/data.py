@@ -288,6 +288,11 @@ class ReportData(BaseModel):
     decode: DecodeCeiling | None = None
     provenance: Provenance
     notes: list[str] = Field(default_factory=list)
+    narrowed: list[str] = Field(
+        default_factory=list,
+        description="values the sweep never proposed: absent from the engine release or "
+        "forbidden on the target by a rule (autotune.sweep.narrowing)",
+    )
 
 
 # -- conversions ---------------------------------------------------------------------------------
