@@ -245,6 +245,25 @@ class Landscape:
         return best, best_cfg, n, engine_kernels
 
 
+def kernel_spread(land: Landscape, best: dict[str, Any]) -> tuple[float, float, dict[str, Any]]:
+    """The optimum's other knobs held, every attention-kernel choice of the narrowed space:
+    (best, worst feasible value, the worst choice): what a wrong kernel costs here."""
+    import itertools
+
+    names = [n for n in KERNEL_KNOBS if n in land.space.parameters]
+    grids = [land.space.parameters[n].grid_values() for n in names]
+    hi, lo, worst = 0.0, float("inf"), {}
+    for combo in itertools.product(*grids):
+        cfg = land.space.resolve({**best, **dict(zip(names, combo, strict=True))})
+        v = land.true_value(dict(cfg))
+        if v <= 0:
+            continue
+        hi = max(hi, v)
+        if v < lo:
+            lo, worst = v, {n: cfg.get(n) for n in names if cfg.get(n) is not None}
+    return hi, lo, worst
+
+
 def _winners(store: Store, name: str) -> list[dict[str, Any] | None]:
     """The best feasible configuration measured after each launch (by its noisy figure)."""
     out: list[dict[str, Any] | None] = []
@@ -276,6 +295,11 @@ def run(name: str, seeds: int, budget: int) -> dict[str, Any]:
         f"worth x{opt / engine_kernels:.3f} here"
     )
     print("   optimum:", {k: v for k, v in opt_cfg.items() if v not in (None, False)})
+    hi, lo, worst = kernel_spread(land, opt_cfg)
+    print(
+        f"   kernels at the optimum's other settings: best {hi:.1f}, worst {lo:.1f} "
+        f"(x{hi / lo:.3f}; worst {worst})"
+    )
     shares: dict[int, list[float]] = {n: [] for n in BUDGETS if n <= budget}
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(seeds):
@@ -322,6 +346,7 @@ def run(name: str, seeds: int, budget: int) -> dict[str, Any]:
         "defaults": base,
         "optimum": opt,
         "best_with_engine_kernels": engine_kernels,
+        "kernel_spread": {"best": hi, "worst": lo, "worst_choice": worst},
         "optimum_config": {k: v for k, v in opt_cfg.items() if v is not None},
         "seeds": seeds,
         "shares": {str(n): v for n, v in shares.items()},
@@ -335,14 +360,37 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=40, help="launches per sweep")
     ap.add_argument("--only", action="append", choices=sorted(LANDSCAPES))
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--spread-only",
+        action="store_true",
+        help="only add the kernel spread at each stored optimum to --json (no sweeps)",
+    )
     a = ap.parse_args()
+    if a.spread_only:
+        assert a.json is not None, "--spread-only needs --json"
+        stored = json.loads(a.json.read_text())
+        for entry in stored:
+            if a.only and entry["landscape"] not in a.only:
+                continue
+            land = Landscape(_spec(entry["landscape"]))
+            hi, lo, worst = kernel_spread(land, entry["optimum_config"])
+            entry["kernel_spread"] = {"best": hi, "worst": lo, "worst_choice": worst}
+            print(f"{entry['landscape']}: kernels x{hi / lo:.3f} (worst {worst})")
+        a.json.write_text(json.dumps(stored, indent=1, default=str) + "\n")
+        return
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     out = [run(name, a.seeds, a.budget) for name in (a.only or LANDSCAPES)]
     if a.json:
+        # landscapes run before (and not now) keep their entries
+        kept = json.loads(a.json.read_text()) if a.json.exists() else []
+        ran = {o["landscape"] for o in out}
+        merged = [k for k in kept if k.get("landscape") not in ran] + out
+        merged.sort(key=lambda o: list(LANDSCAPES).index(o["landscape"]))
         a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(out, indent=1, default=str) + "\n")
+        a.json.write_text(json.dumps(merged, indent=1, default=str) + "\n")
 
 
 if __name__ == "__main__":

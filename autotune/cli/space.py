@@ -75,11 +75,55 @@ def check(file: str = FILE_ARG, json_out: bool = JSON_OPTION) -> None:
     )
 
 
-def show(file: str = FILE_ARG, json_out: bool = JSON_OPTION) -> None:
-    """Print the parameters (domain, default, condition), fixed fields and rules of a space."""
-    space = _load(file)
+VERSION_OPTION = typer.Option(
+    None,
+    "--engine-version",
+    help="narrow to this engine release: its flags and values only (as a sweep does)",
+)
+GPU_OPTION = typer.Option(
+    None, "--gpu", help="with --model: also drop what the space's rules forbid on this GPU"
+)
+MODEL_OPTION = typer.Option(None, "--model", help="model card or folder, with --gpu")
+TP_OPTION = typer.Option(1, "--tp", min=1, help="tensor-parallel size, with --gpu")
+
+
+def _narrowed(
+    space: SearchSpace, version: str | None, gpu: str | None, model: str | None, tp: int
+) -> tuple[SearchSpace, list[str]]:
+    """The space as a sweep on that target searches it, and what was left out."""
+    from autotune.errors import ConfigError
+    from autotune.sweep.narrowing import narrow_to_target
+
+    if version is None:
+        if gpu or model:
+            raise ConfigError("--gpu and --model narrow a space only with --engine-version")
+        return space, []
+    context, unknown = None, frozenset[str]()
+    if gpu or model:
+        if not (gpu and model):
+            raise ConfigError("give --gpu and --model together (the rules test both)")
+        from autotune.planner.dispatch import load_target_model, resolve_target_gpu, target_facts
+
+        card = load_target_model(space.engine, model)
+        spec = resolve_target_gpu(space.engine, gpu, field="--gpu")
+        context, unknown = target_facts(space.engine, card, spec, version, tp)
+    narrowed, notes = narrow_to_target(space, version=version, context=context, unknown=unknown)
+    return narrowed, [n.text() for n in notes]
+
+
+def show(
+    file: str = FILE_ARG,
+    engine_version: str | None = VERSION_OPTION,
+    gpu: str | None = GPU_OPTION,
+    model: str | None = MODEL_OPTION,
+    tp: int = TP_OPTION,
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Print the parameters (domain, default, condition), fixed fields and rules of a space;
+    with --engine-version (and --gpu --model) as a sweep on that target narrows it."""
+    space, left_out = _narrowed(_load(file), engine_version, gpu, model, tp)
     if json_out:
-        emit_json(space.to_dict())
+        emit_json({**space.to_dict(), **({"left_out": left_out} if engine_version else {})})
         return
     typer.echo(f"engine: {space.engine}")
     if space.description:
@@ -98,6 +142,10 @@ def show(file: str = FILE_ARG, json_out: bool = JSON_OPTION) -> None:
         typer.echo("\nrules:")
         for r in space.rules:
             typer.echo(f"  {r.id:26s} {r.kind:10s} {r.reason}  [{r.source}]")
+    if left_out:
+        typer.echo("\nleft out for this target:")
+        for line in left_out:
+            typer.echo(f"  {line}")
 
 
 def schema() -> None:

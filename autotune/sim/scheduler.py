@@ -17,6 +17,12 @@ One `step()` is one forward pass in virtual time, chosen the way SGLang's schedu
   the PCIe restore time before the prefill (C3), and hybrid models reuse only up to their last
   mamba checkpoint (P12).
 
+- The waiting queue follows schedule_policy (lpm and dfs-weight: longest cached prefix first,
+  lpm only up to 128 waiting requests as SGLang; lof; random); vLLM's
+  long_prefill_token_threshold caps one request's chunk per step.
+- Not priced: schedule_conservativeness (admission here reserves each request's whole output,
+  so there is no over-admission to retract) and sleep_on_idle (idle CPU only).
+
 Step times come from the roofline perf model (autotune.planner.perf) with seeded lognormal noise.
 `step(fuse=True)` (the analytic mode) advances many identical decode steps at once: their cost is
 linear in the context, so k steps cost k times the mean of the first and last.

@@ -65,3 +65,20 @@ def test_show_and_schema(
     assert json.loads(out)["fixed"]["tool_call_parser"] == "qwen3_coder"
     code, out, _ = run(monkeypatch, capsys, "space", "schema")
     assert code == 0 and json.loads(out)["title"] == "SearchSpace"
+
+
+def test_show_narrowed_to_a_target(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`space show --engine-version --gpu --model`: the space a sweep on that target searches."""
+    code, out, _ = run(
+        monkeypatch, capsys, "space", "show", "sglang", "--engine-version", "0.5.9",
+        "--gpu", "rx-7900xtx-24g", "--model", "qwen3.8-27b-awq-int4", "--json",
+    )  # fmt: skip
+    assert code == 0
+    data = json.loads(out)
+    assert data["parameters"]["attention_backend"]["choices"] == [None, "triton"]
+    assert data["fixed"]["linear_attn_backend"] is None  # no such flag in 0.5.9
+    assert any(line.startswith("attention_backend: flashinfer") for line in data["left_out"])
+    code, _, err = run(monkeypatch, capsys, "space", "show", "sglang", "--gpu", "h100-80g")
+    assert code != 0 and "--engine-version" in err
