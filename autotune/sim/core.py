@@ -275,7 +275,29 @@ class SimCore(ABC):
         self.start_generation(parse_chat(self.read_body(req)), conn)
 
     def handle_completion(self, req: Request, conn: Connection) -> None:
-        self.start_generation(parse_completion(self.read_body(req)), conn)
+        body = self.read_body(req)
+        if isinstance(body, dict) and body.get("logprobs") not in (None, False, 0):
+            self.answer_with_logprobs(body, conn)
+            return
+        self.start_generation(parse_completion(body), conn)
+
+    def answer_with_logprobs(self, body: dict[str, Any], conn: Connection) -> None:
+        """A greedy answer with top-k log-probabilities (sim/quality.py), at once and outside
+        the scheduler: the quality guard's probe, not load."""
+        from autotune.sim.quality import completion_body, lossiness
+
+        if not self.ready:
+            raise ApiError("The server is not ready yet (still loading)", 503)
+        inp = parse_completion(body)
+        k = body.get("logprobs")
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 20:
+            raise ApiError("logprobs must be an integer from 1 to 20")
+        n = inp.max_tokens or 16
+        obj = completion_body(
+            inp.model or self.model_name, inp.prompt_ids, n, k, lossiness(self.config),
+            int(time.time()),
+        )  # fmt: skip
+        conn.respond(200, json.dumps(obj).encode())
 
     def start_generation(self, inp: GenInput, conn: Connection) -> None:
         if not self.ready:

@@ -17,6 +17,7 @@ Every startup log and /server_info say that it is simulated.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import time
 from dataclasses import replace
@@ -27,7 +28,7 @@ from autotune.planner.rules import parse_version
 from autotune.planner.sglang import DEFAULT_RESERVE_MIB, Plan, plan_sglang
 from autotune.sim import tokens
 from autotune.sim.allocator import allocate_sglang, machine
-from autotune.sim.api import parse_generate
+from autotune.sim.api import ApiError, parse_generate
 from autotune.sim.core import Routes, SimCore
 from autotune.sim.http import Connection, Request
 from autotune.sim.launch import plan_launch, target_error, write_line
@@ -147,7 +148,25 @@ class SGLangSimServer(SimCore):
         conn.respond(400, FLUSH_OK.encode(), content_type="text/plain; charset=utf-8")
 
     def handle_generate(self, req: Request, conn: Connection) -> None:
-        self.start_generation(parse_generate(self.read_body(req)), conn)
+        body = self.read_body(req)
+        if isinstance(body, dict) and body.get("return_logprob"):
+            self.generate_with_logprobs(body, conn)
+            return
+        self.start_generation(parse_generate(body), conn)
+
+    def generate_with_logprobs(self, body: dict[str, Any], conn: Connection) -> None:
+        """A greedy answer with top-k log-probabilities (sim/quality.py), at once and outside
+        the scheduler: the quality guard's probe, not load."""
+        from autotune.sim.quality import generate_body, lossiness
+
+        if not self.ready:
+            raise ApiError("The server is not ready yet (still loading)", 503)
+        inp = parse_generate(body)
+        k = body.get("top_logprobs_num") or 0
+        if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+            raise ApiError("top_logprobs_num must be a non-negative integer")
+        obj = generate_body(inp.prompt_ids, inp.max_tokens or 128, k, lossiness(self.config))
+        conn.respond(200, json.dumps(obj).encode())
 
     # -- /server_info's parts -------------------------------------------------------------------
 

@@ -179,6 +179,13 @@ def analytic_trial(
                 break
     if res.status == TrialStatus.RUNNING:
         res.status = TrialStatus.COMPLETE
+        if spec.quality is not None:
+            from autotune.quality.guard import QualityProbe, simulated_answers
+
+            m = simulated_answers(QualityProbe.model_validate(spec.quality), spec.config)
+            res.measurements.append(
+                ScenarioMeasurement(value=m["figures"].get("token_agreement"), **m)
+            )
     elapsed = round(time.monotonic() - t0, 5)
     res.timings = {"start_s": 0.0, "bench_s": elapsed, "stop_s": 0.0, "total_s": elapsed}
     return res

@@ -158,6 +158,7 @@ def verdict_of(
     number = item.spec.number
     if status == TrialStatus.COMPLETE:
         cons = measured_constraints(setup, res, res.figures(), item.assessment)
+        cons.update(quality_constraints(setup, item.spec.config, res))
         return Verdict(
             status=status,
             stored=status,
@@ -205,7 +206,53 @@ def verdict_of(
     )
 
 
+def quality_constraints(
+    setup: SweepSetup, config: Mapping[str, Any], res: TrialResult
+) -> dict[str, float]:
+    """The quality guard's bounds on a complete trial's drift from the reference."""
+    from autotune.quality.guard import SCENARIO, constraints
+
+    m = next((m for m in res.measurements if m.scenario == SCENARIO), None)
+    return constraints(setup.spec, setup.spec.target.engine, config, m.result if m else None)
+
+
 # -- the state before the verdict --------------------------------------------------------------
+
+
+def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
+    """The quality probe's answers: the first lossless complete trial's become the reference;
+    a trial that answered before there was one is compared now; a speculative configuration
+    whose greedy answers diverge is noted as an engine defect."""
+    from autotune.quality.compare import Answer
+    from autotune.quality.guard import SCENARIO, defect, measurement
+    from autotune.quality.lossy import lossy_fields
+
+    m = next((m for m in res.measurements if m.scenario == SCENARIO), None)
+    if m is None or res.status != TrialStatus.COMPLETE:
+        return
+    setup, config = state.setup, item.spec.config
+    answers = m.result.get("answers")
+    if isinstance(answers, dict) and m.result.get("drift") is None:
+        if setup.quality_reference is None and not lossy_fields(setup.spec.target.engine, config):
+            setup.quality_reference = answers
+            state.notes["quality_reference"] = item.spec.number
+            m.figures = figures_of_identity()
+        elif setup.quality_reference is not None:
+            ref = {k: Answer.from_json(v) for k, v in setup.quality_reference.items()}
+            got = {k: Answer.from_json(v) for k, v in answers.items()}
+            fresh = measurement(got, ref)
+            m.figures, m.result = fresh["figures"], fresh["result"]
+        m.value = m.figures.get("token_agreement")
+    bad = defect(setup.spec.target.engine, config, m.result)
+    if bad:
+        state.notes.setdefault("quality_defects", []).append(
+            {"trial": item.spec.number, "config": dict(config), "evidence": bad}
+        )
+
+
+def figures_of_identity() -> dict[str, float | None]:
+    """The reference compared with itself."""
+    return {"token_agreement": 1.0, "min_agreement": 1.0, "first_divergence": None, "mean_kl": 0.0}
 
 
 def observe(state: SweepState, item: Running, res: TrialResult) -> None:
@@ -345,6 +392,7 @@ def record_trial(state: SweepState, item: Running, fut: Future[TrialResult]) -> 
     """Everything a finished search trial changes, in the order a crash can resume from."""
     t_done = time.monotonic()
     res = collect(state, item, fut)
+    guard_quality(state, item, res)
     rec = launch_record(item, res, t_done, simulated=state.setup.spec.simulated)
     store_measurements(state.store, item.row_id, res, repeat=0)
     observe(state, item, res)

@@ -50,6 +50,8 @@ class SweepSetup:
     # values of the spec's ${env:NAME} references: memory only, handed to the workers
     secrets: dict[str, str] = field(default_factory=dict)
     t_start: float = field(default_factory=time.monotonic)
+    # the quality guard's reference answers (autotune.quality.guard): probe id -> Answer JSON
+    quality_reference: dict[str, Any] | None = None
 
     @property
     def maximize(self) -> bool:
@@ -105,8 +107,22 @@ class SweepSetup:
             registry_path=str(self.registry_path),
             launcher=list(s.engine.launcher) if s.engine.launcher else None,
             repeat=repeat,
+            quality=self._quality(config, finalist=repeat > 0),
             secrets=self.secrets,
         )
+
+    def _quality(self, config: Mapping[str, Any], *, finalist: bool) -> dict[str, Any] | None:
+        from autotune.quality.guard import probe_for
+
+        probe = probe_for(
+            self.spec,
+            self.spec.target.engine,
+            config,
+            self.quality_reference,
+            finalist=finalist,
+            longest_request=self.planner.need_tokens,
+        )
+        return probe.model_dump() if probe is not None else None
 
     def probe_threshold(self, best_probe: float | None) -> float | None:
         """The probe figure below which (above, for a lower-is-better figure) a trial is cut
@@ -155,7 +171,7 @@ def prepare(
         rows = [r for r in rows if r.engine_version == planner.version] or rows
         if planner.seed(rows):
             notes["calibrations"] = {"count": len(rows), "sources": [r.source for r in rows]}
-    return SweepSetup(
+    setup = SweepSetup(
         spec=spec,
         sweep_id=row.id or 0,
         out_dir=out_dir,
@@ -171,6 +187,25 @@ def prepare(
         registry_path=registry_path_for(store, out_dir),
         secrets=dict(secrets or {}),
     )
+    setup.quality_reference = stored_reference(store, row)
+    return setup
+
+
+def stored_reference(store: Store, row: SweepRow) -> dict[str, Any] | None:
+    """A resumed sweep's quality reference: the answers of the trial its notes name."""
+    number = (row.notes or {}).get("quality_reference")
+    if not isinstance(number, int):
+        return None
+    from autotune.quality.guard import SCENARIO
+
+    for t in store.get_trials(row.id or 0):
+        if t.number != number:
+            continue
+        for m in store.get_measurements(t.id or 0):
+            answers = ((m.metrics or {}).get("result") or {}).get("answers")
+            if m.scenario == SCENARIO and isinstance(answers, dict):
+                return answers
+    return None
 
 
 def _target_gpu(spec: SweepSpec, notes: dict[str, Any]) -> GPUSpec | None:
@@ -247,6 +282,13 @@ def target_space(
     )
     if narrowed:
         notes["narrowed"] = [n.text() for n in narrowed]
+    if spec.quality.exclude_lossy:
+        from autotune.quality.lossy import lossless_overrides
+
+        overrides = lossless_overrides(space.parameters)
+        if overrides:
+            space = space.with_overrides(overrides, source=f"{spec.name}: quality.exclude_lossy")
+            notes["lossy_excluded"] = sorted(overrides)
     return space
 
 

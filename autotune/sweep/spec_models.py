@@ -237,6 +237,34 @@ class FinalistsSpec(_Section):
     repeats: int = Field(3, ge=1, description="fresh launches per finalist")
 
 
+class QualitySpec(_Section):
+    enabled: bool = Field(
+        True,
+        description="answer a fixed probe set greedily with the baseline and with every trial "
+        "that touches a lossy knob (KV or state dtype, quantization, speculation) and the "
+        "finalists; a trial that drifts beyond the limits is infeasible",
+    )
+    probes: int = Field(8, ge=1, le=64, description="prompts in the probe set")
+    max_tokens: int = Field(32, ge=1, le=1024, description="greedy tokens per answer")
+    top_k: int = Field(5, ge=1, le=20, description="log-probabilities per position")
+    max_kl: float | None = Field(
+        0.02,
+        ge=0,
+        description="most mean KL divergence (nats) of the top-k next-token distributions "
+        "from the baseline's before the answers diverge (null: no limit)",
+    )
+    min_token_agreement: float | None = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="least mean share of the baseline's tokens reproduced before the first "
+        "divergence, over the probes (null: no limit)",
+    )
+    exclude_lossy: bool = Field(
+        False, description="never propose a lossy knob: the space keeps their lossless values"
+    )
+
+
 class EngineRunSpec(_Section):
     startup_timeout_s: float = Field(
         900.0, gt=0, description="seconds a launch may take to become ready"
@@ -304,6 +332,9 @@ class SweepSpec(_Section):
         EngineRunSpec(), description="how each engine process is started and stopped"
     )
     execution: ExecutionSpec = Field(ExecutionSpec(), description="where trials run and how many")
+    quality: QualitySpec = Field(
+        QualitySpec(), description="the output-quality guard: answers compared with the baseline"
+    )
 
     @property
     def simulated(self) -> bool:

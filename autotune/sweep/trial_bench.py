@@ -149,6 +149,11 @@ async def _bench_async(
                             "best so far): expensive scenarios skipped"
                         )
                         return
+            if spec.quality is not None:
+                key = (headers or {}).get("Authorization", "").removeprefix("Bearer ") or None
+                res.measurements.append(
+                    await asyncio.to_thread(_quality, spec, base_url, model, key)
+                )
             try:
                 res.final_metrics = await scrape_metrics(client, base_url)
             except BenchmarkError:
@@ -157,6 +162,15 @@ async def _bench_async(
     await _watched(
         work(), lambda: cancel.is_set(), lambda: not eng.is_alive(), spec.bench_timeout_s
     )
+
+
+def _quality(spec: TrialSpec, base_url: str, model: str, key: str | None) -> ScenarioMeasurement:
+    """The quality probe's answers (and drift from the reference) on the ready engine."""
+    from autotune.quality.guard import QualityProbe, run_probe
+
+    probe = QualityProbe.model_validate(spec.quality)
+    m = run_probe(probe, base_url, model=model, api=spec.engine, api_key=key)
+    return ScenarioMeasurement(value=m["figures"].get("token_agreement"), **m)
 
 
 async def _watched(

@@ -52,6 +52,11 @@ class TrialSpec(BaseModel):
         None, description="argv prefix replacing the engine's program (the simulator's)"
     )
     repeat: int = Field(0, description="0: the search run; >0: a finalist re-run")
+    quality: dict[str, Any] | None = Field(
+        None,
+        description="the quality probe to answer after the workload (autotune.quality.guard."
+        "QualityProbe as JSON), None: not guarded",
+    )
     secrets: dict[str, str] = Field(
         default_factory=dict,
         repr=False,

@@ -79,6 +79,9 @@ BASE_SPEC: dict[str, Any] = {
     "search": {"seed": 1, "n_startup_trials": 3},
     "finalists": {"top_k": 0},
     "engine": {"startup_timeout_s": 20, "bench_timeout_s": 60, "stop_grace_s": 3},
+    # the fake engines answer any POST with a stream and count requests (fault injection):
+    # the tests that want the quality guard turn it on
+    "quality": {"enabled": False},
     "execution": {"workers": 1},
 }
 

@@ -52,7 +52,9 @@ def test_baseline_first_budget_and_optuna_agree(store: Any, tmp_path: Path) -> N
     assert sorted(t.number for t in done) == sorted(t.number for t in complete)
     assert out.best is not None and out.best["value"] == max(t.value for t in complete)
     for t in complete:  # measured figures of both scenarios are stored
-        assert {m.scenario for m in store.get_measurements(t.id)} == {"probe", "tp"}
+        scenarios = {m.scenario for m in store.get_measurements(t.id)}
+        assert scenarios == {"probe", "tp"}
+    assert "quality" not in {m.scenario for m in store.get_measurements(first.id)}  # guard off
 
 
 def test_same_seed_same_trials(tmp_path: Path) -> None:
@@ -244,3 +246,88 @@ def test_the_space_is_narrowed_to_the_target(store: Any, tmp_path: Path) -> None
     assert any("trtllm_mha" in n and "trtllm-mha-arch" in n for n in notes["narrowed"])
     data = collect(store, "t")
     assert any("aiter" in n for n in data.narrowed)
+
+
+def test_quality_guard_rejects_a_drifting_winner(store: Any, tmp_path: Path) -> None:
+    """The baseline answers the probe set (the reference); every fp8-KV trial answers it too
+    and, with a KL limit of zero (any drift), is infeasible: the winner keeps the lossless KV
+    cache although fp8 is faster."""
+    spec = make_spec(
+        **{
+            "space.overrides.kv_cache_dtype": {"choices": ["auto", "fp8_e4m3"]},
+            "quality.enabled": True,
+            "quality.max_kl": 0.0,
+            "budget.max_trials": 8,
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    trials = store.get_trials(out.sweep_id)
+    notes = store.get_sweep("t").notes or {}
+    assert notes["quality_reference"] == 0
+    fp8 = [t for t in trials if t.config.get("kv_cache_dtype") == "fp8_e4m3" and t.launch]
+    assert fp8, "the sweep tried no fp8 KV cache"
+    for t in fp8:
+        cons = (t.launch or {}).get("constraints") or {}
+        if t.status == TrialStatus.COMPLETE.value:
+            assert cons["quality_kl"] > 0, cons
+            q = next(m for m in store.get_measurements(t.id) if m.scenario == "quality")
+            figs = q.metrics["figures"]
+            assert figs["mean_kl"] > 0.0 and figs["token_agreement"] <= 1.0
+    assert out.best is not None
+    best = next(t for t in trials if t.number == out.best["number"])
+    assert best.config.get("kv_cache_dtype") in (None, "auto")
+    # the report: a quality column, the section, the rejected trials counted
+    from autotune.report.collect import collect
+    from autotune.report.writer import write_report
+
+    data = collect(store, "t")
+    assert data.quality is not None and data.quality.reference_trial == 0
+    assert data.quality.rejected_trials >= 1 and data.quality.limits["max_kl"] == 0.0
+    paths = write_report(store, "t", tmp_path / "report", plots=False)
+    text = Path(paths.report_md).read_text()
+    assert "## Output quality" in text and "quality (agreement, KL)" in text
+
+
+def test_exclude_lossy_keeps_full_precision(store: Any, tmp_path: Path) -> None:
+    spec = make_spec(
+        **{
+            "space.overrides.kv_cache_dtype": {"choices": ["auto", "fp8_e4m3", "bf16"]},
+            "quality.exclude_lossy": True,
+            "budget.max_trials": 5,
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    assert {t.config.get("kv_cache_dtype") for t in store.get_trials(out.sweep_id)} <= {
+        None,
+        "auto",
+        "bf16",
+    }
+    assert (store.get_sweep("t").notes or {})["lossy_excluded"] == ["kv_cache_dtype"]
+
+
+def test_resume_keeps_the_quality_reference(store: Any, tmp_path: Path) -> None:
+    """The reference answers come back from the database on resume: later fp8 trials are
+    compared with trial 0's answers, not with a new reference."""
+    stop = StopController()
+    seen: list[int] = []
+
+    def after(trial: dict[str, Any]) -> None:
+        seen.append(trial["number"])
+        if len(seen) == 2:
+            stop.request("test: stop after 2")
+
+    spec = make_spec(
+        **{
+            "quality.enabled": True,
+            "space.overrides.kv_cache_dtype": {"choices": ["auto", "fp8_e4m3"]},
+        }
+    )
+    _run(store, tmp_path, spec, stop=stop, on_trial=after)
+    assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
+    second = _run(store, tmp_path, spec, resume=True)
+    assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
+    later = [t for t in store.get_trials(second.sweep_id) if (t.number or 0) >= 2]
+    for t in later:
+        q = [m for m in store.get_measurements(t.id) if m.scenario == "quality"]
+        if q and t.config.get("kv_cache_dtype") == "fp8_e4m3":
+            assert q[0].metrics["result"]["drift"] is not None  # compared with trial 0's answers

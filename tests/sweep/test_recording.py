@@ -15,6 +15,7 @@ from autotune.sweep.control import Budget, StopController, check_deadline
 from autotune.sweep.outcome import best_feasible
 from autotune.sweep.recording import judge, verdict_of
 from autotune.sweep.spec import MetricRef
+from autotune.sweep.spec_models import QualitySpec
 from autotune.sweep.state import Done
 from autotune.sweep.trial import ScenarioMeasurement, TrialResult
 
@@ -46,7 +47,11 @@ def _setup() -> Any:
         probe="probe",
         gpu=None,
         planner=SimpleNamespace(need_tokens=0),
-        spec=SimpleNamespace(objective=SimpleNamespace(vram_headroom_gib=0.0, constraints=[])),
+        spec=SimpleNamespace(
+            objective=SimpleNamespace(vram_headroom_gib=0.0, constraints=[]),
+            target=SimpleNamespace(engine="sglang"),
+            quality=QualitySpec(),
+        ),
     )
 
 

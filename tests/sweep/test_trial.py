@@ -12,7 +12,7 @@ from autotune.bench.scenarios import scenario_from_dict
 from autotune.store.models import SweepStatus, TrialStatus
 from autotune.sweep.orchestrator import run_sweep
 from autotune.sweep.spec import parse_spec
-from autotune.sweep.trial import TrialSpec, order_scenarios, rescale, run_trial
+from autotune.sweep.trial import TrialResult, TrialSpec, order_scenarios, rescale, run_trial
 from tests.sweep.conftest import live_children, make_spec
 
 
@@ -121,3 +121,54 @@ def test_two_worker_sweep_on_the_simulator(store: Any, tmp_path: Path) -> None:
     assert corr["launches"] == 4 and corr["kv_ratio"] < 1.0
     assert len(corr["curve"]) == 4 and corr["curve"][0] > 0.005
     assert live_children() == []
+
+
+@pytest.mark.parametrize(("engine", "version"), [("sglang", "0.5.17"), ("vllm", "0.19.0")])
+def test_sim_trial_answers_the_quality_probe(tmp_path: Path, engine: str, version: str) -> None:
+    """The guard's probe over HTTP against a simulated engine process, in the engine's own API
+    (SGLang /generate with return_logprob, vLLM /v1/completions with logprobs): the reference
+    answers, then an fp8 KV cache drifts from it."""
+    from autotune.quality.guard import QualityProbe
+    from autotune.quality.probes import probe_set
+
+    def trial(config: dict[str, object], reference: dict[str, object] | None) -> TrialResult:
+        probe = QualityProbe(
+            probes=[vars(p) for p in probe_set(4)], max_tokens=16, top_k=5, reference=reference
+        )
+        spec = TrialSpec(
+            sweep="t",
+            number=1,
+            config={"max_model_len": 4096} if engine == "vllm" else {},
+            engine=engine,
+            engine_version=version,
+            model="qwen3.8-27b-awq-int4" if engine == "sglang" else "Qwen/Qwen3-8B",
+            gpu="rtx-4090-24g",
+            simulate=True,
+            sim_time_scale=20,
+            sim_extra_args=["--sim-max-startup-s", "0.2"],
+            scenarios=[
+                {
+                    "kind": "decode",
+                    "name": "probe",
+                    "prompt_len": 64,
+                    "output_len": 8,
+                    "num_requests": 1,
+                    "warmup_requests": 0,
+                }  # fmt: skip
+            ],
+            log_dir=str(tmp_path / f"logs-{len(config)}"),
+            registry_path=str(tmp_path / "pids.jsonl"),
+            stop_grace_s=3,
+            quality=probe.model_dump(),
+        )
+        spec = spec.model_copy(update={"config": {**spec.config, **config}})
+        res = run_trial(spec)
+        assert res.status == TrialStatus.COMPLETE, (res.failure, res.log_tail)
+        return res
+
+    ref = trial({}, None)
+    q = next(m for m in ref.measurements if m.scenario == "quality")
+    assert q.result["error"] is None and len(q.result["answers"]) == 4
+    fp8 = trial({"kv_cache_dtype": "fp8_e4m3"}, q.result["answers"])
+    d = next(m for m in fp8.measurements if m.scenario == "quality")
+    assert d.result["drift"] is not None and 0 < d.figures["mean_kl"] < 0.02

@@ -15,6 +15,7 @@ from autotune.report.collect.correction import planner_correction
 from autotune.report.collect.data import Direction, ReportData, TrialInfo
 from autotune.report.collect.pareto import pareto_points
 from autotune.report.collect.provenance import sweep_provenance
+from autotune.report.collect.quality import quality_report
 from autotune.report.collect.selection import find_baseline, pick_winner, read_finalists
 from autotune.report.collect.spec import (
     is_simulated,
@@ -83,8 +84,9 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
     data.correction = planner_correction(data)
     data.decode = decode_ceiling(data)
     data.importances = importances(store, row, refs)
-    narrowed = (row.notes or {}).get("narrowed") if isinstance(row.notes, Mapping) else None
-    data.narrowed = [str(n) for n in narrowed or []]
+    row_notes = row.notes if isinstance(row.notes, Mapping) else {}
+    data.narrowed = [str(n) for n in row_notes.get("narrowed") or []]
+    data.quality = quality_report(store, row_notes, spec, trials, winner)
     # data.notes, not `notes`: the model holds its own copy of the list.
     if row.status == "running":
         data.notes.insert(0, "the sweep is still running: this report shows the trials so far")

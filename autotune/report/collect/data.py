@@ -138,6 +138,26 @@ class RankedTrial(BaseModel):
     winner: bool = False
     baseline: bool = False
     feasible: bool = True
+    quality: dict[str, float | None] | None = Field(
+        None, description="the quality probe's figures (None: not probed)"
+    )
+
+
+class QualityExample(BaseModel):
+    probe: str
+    position: int | None
+    reference: list[str]
+    winner: list[str]
+
+
+class QualityReport(BaseModel):
+    reference_trial: int | None = None
+    limits: dict[str, Any] = Field(default_factory=dict)
+    winner: dict[str, float | None] | None = None
+    guarded_trials: int = 0
+    rejected_trials: int = 0
+    example: QualityExample | None = None
+    defects: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class FailureGroup(BaseModel):
@@ -288,6 +308,7 @@ class ReportData(BaseModel):
     decode: DecodeCeiling | None = None
     provenance: Provenance
     notes: list[str] = Field(default_factory=list)
+    quality: QualityReport | None = Field(None, description="the output-quality guard")
     narrowed: list[str] = Field(
         default_factory=list,
         description="values the sweep never proposed: absent from the engine release or "

@@ -71,8 +71,10 @@ def scenario_order(spec: Any, trials: Sequence[TrialInfo]) -> list[str]:
                 order.append(scenario_from_dict(raw).label)
             except Exception:
                 continue
+    from autotune.quality.guard import SCENARIO
+
     for t in trials:
         for name in t.scenarios:
-            if name not in order:
+            if name not in order and name != SCENARIO:  # the quality probe has its own section
                 order.append(name)
     return order

@@ -16,6 +16,7 @@ from autotune.report.collect.data import (
     RankedTrial,
     TrialInfo,
 )
+from autotune.report.collect.quality import quality_figures
 
 
 def change_pct(base: float | None, new: float | None) -> float | None:
@@ -95,6 +96,7 @@ def top_trials(
             winner=winner is not None and t.id == winner.id,
             baseline=t.baseline,
             feasible=t.feasible,
+            quality=quality_figures(t),
         )
         for i, t in enumerate(done[:TOP_N])
     ]
