@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # llamacpp server with the configuration autotune found best in sweep llamacpp-h200.
 # engine: llamacpp==0.3.36
-# generated: 2026-11-30 12:20:01 UTC by autotune 0.1.0
+# generated: 2026-12-02 03:57:42 UTC by autotune 0.1.0
 #
 # Run:      ./launch.sh          (override with MODEL_PATH=... HOST=... PORT=... ./launch.sh)
 # Service:  autotune-llamacpp-h200.service beside this file (systemd).
@@ -24,20 +24,21 @@ if (exec 3<>"/dev/tcp/${check_host}/${PORT}") 2>/dev/null; then
   exit 1
 fi
 
-exec /root/.cache/autotune/llama-server/0.3.36/bin/llama-server \
+exec /root/.cache/autotune/llama-server/0.3.36-cuda/bin/llama-server \
   --model "${MODEL_PATH}" \
   --host "${HOST}" \
   --port "${PORT}" \
-  --parallel 8 \
-  --ctx-size 32768 \
+  --parallel 16 \
   --batch-size 4096 \
-  --ubatch-size 256 \
+  --ubatch-size 1024 \
   --flash-attn on \
-  --cache-type-k q4_0 \
-  --cache-type-v q4_0 \
+  --cache-type-k f16 \
+  --cache-type-v f16 \
   --cache-reuse 64 \
   --fit off \
-  --spec-type ngram-map-k \
+  --threads 2 \
+  --threads-batch 2 \
+  --spec-type ngram-simple \
+  --spec-ngram-simple-size-m 8 \
   --metrics \
-  --verbosity 4 \
-  --spec-ngram-map-k-size-m 8
+  --verbosity 4
