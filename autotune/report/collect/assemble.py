@@ -15,7 +15,7 @@ from autotune.report.collect.correction import planner_correction
 from autotune.report.collect.data import Direction, ReportData, TrialInfo
 from autotune.report.collect.pareto import pareto_points
 from autotune.report.collect.provenance import sweep_provenance
-from autotune.report.collect.quality import quality_report
+from autotune.report.collect.quality import quality_figures, quality_report
 from autotune.report.collect.selection import find_baseline, pick_winner, read_finalists
 from autotune.report.collect.spec import (
     is_simulated,
@@ -87,6 +87,10 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
     row_notes = row.notes if isinstance(row.notes, Mapping) else {}
     data.narrowed = [str(n) for n in row_notes.get("narrowed") or []]
     data.quality = quality_report(store, row_notes, spec, trials, winner)
+    by_number = {t.number: t for t in trials}
+    for f in data.finalists:
+        t = by_number.get(f.number)
+        f.quality = quality_figures(t) if t is not None else None
     # data.notes, not `notes`: the model holds its own copy of the list.
     if row.status == "running":
         data.notes.insert(0, "the sweep is still running: this report shows the trials so far")

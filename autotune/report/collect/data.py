@@ -108,6 +108,9 @@ class Finalist(BaseModel):
     stdev: float | None = None
     min: float | None = None
     max: float | None = None
+    quality: dict[str, float | None] | None = Field(
+        None, description="the quality probe's figures, mean over its runs (None: not probed)"
+    )
 
 
 class Comparison(BaseModel):
