@@ -5,7 +5,9 @@ alone (fa3 on an sm_120 card).
 
 Two sources, both of them the project's facts, none restated here:
 - the engine adapter, which knows every flag and value of each release (generated from the
-  releases' own parsers): a value is kept when the adapter builds a command line with it;
+  releases' own parsers): a value is dropped when this release's adapter refuses it and another
+  release's takes it (a value that needs a companion field is the gate's business, not the
+  release's); a flag no value of which this release takes is not searched;
 - the space's constraint rules whose conditions name one parameter and target facts only
   (`when: {attention_backend: fa3}, require: {gpu.arch: {in: [...]}}`): a value that breaks
   one on this target is dropped.
