@@ -19,6 +19,13 @@ from autotune.quality.lossy import lossy_fields, speculative_only
 from autotune.quality.probes import Probe, probe_set
 
 SCENARIO = "quality"  # the measurement's scenario name; figures quality.token_agreement, ...
+# The reference's figures: its answers compared with themselves.
+IDENTICAL: dict[str, float | None] = {
+    "token_agreement": 1.0,
+    "min_agreement": 1.0,
+    "first_divergence": None,
+    "mean_kl": 0.0,
+}
 
 
 class QualityProbe(BaseModel):

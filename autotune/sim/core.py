@@ -282,22 +282,27 @@ class SimCore(ABC):
         self.start_generation(parse_completion(body), conn)
 
     def answer_with_logprobs(self, body: dict[str, Any], conn: Connection) -> None:
-        """A greedy answer with top-k log-probabilities (sim/quality.py), at once and outside
-        the scheduler: the quality guard's probe, not load."""
-        from autotune.sim.quality import completion_body, lossiness
+        """OpenAI /v1/completions with `logprobs: k` (vLLM's shape)."""
+        from autotune.sim.quality import completion_body
 
-        if not self.ready:
-            raise ApiError("The server is not ready yet (still loading)", 503)
         inp = parse_completion(body)
         k = body.get("logprobs")
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 20:
             raise ApiError("logprobs must be an integer from 1 to 20")
-        n = inp.max_tokens or 16
-        obj = completion_body(
-            inp.model or self.model_name, inp.prompt_ids, n, k, lossiness(self.config),
-            int(time.time()),
-        )  # fmt: skip
-        conn.respond(200, json.dumps(obj).encode())
+        model, n, created = inp.model or self.model_name, inp.max_tokens or 16, int(time.time())
+        self.answer_greedily(
+            conn, lambda noise: completion_body(model, inp.prompt_ids, n, k, noise, created)
+        )
+
+    def answer_greedily(self, conn: Connection, build: Callable[[float], dict[str, Any]]) -> None:
+        """A greedy answer with top-k log-probabilities (sim/quality.py), drifting with this
+        launch's lossiness, at once and outside the scheduler: the quality guard's probe, not
+        load. `build` renders it in the route's format from the logit noise."""
+        from autotune.sim.quality import lossiness
+
+        if not self.ready:
+            raise ApiError("The server is not ready yet (still loading)", 503)
+        conn.respond(200, json.dumps(build(lossiness(self.config))).encode())
 
     def start_generation(self, inp: GenInput, conn: Connection) -> None:
         if not self.ready:

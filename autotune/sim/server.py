@@ -17,7 +17,6 @@ Every startup log and /server_info say that it is simulated.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from dataclasses import replace
@@ -155,18 +154,15 @@ class SGLangSimServer(SimCore):
         self.start_generation(parse_generate(body), conn)
 
     def generate_with_logprobs(self, body: dict[str, Any], conn: Connection) -> None:
-        """A greedy answer with top-k log-probabilities (sim/quality.py), at once and outside
-        the scheduler: the quality guard's probe, not load."""
-        from autotune.sim.quality import generate_body, lossiness
+        """SGLang's /generate with return_logprob and top_logprobs_num."""
+        from autotune.sim.quality import generate_body
 
-        if not self.ready:
-            raise ApiError("The server is not ready yet (still loading)", 503)
         inp = parse_generate(body)
         k = body.get("top_logprobs_num") or 0
         if not isinstance(k, int) or isinstance(k, bool) or k < 0:
             raise ApiError("top_logprobs_num must be a non-negative integer")
-        obj = generate_body(inp.prompt_ids, inp.max_tokens or 128, k, lossiness(self.config))
-        conn.respond(200, json.dumps(obj).encode())
+        n = inp.max_tokens or 128
+        self.answer_greedily(conn, lambda noise: generate_body(inp.prompt_ids, n, k, noise))
 
     # -- /server_info's parts -------------------------------------------------------------------
 

@@ -224,7 +224,7 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
     a trial that answered before there was one is compared now; a speculative configuration
     whose greedy answers diverge is noted as an engine defect."""
     from autotune.quality.compare import Answer
-    from autotune.quality.guard import SCENARIO, defect, measurement
+    from autotune.quality.guard import IDENTICAL, SCENARIO, defect, measurement
     from autotune.quality.lossy import lossy_fields
 
     m = next((m for m in res.measurements if m.scenario == SCENARIO), None)
@@ -236,7 +236,7 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
         if setup.quality_reference is None and not lossy_fields(setup.spec.target.engine, config):
             setup.quality_reference = answers
             state.notes["quality_reference"] = item.spec.number
-            m.figures = figures_of_identity()
+            m.figures = dict(IDENTICAL)
         elif setup.quality_reference is not None:
             ref = {k: Answer.from_json(v) for k, v in setup.quality_reference.items()}
             got = {k: Answer.from_json(v) for k, v in answers.items()}
@@ -248,11 +248,6 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
         state.notes.setdefault("quality_defects", []).append(
             {"trial": item.spec.number, "config": dict(config), "evidence": bad}
         )
-
-
-def figures_of_identity() -> dict[str, float | None]:
-    """The reference compared with itself."""
-    return {"token_agreement": 1.0, "min_agreement": 1.0, "first_divergence": None, "mean_kl": 0.0}
 
 
 def observe(state: SweepState, item: Running, res: TrialResult) -> None:

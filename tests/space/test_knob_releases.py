@@ -90,3 +90,34 @@ def test_vllm_async_scheduling_default(version: str, default: str) -> None:
     """The planner's async_scheduling: off up to 0.13.0, automatic (None) from 0.14.0."""
     scheduler = _files("vllm", version)["vllm/config/scheduler.py"]
     assert f"async_scheduling: {default}" in scheduler
+
+
+def test_sglang_hybrid_gdn_blackwell_backends() -> None:
+    """Rules hybrid-gdn-*: the backends each release allows a hybrid GDN model on Blackwell."""
+    reg = SRT + "layers/attention/attention_registry.py"
+    old = _files("sglang", "0.5.9")[reg]
+    assert "triton or trtllm_mha backend are the only supported backends on Blackwell" in old
+    mid = _files("sglang", "0.5.17")[reg]
+    assert 'allowed = {"triton", "trtllm_mha", "flashinfer"}' in mid  # sm_120
+    assert 'allowed = {"triton", "trtllm_mha", "fa4"}' in mid  # sm_100
+    new = _files("sglang", "0.5.23")[reg]
+    assert 'HYBRID_GDN_SM100_BACKENDS = {"triton", "trtllm_mha", "fa4", "flashinfer"}' in new
+
+
+def test_sglang_speculative_tree_and_no_buffer_rules() -> None:
+    """Rules spec-topk-page (triton from 0.5.13) and mamba-no-buffer-trtllm (0.5.14+)."""
+    files = _files("sglang", "0.5.23")
+    hooks = "".join(v for k, v in files.items() if k.startswith(SRT + "arg_groups/"))
+    assert '_PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")' in hooks
+    assert "no_buffer do not support trtllm_mha attention backend" in hooks
+
+
+def test_vllm_flash_attention_fp8_kv() -> None:
+    """Rules flash-attn-fp8-kv and fp8-kv-0.10: FlashAttention checks fp8 KV support (FA3 on
+    Hopper) in every release, and 0.10.x refuses it at init off Hopper."""
+    old = _files("vllm", "0.10.1.1")["vllm/v1/attention/backends/flash_attn.py"]
+    assert "flash_attn_supports_fp8" in old
+    fa = _files("vllm", "0.19.0")
+    utils = fa["vllm/v1/attention/backends/fa_utils.py"]
+    body = utils[utils.index("def flash_attn_supports_fp8") :][:300]
+    assert "get_flash_attn_version() == 3" in body and "is_device_capability_family(90)" in body
