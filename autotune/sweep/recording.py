@@ -213,7 +213,9 @@ def quality_constraints(
     from autotune.quality.guard import SCENARIO, constraints
 
     m = next((m for m in res.measurements if m.scenario == SCENARIO), None)
-    return constraints(setup.spec, setup.spec.target.engine, config, m.result if m else None)
+    return constraints(
+        setup.spec, setup.spec.target.engine, setup.guarded(config), m.result if m else None
+    )
 
 
 # -- the state before the verdict --------------------------------------------------------------
@@ -230,7 +232,8 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
     m = next((m for m in res.measurements if m.scenario == SCENARIO), None)
     if m is None or res.status != TrialStatus.COMPLETE:
         return
-    setup, config = state.setup, item.spec.config
+    setup = state.setup
+    config = setup.guarded(item.spec.config)
     answers = m.result.get("answers")
     if isinstance(answers, dict) and m.result.get("drift") is None:
         if setup.quality_reference is None and not lossy_fields(setup.spec.target.engine, config):
@@ -246,7 +249,7 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
     bad = defect(setup.spec.target.engine, config, m.result)
     if bad:
         state.notes.setdefault("quality_defects", []).append(
-            {"trial": item.spec.number, "config": dict(config), "evidence": bad}
+            {"trial": item.spec.number, "config": dict(item.spec.config), "evidence": bad}
         )
 
 

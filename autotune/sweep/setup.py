@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autotune.bench.scenarios import MAIN_FIGURE, scenario_from_dict
+from autotune.errors import ConfigError
 from autotune.planner.dispatch import (
     CPU_TARGET,
     engine_model_path,
@@ -52,6 +53,16 @@ class SweepSetup:
     t_start: float = field(default_factory=time.monotonic)
     # the quality guard's reference answers (autotune.quality.guard): probe id -> Answer JSON
     quality_reference: dict[str, Any] | None = None
+
+    def guarded(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """`config` as the quality guard judges it: without the fields this sweep's space
+        pins to one value. A lossy value the user pinned (fp8 KV fixed in the spec, say) is
+        the sweep's premise, not a choice of the search: the reference shares it, and the
+        guard compares what the search varies (else no trial could be the reference)."""
+        pinned = set(self.space.fixed) | {
+            n for n, p in self.space.parameters.items() if _single_valued(p)
+        }
+        return {k: v for k, v in config.items() if k not in pinned}
 
     @property
     def maximize(self) -> bool:
@@ -117,7 +128,7 @@ class SweepSetup:
         probe = probe_for(
             self.spec,
             self.spec.target.engine,
-            config,
+            self.guarded(config),
             self.quality_reference,
             finalist=finalist,
             longest_request=self.planner.need_tokens,
@@ -189,6 +200,13 @@ def prepare(
     )
     setup.quality_reference = stored_reference(store, row)
     return setup
+
+
+def _single_valued(p: Any) -> bool:
+    try:
+        return int(p.grid_count()) == 1
+    except ConfigError:
+        return False  # a continuous range
 
 
 def stored_reference(store: Store, row: SweepRow) -> dict[str, Any] | None:

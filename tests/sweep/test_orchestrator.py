@@ -331,3 +331,25 @@ def test_resume_keeps_the_quality_reference(store: Any, tmp_path: Path) -> None:
         q = [m for m in store.get_measurements(t.id) if m.scenario == "quality"]
         if q and t.config.get("kv_cache_dtype") == "fp8_e4m3":
             assert q[0].metrics["result"]["drift"] is not None  # compared with trial 0's answers
+
+
+def test_a_pinned_lossy_knob_is_the_references_premise(store: Any, tmp_path: Path) -> None:
+    """fp8 KV pinned by the spec is the sweep's premise, not the search's choice: the baseline
+    (fp8 too) becomes the reference and trials stay feasible; an fp8 trial among bf16 ones
+    would not be (the test above)."""
+    spec = make_spec(
+        **{
+            "space.overrides.kv_cache_dtype": "fp8_e4m3",
+            "quality.enabled": True,
+            "quality.max_kl": 0.0,
+            "budget.max_trials": 4,
+        }
+    )
+    out = _run(store, tmp_path, spec)
+    assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
+    complete = [t for t in store.get_trials(out.sweep_id) if t.status == "complete"]
+    assert complete and all(t.config.get("kv_cache_dtype") == "fp8_e4m3" for t in complete)
+    for t in complete:
+        cons = (t.launch or {}).get("constraints") or {}
+        assert "quality_unverified" not in cons, cons
+    assert out.best is not None
