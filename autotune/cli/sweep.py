@@ -42,7 +42,11 @@ def sweep(
     ),
     workers: int | None = typer.Option(None, "--workers", min=1, help="Trials at once."),
     ray_address: str | None = typer.Option(
-        None, "--ray-address", help="Join this Ray cluster (e.g. 10.0.0.1:6379 or auto)."
+        None,
+        "--ray-address",
+        help="Join this Ray cluster: the HOST:PORT `ray start --head` printed, or auto. A head "
+        "with token authentication gets this machine's token (RAY_AUTH_TOKEN, "
+        "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token).",
     ),
     out: Path | None = typer.Option(None, "--out", help="Output folder (default reports/NAME)."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.md and plots."),

@@ -19,17 +19,17 @@ if TYPE_CHECKING:
     from autotune.sweep.executors import (
         Executor,
         InProcessExecutor,
-        RayExecutor,
     )
     from autotune.sweep.orchestrator import run_sweep
     from autotune.sweep.outcome import SweepOutcome
+    from autotune.sweep.ray_executor import RayExecutor
     from autotune.sweep.spec import SweepSpec, load_spec, parse_spec, spec_from_yaml
     from autotune.sweep.trial import TrialResult, TrialSpec, run_trial
 
 _WHERE = {
     "Executor": "executors",
     "InProcessExecutor": "executors",
-    "RayExecutor": "executors",
+    "RayExecutor": "ray_executor",
     "AnalyticExecutor": "analytic",
     "StopController": "control",
     "SweepOutcome": "outcome",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,11 +91,29 @@ def run_sweep(
     spec, secrets = protect_spec(spec)
     check_target(spec)  # bad names fail here, before the database is touched
     spec_yaml = _stored_yaml(spec, spec_yaml, secrets)
-    row, out = _open_sweep(
-        store, spec, spec_yaml, resume=resume, out_dir=out_dir, spec_dir=spec_dir
-    )
-    notes = start_notes(row)
-    setup = prepare(spec, store=store, row=row, out_dir=out, notes=notes, secrets=secrets.values)
+    existing = _check_name(store, spec, resume=resume)
+    out = _output_folder(spec, existing, out_dir)
+    own_executor = executor is None
+    if executor is None:
+        # Before the sweep's row: a Ray cluster that cannot be joined (or GPUs that are not
+        # there) fails the command without leaving a row that blocks a rerun under its name.
+        executor = build_executor(
+            spec,
+            kind=executor_kind or spec.execution.executor,
+            workers=workers or spec.execution.workers,
+            ray_address=ray_address or spec.execution.ray_address,
+            registry_path=str(registry_path_for(store, out)),
+        )
+    try:
+        row = _open_row(store, spec, spec_yaml, existing, out=out, spec_dir=spec_dir)
+        notes = start_notes(row)
+        setup = prepare(
+            spec, store=store, row=row, out_dir=out, notes=notes, secrets=secrets.values
+        )
+    except BaseException:
+        if own_executor:
+            executor.shutdown()
+        raise
     return _drive(
         setup,
         store=store,
@@ -105,29 +122,11 @@ def run_sweep(
         stop=stop,
         secrets=secrets,
         executor=executor,
-        build=_executor_builder(spec, setup, executor_kind, workers, ray_address),
+        own_executor=own_executor,
         progress=progress,
         resumed=resume,
         on_trial=on_trial,
         install_signals=install_signals,
-    )
-
-
-def _executor_builder(
-    spec: SweepSpec,
-    setup: SweepSetup,
-    kind: str | None,
-    workers: int | None,
-    ray_address: str | None,
-) -> Callable[[], Executor]:
-    """build_executor for the sweep, the CLI's flags in place of the spec's execution."""
-    return partial(
-        build_executor,
-        spec,
-        kind=kind or spec.execution.executor,
-        workers=workers or spec.execution.workers,
-        ray_address=ray_address or spec.execution.ray_address,
-        registry_path=str(setup.registry_path),
     )
 
 
@@ -139,23 +138,20 @@ def _drive(
     budget: Budget,
     stop: StopController,
     secrets: SpecSecrets,
-    executor: Executor | None,
-    build: Callable[[], Executor],
+    executor: Executor,
+    own_executor: bool,
     progress: bool | str,
     resumed: bool,
     on_trial: Callable[[dict[str, Any]], None] | None,
     install_signals: bool,
 ) -> SweepOutcome:
-    """Run the prepared sweep: orphaned engines reaped, the executor built (and shut down
-    here) unless one is given, signals handled meanwhile. A sweep that ends in an error is
-    marked FAILED with it (secrets hidden)."""
-    own_executor = executor is None
+    """Run the prepared sweep in `executor` (shut down here when `own_executor`): orphaned
+    engines reaped, signals handled meanwhile. A sweep that ends in an error is marked FAILED
+    with it (secrets hidden)."""
     if install_signals:
         stop.install()
     try:
         reap_orphans(setup.registry_path, notes)
-        if executor is None:
-            executor = build()
         with _progress_bar(setup.spec, progress, budget) as bar:
             return driver.run(
                 setup,
@@ -177,7 +173,7 @@ def _drive(
             )
         raise
     finally:
-        if own_executor and executor is not None:
+        if own_executor:
             executor.shutdown()
         if install_signals:
             stop.restore()
@@ -210,20 +206,10 @@ def _stored_yaml(spec: SweepSpec, spec_yaml: str, secrets: SpecSecrets) -> str:
     return protect_spec_text(spec_yaml, secrets, source=f"sweep {spec.name}")
 
 
-def _open_sweep(
-    store: Store,
-    spec: SweepSpec,
-    spec_yaml: str,
-    *,
-    resume: bool,
-    out_dir: Path | None,
-    spec_dir: Path | None,
-) -> tuple[SweepRow, Path]:
-    """The sweep's row (created, or marked running again) and its output folder, noted in
-    the row with this driver's identity. The folder is made before the row: a folder that
-    cannot be written is a clear error, not a sweep left marked running (a resumed one keeps
-    its folder)."""
-    existing = store.find_sweep(spec.name) if resume else None
+def _output_folder(spec: SweepSpec, existing: SweepRow | None, out_dir: Path | None) -> Path:
+    """The sweep's output folder (`--out`, a resumed sweep's own, else reports/NAME), made and
+    proven writable before the row: a folder that cannot be written is a clear error, not a
+    sweep left marked running."""
     stored_out = ((existing.notes or {}) if existing is not None else {}).get("out_dir")
     out = (
         Path(out_dir)
@@ -231,12 +217,25 @@ def _open_sweep(
         else (Path(stored_out) if stored_out else default_out_dir(spec.name))
     )
     make_out_dir(out, field="--out" if out_dir is not None else "output folder")
-    row = _sweep_row(store, spec, spec_yaml, resume, spec_dir)
-    row = store.update_sweep(
+    return out
+
+
+def _open_row(
+    store: Store,
+    spec: SweepSpec,
+    spec_yaml: str,
+    existing: SweepRow | None,
+    *,
+    out: Path,
+    spec_dir: Path | None,
+) -> SweepRow:
+    """The sweep's row (created, or `existing` marked running again), noting its output
+    folder and this driver's identity."""
+    row = _sweep_row(store, spec, spec_yaml, existing, spec_dir)
+    return store.update_sweep(
         row.id or 0,
         notes={**(row.notes or {}), "out_dir": str(out.resolve()), "driver": _driver_identity()},
     )
-    return row, out
 
 
 def _progress_bar(spec: SweepSpec, progress: bool | str, budget: Budget) -> SweepProgress:
@@ -287,9 +286,9 @@ def _driver_alive(notes: dict[str, Any]) -> int | None:
     return int(notes["driver"]["pid"]) if driver_state(notes) == DRIVER_ALIVE else None
 
 
-def _sweep_row(
-    store: Store, spec: SweepSpec, spec_yaml: str, resume: bool, spec_dir: Path | None
-) -> SweepRow:
+def _check_name(store: Store, spec: SweepSpec, *, resume: bool) -> SweepRow | None:
+    """The row of the sweep to resume (None for a new sweep), checked before anything is
+    started: a new sweep's name must be free, a resumed one must exist and not be running."""
     existing = store.find_sweep(spec.name)
     if resume:
         if existing is None:
@@ -301,12 +300,24 @@ def _sweep_row(
                 f"sweep {spec.name!r} is running now (driver pid {alive}); stop it first "
                 "(SIGINT or SIGTERM) or watch it with `autotune status`"
             )
-        return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING)
+        return existing
     if existing is not None:
         raise StorageError(
             f"sweep {spec.name!r} already exists in {store.display_url} (status "
             f"{existing.status}); resume it with --resume {spec.name} or rename it in the spec"
         )
+    return None
+
+
+def _sweep_row(
+    store: Store,
+    spec: SweepSpec,
+    spec_yaml: str,
+    existing: SweepRow | None,
+    spec_dir: Path | None,
+) -> SweepRow:
+    if existing is not None:
+        return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING)
     return store.create_sweep(
         spec.name,
         spec_yaml=spec_yaml,
@@ -327,7 +338,8 @@ def build_executor(
     ray_address: str | None,
     registry_path: str | None,
 ) -> Executor:
-    from autotune.sweep.executors import InProcessExecutor, RayExecutor, gpu_groups
+    from autotune.sweep.executors import InProcessExecutor, gpu_groups
+    from autotune.sweep.ray_executor import RayExecutor
 
     no_gpu = spec.simulated or spec.target.cpu
     executor: Executor

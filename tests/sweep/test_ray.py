@@ -23,7 +23,7 @@ pytestmark = pytest.mark.ray
 
 
 def test_killed_actor_fails_its_trial_and_the_sweep_goes_on(store: Any, tmp_path: Path) -> None:
-    from autotune.sweep.executors import RayExecutor
+    from autotune.sweep.ray_executor import RayExecutor
 
     marker = str(tmp_path / "fake-model")
     spec = parse_spec(
