@@ -146,10 +146,12 @@ def evaluate(
     host_free_gib: float | None = None,
     alloc_deviation: float = 1.0,
     noise: float | None = None,
+    slowdown: float = 1.0,
 ) -> dict[str, Any]:
     """Simulate `workload` on `card` x `gpu` under SGLang `config` (engine field names), the KV
     pool as the simulated machine allocates it (sim/allocator.py; `alloc_deviation` 0: as
-    planned); `noise`: the step-time noise (None: the scheduler's, 0: the noise-free value).
+    planned); `noise`: the step-time noise (None: the scheduler's, 0: the noise-free value);
+    `slowdown`: the launch's run-to-run time factor (sim/variation.py).
 
     Returns ``fits`` (False with ``reasons`` when the planner rejects the config), per-request
     ``requests`` (ttft_s, e2e_s, prompt/output/cached tokens) and aggregates: ``duration_s``,
@@ -191,7 +193,12 @@ def evaluate(
         return base
     perf = PerfModel(card, gpu, plan, config=cfg)
     sched = Scheduler(
-        plan, perf, config=cfg, seed=seed, **({} if noise is None else {"noise": noise})
+        plan,
+        perf,
+        config=cfg,
+        seed=seed,
+        slowdown=slowdown,
+        **({} if noise is None else {"noise": noise}),
     )
     return base | _run(sched, workload, seed)
 

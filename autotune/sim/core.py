@@ -68,7 +68,12 @@ class SimCore(ABC):
         sched_cfg = config if sched_config is None else sched_config
         self.perf = PerfModel(self.card, self.gpu, self.plan, config=sched_cfg)
         self.sched = Scheduler(
-            self.plan, self.perf, config=sched_cfg, seed=sim.seed, noise=sim.noise
+            self.plan,
+            self.perf,
+            config=sched_cfg,
+            seed=sim.seed,
+            noise=sim.noise,
+            slowdown=sim.slowdown,
         )
         self.time = SimClock(self.sched, sim.time_scale)
         self.model_name: str = ns.served_model_name or ns.model_path

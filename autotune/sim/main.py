@@ -25,6 +25,11 @@ def setup_logging(level: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ns, config, sim = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(ns.log_level)
+    if sim.start_fails:  # the launch's bad luck (sim/variation.py), whatever the engine
+        from autotune.sim.variation import FLAKY_START
+
+        log.error(FLAKY_START)
+        return 1
     if sim.engine == "vllm":
         from autotune.sim.vllm_server import main_vllm
 

@@ -25,6 +25,8 @@ class SimOptions:
     max_startup_s: float
     noise: float
     alloc_deviation: float = 1.0  # scales the simulated machine's shares (sim/allocator.py)
+    slowdown: float = 1.0  # this launch's run-to-run time factor (sim/variation.py)
+    start_fails: bool = False  # this launch fails before it serves (sim/variation.py)
     engine: str = "sglang"  # the engine impersonated (autotune.sim.SIM_ENGINES)
 
     @classmethod
@@ -93,4 +95,15 @@ def add_sim_flags(
         default=1.0,
         help="scale of the simulated machine's memory beyond the planner's figures "
         "(0: the KV pool exactly as planned)",
+    )
+    g.add_argument(
+        "--sim-slowdown",
+        type=float,
+        default=1.0,
+        help="this launch's time factor (> 1: slower), its run-to-run luck",
+    )
+    g.add_argument(
+        "--sim-start-fails",
+        action="store_true",
+        help="fail before serving, for a reason that is not the configuration's",
     )

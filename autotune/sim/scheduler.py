@@ -65,6 +65,7 @@ class Scheduler:
         config: Mapping[str, Any] | None = None,
         seed: int = 0,
         noise: float = NOISE_SIGMA,
+        slowdown: float = 1.0,
     ):
         cfg = dict(config or {})
         self.plan, self.perf = plan, perf
@@ -81,6 +82,7 @@ class Scheduler:
         self.track_interval = int(cfg.get("mamba_track_interval") or 256)
         self.page = int(cfg.get("page_size") or 1)
         self.noise = noise
+        self.slowdown = slowdown  # the launch's run-to-run factor (sim/variation.py)
         self.rng = random.Random(seed)
         self.nprng = np.random.default_rng(seed)
         self.seed = seed
@@ -284,8 +286,8 @@ class Scheduler:
 
     def _noise(self, k: int = 1) -> float:
         if not self.noise:
-            return 1.0
-        return math.exp(self.rng.gauss(0.0, self.noise / math.sqrt(k)))
+            return self.slowdown
+        return math.exp(self.rng.gauss(0.0, self.noise / math.sqrt(k))) * self.slowdown
 
     def step(self, *, fuse: bool = False, until: float = math.inf) -> StepResult | None:
         """Run one forward pass (or, with fuse, a run of identical decode steps that ends before

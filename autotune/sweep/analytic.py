@@ -76,6 +76,7 @@ def evaluate_scenario(spec: TrialSpec, sc: Any) -> tuple[dict[str, Any], dict[st
         tp=spec.tp,
         seed=spec.sim_seed,
         alloc_deviation=spec.sim_alloc_deviation,
+        slowdown=spec.sim_slowdown,
         gpu_free_gib=spec.gpu_free_gib,
         host_free_gib=spec.host_free_gib,
     )
@@ -140,7 +141,13 @@ def analytic_trial(
     res = TrialResult(
         number=spec.number, status=TrialStatus.RUNNING, worker=worker, repeat=spec.repeat
     )
-    for raw in spec.scenarios:
+    if spec.sim_start_fails:
+        from autotune.sim.variation import FLAKY_START
+
+        res.status = TrialStatus.FAILED
+        res.failure = Failure(cls=FailureClass.CRASH, reason=FLAKY_START, evidence=FLAKY_START)
+        res.launch = LaunchReport(ready=False, simulated=True)  # it started, then died
+    for raw in spec.scenarios if res.status == TrialStatus.RUNNING else ():
         if cancel is not None and cancel.is_set():
             res.status, res.reason = TrialStatus.INTERRUPTED, "interrupted (sweep stopping)"
             break

@@ -14,6 +14,9 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from autotune.sweep.asking import next_trial
+from autotune.sweep.confirm import SOURCE as CONFIRM
+from autotune.sweep.confirm import finish as finish_selection
+from autotune.sweep.confirm import next_repeat, record_confirm
 from autotune.sweep.control import POLL_S, Budget, StopController, check_deadline, wait_any
 from autotune.sweep.finalists import run_finalists
 from autotune.sweep.outcome import SweepOutcome, close, outcome_of
@@ -74,6 +77,7 @@ def run(
     finalists: list[dict[str, Any]] = []
     if not stop.graceful.is_set() and setup.spec.finalists.top_k:
         finalists = run_finalists(state, executor)
+    finish_selection(state)
     status = close(state, stop_reason, finished)
     outcome = outcome_of(state, status, stop_reason, time.monotonic() - t0, finalists)
     # The last line shows the final state, not the last poll's (trials that finished after
@@ -104,7 +108,7 @@ def search(state: SweepState, executor: Executor, running: RunningTrials) -> tup
     idle = 0
     while True:
         for fut in [f for f in running if f.done()]:
-            record_trial(state, running.pop(fut), fut)
+            record(state, running.pop(fut), fut)
         check_deadline(state.budget, state.stop)
         stop_reason, finished = end_of_search(state, running, idle)
         if stop_reason:
@@ -113,15 +117,23 @@ def search(state: SweepState, executor: Executor, running: RunningTrials) -> tup
         if state.stop.hard.is_set():
             executor.cancel_all()
         for fut in wait_any(list(running), POLL_S):
-            record_trial(state, running.pop(fut), fut)
+            record(state, running.pop(fut), fut)
         state.progress(len(running))
+
+
+def record(state: SweepState, item: Running, fut: Future[TrialResult]) -> None:
+    """A search trial, or a confirmation re-run of one (sweep/confirm.py)."""
+    if item.source == CONFIRM:
+        record_confirm(state, item, fut)
+    else:
+        record_trial(state, item, fut)
 
 
 def fill_slots(state: SweepState, executor: Executor, running: RunningTrials, idle: int) -> int:
     """Launch proposals into the free slots while the budget allows; returns the count of
     proposals in a row that launched nothing (rejected or already measured)."""
     while len(running) < executor.slots and may_launch(state, len(running)):
-        item = next_trial(state)
+        item = next_repeat(state) or next_trial(state)
         if item is None:
             idle += 1
             if idle >= state.budget.max_idle_asks:
@@ -143,7 +155,7 @@ def drain(state: SweepState, executor: Executor, running: RunningTrials) -> None
         elif state.stop.graceful.is_set():
             executor.stop_launching()  # no engine launches after a graceful stop
         for fut in wait_any(list(running), POLL_S):
-            record_trial(state, running.pop(fut), fut)
+            record(state, running.pop(fut), fut)
         state.progress(len(running))
 
 

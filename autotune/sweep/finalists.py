@@ -14,6 +14,7 @@ from autotune.sweep.control import POLL_S, check_deadline, wait_any
 from autotune.sweep.recording import collect, store_measurements
 from autotune.sweep.state import Running
 from autotune.sweep.study import config_key
+from autotune.sweep.trial import started_nothing
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -50,7 +51,7 @@ def finalist_rows(state: SweepState) -> list[TrialRow]:
 def _done_repeats(state: SweepState, row: TrialRow) -> set[int]:
     done = {m.repeat for m in state.store.get_measurements(row.id or 0) if m.repeat > 0}
     for f in state.store.get_failures(state.sweep_id):
-        if f.trial_id == row.id and f.reason.startswith("finalist repeat "):
+        if f.trial_id == row.id and f.reason.startswith(("finalist repeat ", "confirm repeat ")):
             try:
                 done.add(int(f.reason.split()[2].rstrip(":")))
             except (IndexError, ValueError):
@@ -134,14 +135,19 @@ def run_finalists(state: SweepState, executor: Executor) -> list[dict[str, Any]]
                 executor.cancel_all()
         for fut in wait_any(list(running), POLL_S):
             item = running.pop(fut)
-            record_repeat(state, item, collect(state, item, fut))
+            res = collect(state, item, fut)
+            record_repeat(state, item, res)
+            if res.status != TrialStatus.INTERRUPTED and not started_nothing(res):
+                state.finalist_launched += 1
     out = summarize(state)
     state.notes["finalists"] = out
     state.save_notes()
     return out
 
 
-def record_repeat(state: SweepState, item: Running, res: TrialResult) -> None:
+def record_repeat(
+    state: SweepState, item: Running, res: TrialResult, *, label: str = "finalist"
+) -> None:
     """Store a re-run as measurements (repeat r) or a failure of the original trial."""
     r = item.spec.repeat
     store_measurements(state.store, item.row_id, res, repeat=r)
@@ -149,14 +155,14 @@ def record_repeat(state: SweepState, item: Running, res: TrialResult) -> None:
         state.store.add_failure(
             item.row_id,
             res.failure.cls.value,
-            f"finalist repeat {r}: {res.failure.reason}",
+            f"{label} repeat {r}: {res.failure.reason}",
             evidence=res.failure.evidence,
             log_tail=res.log_tail,
         )
     state.note(
         item.spec.number,
-        f"finalist r{r} {res.status.value}",
+        f"{label} r{r} {res.status.value}",
         res.reason or "",
-        "finalist",
+        label,
         res.timings.get("total_s"),
     )

@@ -88,6 +88,9 @@ def outcome_of(
     for r in rows:
         counts[r.status] = counts.get(r.status, 0) + 1
     best = best_feasible(rows, maximize=state.setup.maximize)
+    chosen = (state.notes.get("selection") or {}).get("winner")
+    if chosen is not None:  # the best lower bound over all runs (sweep/confirm.py)
+        best = next((r for r in rows if r.number == chosen), best)
     return SweepOutcome(
         name=state.setup.spec.name,
         sweep_id=state.sweep_id,

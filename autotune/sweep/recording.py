@@ -373,6 +373,19 @@ def remember(state: SweepState, item: Running, verdict: Verdict) -> None:
     if verdict.done is None:
         return
     state.done_by_key[item.key] = verdict.done
+    if verdict.stored == TrialStatus.COMPLETE and not any(
+        v > 0 for v in (verdict.constraints or {}).values()
+    ):
+        from autotune.sweep.selection import add_result
+
+        add_result(
+            state,
+            item.spec.number,
+            item.row_id,
+            item.spec.config,
+            verdict.values[0],
+            verdict.constraints or {},
+        )
     if verdict.stored == TrialStatus.COMPLETE:
         state.update_best(
             verdict.values,

@@ -115,6 +115,33 @@ def _known_good(
     return out
 
 
+def _room(spec: SweepSpec, space: SearchSpace, planner: TrialPlanner) -> list[Seed]:
+    """The planner's room seed (sweep/room.py) for the workload's concurrency."""
+    from autotune.sweep.room import room_config
+
+    scenarios = spec.workload.scenarios
+    concurrency = max((int(s.get("concurrency") or 1) for s in scenarios), default=1)
+    agents = any(s.get("kind") == "agent" for s in scenarios)
+    config = room_config(
+        space,
+        planner,
+        concurrency=concurrency,
+        host_counts=agents,
+        complete=lambda c: complete_by_rules(c, space, planner)[0],
+    )
+    if config is None:
+        return []
+    return [
+        Seed(
+            id="planner:room",
+            source=f"the memory knobs where the planner holds the most of {concurrency} "
+            "concurrent request(s) at once (sweep/room.py)",
+            config=config,
+            enqueued=True,
+        )
+    ]
+
+
 def seed_configs(
     spec: SweepSpec,
     space: SearchSpace,
@@ -137,6 +164,8 @@ def seed_configs(
         )
     if spec.search.known_good and isinstance(card, ModelCard) and gpu is not None:
         seeds += _known_good(spec, space, planner, card, gpu)
+    if spec.search.room_seed and spec.search.sampler != "grid":
+        seeds += _room(spec, space, planner)
     if spec.search.sampler == "grid":
         for i, cfg in enumerate(space.grid(max_points=GRID_LIMIT)):
             seeds.append(Seed(id="grid", source=f"grid point {i}", config=cfg, enqueued=True))

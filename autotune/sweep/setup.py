@@ -86,6 +86,12 @@ class SweepSetup:
             extra += ["--sim-max-startup-s", f"{sim.max_startup_s:g}"]
         if sim is not None and sim.alloc_deviation != 1.0:
             extra += ["--sim-alloc-deviation", f"{sim.alloc_deviation:g}"]
+        sim_seed = (sim.seed if sim else 0) + number * 1009 + repeat
+        luck = sim.variation().draw(sim_seed) if sim is not None else None
+        if luck is not None and luck.slowdown != 1.0:
+            extra += ["--sim-slowdown", f"{luck.slowdown:.6g}"]
+        if luck is not None and luck.start_fails:
+            extra += ["--sim-start-fails"]
         threshold = self.probe_threshold(best_probe)
         log_dir = self.out_dir / "trials" / (f"{number:04d}" + (f"-r{repeat}" if repeat else ""))
         return TrialSpec(
@@ -99,8 +105,10 @@ class SweepSetup:
             tp=t.tp,
             simulate=s.simulated,
             sim_time_scale=sim.time_scale if sim else 1.0,
-            sim_seed=(sim.seed if sim else 0) + number * 1009 + repeat,
+            sim_seed=sim_seed,
             sim_alloc_deviation=sim.alloc_deviation if sim else 1.0,
+            sim_slowdown=luck.slowdown if luck else 1.0,
+            sim_start_fails=bool(luck and luck.start_fails),
             sim_extra_args=extra,
             gpu_free_gib=t.gpu_free_gib,
             host_free_gib=t.host_free_gib,

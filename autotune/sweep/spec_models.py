@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from autotune.errors import ConfigError
+
+if TYPE_CHECKING:
+    from autotune.sim.variation import RunVariation
 
 Direction = Literal["maximize", "minimize"]
 
@@ -125,6 +128,27 @@ class SimulateSpec(_Section):
         description="scale of the simulated machine's memory beyond the planner's figures "
         "(0: KV pools exactly as planned)",
     )
+    run_noise: float = Field(
+        0.0,
+        ge=0,
+        le=0.5,
+        description="launch-to-launch spread of the simulated speed (heavy-tailed; real "
+        "engines vary 0.03-0.05): two launches of one configuration measure differently",
+    )
+    straggler_rate: float = Field(
+        0.0, ge=0, le=1, description="share of launches that run 1.2x-1.6x slow throughout"
+    )
+    flaky_start_rate: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="share of launches that fail to start for a reason not the configuration's",
+    )
+
+    def variation(self) -> RunVariation:
+        from autotune.sim.variation import RunVariation
+
+        return RunVariation(self.run_noise, self.straggler_rate, self.flaky_start_rate)
 
 
 class SpaceSpec(_Section):
@@ -222,6 +246,11 @@ class SearchSpec(_Section):
         description="enqueue the known-good configurations measured on this engine, GPU, "
         "quantization and TP (autotune.sweep.known_good)",
     )
+    room_seed: bool = Field(
+        True,
+        description="queue the configuration whose memory knobs (fraction, KV dtype, mamba "
+        "slots, host cache) hold the most of the workload at once, by the planner alone",
+    )
     n_startup_trials: int = Field(8, ge=0, description="random trials before TPE models")
     refine: float = Field(
         0.25,
@@ -229,6 +258,17 @@ class SearchSpec(_Section):
         le=0.9,
         description="last share of the trial budget spent climbing from the best configuration "
         "to its one-parameter neighbours (0: sampler only)",
+    )
+    confirm_runs: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="noisy launches: while the two best configurations cannot be told apart, "
+        "launch the one with fewer runs again, up to this many runs each (1: never); the "
+        "winner is the best lower confidence bound over all runs",
+    )
+    confirm_share: float = Field(
+        0.25, ge=0, le=0.9, description="most share of the launch budget spent on those re-runs"
     )
 
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from autotune.store.db import Store
     from autotune.store.models import SweepRow
+    from autotune.sweep.confidence import Estimate
     from autotune.sweep.control import Budget, StopController
     from autotune.sweep.planning import Assessment
     from autotune.sweep.progress import SweepProgress
@@ -86,6 +87,11 @@ class SweepState:
     feasible_results: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
     local_optima: set[str] = field(default_factory=set)  # refine starts with no step left
     refine_turn: int = 0
+    # noise-aware selection (sweep/confirm.py): config key -> its runs, re-runs started per key
+    estimates: dict[str, Estimate] = field(default_factory=dict)
+    repeats_started: dict[str, int] = field(default_factory=dict)
+    confirm_launched: int = 0
+    finalist_launched: int = 0
     env_streak: tuple[FailureClass | None, int] = (None, 0)
     early_stop: FailureClass | None = None
 
@@ -176,5 +182,7 @@ class SweepState:
     def save_notes(self) -> None:
         self.notes["planner_correction"] = self.setup.planner.correction()
         self.notes["duplicates_skipped"] = self.duplicates
+        if self.confirm_launched:
+            self.notes["confirm_launched"] = self.confirm_launched  # launches that are no row
         self.notes["objective"] = [r.model_dump() for r in self.setup.refs]
         self.store.update_sweep(self.sweep_id, notes=dict(self.notes))

@@ -109,7 +109,8 @@ def sweep_status(store: Store, name: str) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for t in trials:
         counts[t.status] = counts.get(t.status, 0) + 1
-    launched = sum(1 for t in trials if row_launched(t))
+    # confirmation re-runs (sweep/confirm.py) are launches stored as repeats, not rows
+    launched = sum(1 for t in trials if row_launched(t)) + int(notes.get("confirm_launched") or 0)
     best = _best(row.best_trial_id, trials)
     baseline = next((t for t in trials if (t.launch or {}).get("source") == "baseline"), None)
     recent = sorted(

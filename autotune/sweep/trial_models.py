@@ -31,6 +31,8 @@ class TrialSpec(BaseModel):
     sim_time_scale: float = 1.0
     sim_seed: int = 0
     sim_alloc_deviation: float = 1.0
+    sim_slowdown: float = Field(1.0, description="this launch's run-to-run time factor")
+    sim_start_fails: bool = Field(False, description="this launch's start fails (not the config)")
     sim_extra_args: list[str] = Field(default_factory=list)
     gpu_free_gib: float | None = None
     host_free_gib: float | None = None

@@ -76,7 +76,9 @@ BASE_SPEC: dict[str, Any] = {
     },
     "objective": {"metric": "tp.output_tok_s"},
     "budget": {"max_trials": 6},
-    "search": {"seed": 1, "n_startup_trials": 3},
+    # launch counts stay what the tests set: confirmation re-runs have tests of their own
+    # (tests/sweep/test_confirm.py)
+    "search": {"seed": 1, "n_startup_trials": 3, "confirm_runs": 1},
     "finalists": {"top_k": 0},
     "engine": {"startup_timeout_s": 20, "bench_timeout_s": 60, "stop_grace_s": 3},
     # the fake engines answer any POST with a stream and count requests (fault injection):

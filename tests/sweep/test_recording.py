@@ -47,6 +47,7 @@ def _setup() -> Any:
         probe="probe",
         gpu=None,
         planner=SimpleNamespace(need_tokens=0),
+        guarded=dict,
         spec=SimpleNamespace(
             objective=SimpleNamespace(vram_headroom_gib=0.0, constraints=[]),
             target=SimpleNamespace(engine="sglang"),

@@ -16,7 +16,12 @@ from autotune.report.collect.data import Direction, ReportData, TrialInfo
 from autotune.report.collect.pareto import pareto_points
 from autotune.report.collect.provenance import sweep_provenance
 from autotune.report.collect.quality import quality_figures, quality_report
-from autotune.report.collect.selection import find_baseline, pick_winner, read_finalists
+from autotune.report.collect.selection import (
+    find_baseline,
+    pick_winner,
+    read_finalists,
+    read_selection,
+)
 from autotune.report.collect.spec import (
     is_simulated,
     objective_refs,
@@ -53,7 +58,8 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
 
     baseline = find_baseline(row, trials, store, notes)
     finalists = read_finalists(row)
-    winner = pick_winner(row, trials, direction, finalists)
+    selection = read_selection(row)
+    winner = pick_winner(row, trials, direction, finalists, selection)
     feasible = _feasible(trials, winner)
     _note_outcome(row, winner, feasible, notes)
     scenarios = scenario_order(spec, trials)
@@ -75,6 +81,7 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
         comparison=compare_scenarios(baseline, winner, scenarios),
         top=top_trials(trials, baseline, winner, direction),
         finalists=finalists,
+        selection=selection,
         failures=failure_groups(trials),
         provenance=sweep_provenance(store, row, spec, simulated, trials),
         notes=notes,

@@ -277,6 +277,20 @@ class Importances(BaseModel):
     note: str = ""
 
 
+class Selection(BaseModel):
+    """How the winner was chosen over noisy launches (sweep/confirm.py) and where the
+    launches went."""
+
+    winner: int | None = None
+    runs: int = 0
+    values: list[float] = Field(default_factory=list)
+    estimate: float | None = None
+    ci95: tuple[float, float] | None = None
+    sigma: float | None = Field(None, description="pooled launch-to-launch spread (relative)")
+    configurations_rerun: int = 0
+    launches: dict[str, int] = Field(default_factory=dict, description="purpose -> launches")
+
+
 class ReportData(BaseModel):
     sweep: str
     status: str
@@ -302,6 +316,7 @@ class ReportData(BaseModel):
     comparison: list[Comparison] = Field(default_factory=list)
     top: list[RankedTrial] = Field(default_factory=list)
     finalists: list[Finalist] = Field(default_factory=list)
+    selection: Selection | None = None
     pareto: list[ParetoPoint] = Field(default_factory=list)
     pareto_axes: tuple[str, str] = ("TTFT p95 (s)", "throughput (tok/s)")
     failures: list[FailureGroup] = Field(default_factory=list)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from autotune.report.collect.data import Direction, Finalist, TrialInfo, num
+from autotune.report.collect.data import Direction, Finalist, Selection, TrialInfo, num
 from autotune.report.collect.study import baseline_from_study
 
 if TYPE_CHECKING:
@@ -64,14 +64,32 @@ def read_finalists(row: SweepRow) -> list[Finalist]:
     return out
 
 
+def read_selection(row: SweepRow) -> Selection | None:
+    """The sweep's own choice over all runs (sweep/confirm.py) and its launches by purpose."""
+    meta = row.notes if isinstance(row.notes, Mapping) else {}
+    sel, launches = meta.get("selection"), meta.get("launches_by_source")
+    if not isinstance(sel, Mapping) and not isinstance(launches, Mapping):
+        return None
+    out = Selection.model_validate(dict(sel) if isinstance(sel, Mapping) else {})
+    if isinstance(launches, Mapping):
+        out.launches = {str(k): int(v) for k, v in launches.items()}
+    return out
+
+
 def pick_winner(
     row: SweepRow,
     trials: Sequence[TrialInfo],
     direction: Direction,
     finalists: Sequence[Finalist] = (),
+    selection: Selection | None = None,
 ) -> TrialInfo | None:
-    """The best finalist by its mean over fresh launches (sweep.finalists), else the sweep's
-    best trial, else the best complete trial that breaks no constraint."""
+    """The sweep's own choice (the best lower confidence bound over every run), else the best
+    finalist by its mean over fresh launches (sweep.finalists), else the sweep's best trial,
+    else the best complete trial that breaks no constraint."""
+    if selection is not None and selection.winner is not None:
+        hit = next((t for t in trials if t.number == selection.winner), None)
+        if hit is not None and hit.status == "complete" and hit.feasible:
+            return hit
     ranked = [f for f in finalists if f.mean is not None and f.runs > 0]
     if ranked:
         sign = 1.0 if direction == "maximize" else -1.0

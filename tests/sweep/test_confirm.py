@@ -1,0 +1,154 @@
+"""Noise-aware selection: estimates over runs, the race between the top two configurations,
+and the winner by its lower confidence bound (sweep/confidence.py, sweep/confirm.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.sweep.analytic import AnalyticExecutor
+from autotune.sweep.confidence import (
+    PRIOR_SIGMA,
+    Estimate,
+    ambiguous,
+    pooled_sigma,
+    selection_note,
+    winner,
+)
+from autotune.sweep.orchestrator import StopController, run_sweep
+from autotune.sweep.spec import parse_spec
+from tests.sweep.conftest import make_spec
+
+
+def test_pooled_sigma_starts_at_the_prior_and_learns_the_spread() -> None:
+    assert pooled_sigma([]) == pytest.approx(PRIOR_SIGMA)
+    assert pooled_sigma([Estimate(0, {}, [100.0])]) == pytest.approx(PRIOR_SIGMA)
+    # many repeats 10 % apart: the pooled spread moves well above the 4 % prior
+    noisy = [Estimate(i, {}, [100.0, 110.0, 90.0]) for i in range(10)]
+    assert 0.08 < pooled_sigma(noisy) < 0.11
+
+
+def test_one_lucky_run_loses_to_a_confirmed_configuration() -> None:
+    """A single run 1 % above a configuration measured three times alike does not win: its
+    lower bound is a whole sigma below its one value (the steady one's, sigma / sqrt(3))."""
+    steady = Estimate(1, {"a": 1}, [100.0, 101.0, 99.0])
+    lucky = Estimate(2, {"a": 2}, [101.0])
+    sigma = pooled_sigma([steady, lucky])
+    assert winner([steady, lucky], sigma, maximize=True) is steady
+    assert ambiguous(steady, lucky, sigma, maximize=True)
+    # far ahead is not ambiguous, and then it wins on one run
+    clear = Estimate(3, {"a": 3}, [150.0])
+    assert not ambiguous(steady, clear, sigma, maximize=True)
+    assert winner([steady, clear], sigma, maximize=True) is clear
+
+
+def test_minimised_objectives_and_the_median_from_three_runs() -> None:
+    fast = Estimate(1, {}, [1.0, 1.02, 5.0])  # a straggler run; the median ignores it
+    slow = Estimate(2, {}, [1.3, 1.31, 1.29])
+    sigma = 0.04
+    assert fast.centre(maximize=False) == pytest.approx(1.02)
+    assert winner([fast, slow], sigma, maximize=False) is fast
+    note = selection_note([fast, slow], sigma, maximize=False)
+    assert note is not None and note["winner"] == 1 and note["runs"] == 3
+    lo, hi = note["ci95"]
+    assert lo < note["estimate"] < hi
+    assert hi / lo == pytest.approx(math.exp(2 * 1.96 * sigma / math.sqrt(3)), rel=1e-3)
+
+
+def _noisy(**changes: Any) -> dict[str, Any]:
+    return make_spec(
+        **{
+            "search.confirm_runs": 3,
+            "search.confirm_share": 0.3,
+            "simulate.run_noise": 0.05,
+            "simulate.seed": 3,
+            "budget.max_trials": 12,
+            **changes,
+        }
+    )
+
+
+def _run(store: Any, tmp_path: Path, data: dict[str, Any], **kw: Any) -> Any:
+    return run_sweep(
+        parse_spec(data),
+        store=store,
+        out_dir=tmp_path / "out",
+        executor=AnalyticExecutor(1),
+        install_signals=False,
+        **kw,
+    )
+
+
+def test_confirmation_runs_count_in_the_budget_and_decide_the_winner(
+    store: Any, tmp_path: Path
+) -> None:
+    out = _run(store, tmp_path, _noisy())
+    notes = store.get_sweep("t").notes or {}
+    confirms = int(notes.get("confirm_launched") or 0)
+    assert confirms >= 1, notes.get("launches_by_source")
+    assert confirms <= 0.3 * 12
+    assert out.launched == 12  # search runs and re-runs together
+    by_source = notes["launches_by_source"]
+    assert sum(by_source.values()) == out.launched and by_source["confirm"] == confirms
+    # the re-runs are stored as repeats of their trials
+    rows = store.get_trials(out.sweep_id)
+    repeats = [m for r in rows for m in store.get_measurements(r.id) if m.repeat > 0]
+    scenario = parse_spec(_noisy()).objective.metric.rpartition(".")[0]
+    assert scenario in {m.scenario for m in repeats}
+    sel = notes["selection"]
+    assert out.best is not None and out.best["number"] == sel["winner"]
+    assert sel["ci95"][0] <= sel["estimate"] <= sel["ci95"][1]
+    best = next(r for r in rows if r.number == sel["winner"])
+    assert store.get_sweep("t").best_trial_id == best.id
+    # the report names the same winner, states its interval and where the launches went
+    from autotune.report.writer import write_report
+
+    paths = write_report(store, "t", tmp_path / "report", plots=False)
+    text = Path(paths.report_md).read_text()
+    assert f"The winner, #{sel['winner']}, was measured {sel['runs']} time" in text
+    assert "95 % interval" in text and f"confirm {confirms}" in text
+
+
+def test_confirm_runs_1_turns_the_race_off(store: Any, tmp_path: Path) -> None:
+    """confirm_runs 1 turns the race off: nothing is re-run, every launch is a search run."""
+    out = _run(store, tmp_path, _noisy(**{"search.confirm_runs": 1}))
+    notes = store.get_sweep("t").notes or {}
+    assert "confirm_launched" not in notes and out.launched == 12
+    assert notes["launches_by_source"].get("confirm") is None
+
+
+def test_resume_keeps_the_confirmation_count(store: Any, tmp_path: Path) -> None:
+    stop = StopController()
+    seen: list[int] = []
+
+    def after(trial: dict[str, Any]) -> None:
+        seen.append(trial["number"])
+        if len(seen) == 6:
+            stop.request("test: stop")
+
+    _run(store, tmp_path, _noisy(), stop=stop, on_trial=after)
+    first = int((store.get_sweep("t").notes or {}).get("confirm_launched") or 0)
+    out = _run(store, tmp_path, _noisy(), resume=True)
+    notes = store.get_sweep("t").notes or {}
+    assert int(notes.get("confirm_launched") or 0) >= first
+    assert out.launched == 12  # the budget spans both runs, re-runs included
+    from autotune.sweep.status import sweep_status
+
+    assert sweep_status(store, "t")["launched"] == 12
+
+
+def test_a_winner_must_meet_the_bounds_with_confidence() -> None:
+    """A configuration whose TTFT sits just under its limit (margin -1 %) on its one run is
+    not the winner while one with room (-20 %) is; with the runs of a steady margin it is."""
+    sigma = 0.04
+    edge = Estimate(1, {"a": 1}, [700.0], margins=[-0.01])
+    roomy = Estimate(2, {"a": 2}, [640.0], margins=[-0.2])
+    assert not edge.within_bounds(sigma) and roomy.within_bounds(sigma)
+    assert winner([edge, roomy], sigma, maximize=True) is roomy
+    steady = Estimate(3, {"a": 3}, [690.0] * 4, margins=[-0.05] * 4)
+    assert steady.within_bounds(sigma)
+    assert winner([edge, roomy, steady], sigma, maximize=True) is steady
+    assert edge.at_risk(sigma) and not roomy.at_risk(sigma)
