@@ -28,6 +28,7 @@ from autotune.sweep.confidence import (
     winner,
     worst_margin,
 )
+from autotune.sweep.resume import row_launched
 from autotune.sweep.selection import enabled, reselect
 from autotune.sweep.state import Running
 from autotune.sweep.study import config_key, user_constraints
@@ -170,15 +171,29 @@ def finish(state: SweepState) -> None:
     state.save_notes()
 
 
+def load(state: SweepState) -> None:
+    """A (resumed) sweep's confirmation count and every configuration's runs so far, from the
+    notes and the rows; the incumbent they give."""
+    state.confirm_launched = int(state.notes.get("confirm_launched") or 0)
+    state.launched += state.confirm_launched
+    if len(state.setup.refs) != 1:
+        return
+    for est in estimates_from_store(state):
+        key = config_key(est.config)
+        state.estimates[key] = est
+        state.repeats_started[key] = max(est.n - 1, 0)
+    if enabled(state):
+        reselect(state)
+
+
 def launches_by_source(state: SweepState) -> dict[str, int]:
     """Launches per purpose: the baseline, known-good seeds, the sampler, refine steps,
     re-runs of failed trials, confirmation and finalist re-runs."""
     counts: Counter[str] = Counter()
     for row in state.store.get_trials(state.sweep_id):
-        launch = row.launch or {}
-        if not launch or row.status == TrialStatus.INTERRUPTED.value:
+        if not row_launched(row):
             continue
-        source = str(launch.get("source") or "sampler")
+        source = str((row.launch or {}).get("source") or "sampler")
         counts[source.split(":")[0]] += 1
     counts[SOURCE] += state.confirm_launched
     counts["finalist"] += state.finalist_launched

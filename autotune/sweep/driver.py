@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from autotune.sweep.asking import next_trial
 from autotune.sweep.confirm import SOURCE as CONFIRM
 from autotune.sweep.confirm import finish as finish_selection
+from autotune.sweep.confirm import load as load_estimates
 from autotune.sweep.confirm import next_repeat, record_confirm
 from autotune.sweep.control import POLL_S, Budget, StopController, check_deadline, wait_any
 from autotune.sweep.finalists import run_finalists
@@ -99,6 +100,7 @@ def begin(state: SweepState, *, resumed: bool) -> None:
     else:
         queue_seeds(state)
     load_state(state)
+    load_estimates(state)
     state.save_notes()
 
 

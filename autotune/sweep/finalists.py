@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from autotune.store.models import TrialStatus
+from autotune.sweep.confidence import figures_by_repeat
 from autotune.sweep.control import POLL_S, check_deadline, wait_any
 from autotune.sweep.recording import collect, store_measurements
 from autotune.sweep.state import Running
@@ -70,25 +71,13 @@ def finalist_jobs(state: SweepState) -> list[tuple[int, int, dict[str, Any], int
     return jobs
 
 
-def objective_of(
-    state: SweepState, figures_by_scenario: dict[str, dict[str, Any]]
-) -> float | None:
-    metric = state.setup.refs[0].metric
-    scenario, _, fig = metric.rpartition(".")
-    value = figures_by_scenario.get(scenario, {}).get(fig)
-    return float(value) if isinstance(value, int | float) else None
-
-
 def summarize(state: SweepState) -> list[dict[str, Any]]:
     """Mean and spread of the first objective over the search run and the re-runs."""
     out = []
     for row in finalist_rows(state):
-        per_repeat: dict[int, dict[str, dict[str, Any]]] = {}
-        for m in state.store.get_measurements(row.id or 0):
-            per_repeat.setdefault(m.repeat, {})[m.scenario] = dict(m.metrics.get("figures") or {})
-        values = [
-            v for r in sorted(per_repeat) if (v := objective_of(state, per_repeat[r])) is not None
-        ]
+        runs = figures_by_repeat(state.store.get_measurements(row.id or 0))
+        metric = state.setup.refs[0].metric
+        values = [v for r in sorted(runs) if (v := runs[r].get(metric)) is not None]
         if not values and row.value is not None:
             values = [row.value]
         out.append(

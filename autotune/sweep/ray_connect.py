@@ -87,8 +87,7 @@ def _head_address(address: str) -> str | None:
     if not host or port is None:
         return None
     try:
-        with socket.create_connection((host, port), timeout=RAY_REACH_TIMEOUT_S):
-            pass
+        socket.create_connection((host, port), timeout=RAY_REACH_TIMEOUT_S).close()
     except OSError as exc:
         why = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
         raise ConfigError(

@@ -373,9 +373,17 @@ def remember(state: SweepState, item: Running, verdict: Verdict) -> None:
     if verdict.done is None:
         return
     state.done_by_key[item.key] = verdict.done
-    if verdict.stored == TrialStatus.COMPLETE and not any(
-        v > 0 for v in (verdict.constraints or {}).values()
-    ):
+    if verdict.stored != TrialStatus.COMPLETE:
+        return
+    state.update_best(
+        verdict.values,
+        verdict.constraints or {},
+        row_id=item.row_id,
+        number=item.spec.number,
+        config=item.spec.config,
+    )
+    if not any(v > 0 for v in (verdict.constraints or {}).values()):
+        # after update_best: with noise-aware selection the estimates pick the incumbent
         from autotune.sweep.selection import add_result
 
         add_result(
@@ -385,14 +393,6 @@ def remember(state: SweepState, item: Running, verdict: Verdict) -> None:
             item.spec.config,
             verdict.values[0],
             verdict.constraints or {},
-        )
-    if verdict.stored == TrialStatus.COMPLETE:
-        state.update_best(
-            verdict.values,
-            verdict.constraints or {},
-            row_id=item.row_id,
-            number=item.spec.number,
-            config=item.spec.config,
         )
 
 

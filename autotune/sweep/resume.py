@@ -49,24 +49,6 @@ def load_state(state: SweepState) -> None:
             for m in state.store.get_measurements(row.id or 0):
                 if m.scenario == state.setup.probe and m.value is not None:
                     state.update_probe(m.value)
-    _load_estimates(state)
-
-
-def _load_estimates(state: SweepState) -> None:
-    """Every configuration's runs so far (confirmation re-runs included), and the incumbent."""
-    from autotune.sweep.confirm import estimates_from_store
-    from autotune.sweep.selection import enabled, reselect
-
-    state.confirm_launched = int(state.notes.get("confirm_launched") or 0)
-    state.launched += state.confirm_launched
-    if len(state.setup.refs) != 1:
-        return
-    for est in estimates_from_store(state):
-        key = config_key(est.config)
-        state.estimates[key] = est
-        state.repeats_started[key] = max(est.n - 1, 0)
-    if enabled(state):
-        reselect(state)
 
 
 def _count_launch(state: SweepState, row: TrialRow) -> None:

@@ -301,6 +301,16 @@ def landscape_spec(name: str, **kw: Any) -> SweepSpec:
     return parse_spec(spec_data(name, **kw), source=name)
 
 
+def slowed(name: str, value: float, slowdown: float) -> float:
+    """A figure of a run `slowdown` times slower: rates divide, durations multiply, the rest
+    (hit rates, accept lengths) stay."""
+    if "tok_s" in name or name.endswith("per_s"):
+        return value / slowdown
+    if name.endswith("_s") or "_s@" in name:
+        return value * slowdown
+    return value
+
+
 @dataclass
 class Entry:
     """One configuration, noise-free: whether the engine serves it, each scenario's figures,
@@ -445,14 +455,11 @@ class Landscape:
             v = e.figures.get(scn, {}).get(fig)
             if v is None:
                 return None
-            v = v / slowdown if "tok_s" in fig or fig.endswith("per_s") else v * slowdown
+            v = slowed(fig, v, slowdown)
             if (c.max is not None and v > c.max) or (c.min is not None and v < c.min):
                 return None
         v = e.figures.get(self.objective_scenario, {}).get(self.objective_figure)
-        if v is None:
-            return None
-        rate = "tok_s" in self.objective_figure or self.objective_figure.endswith("per_s")
-        return v / slowdown if rate else v * slowdown
+        return None if v is None else slowed(self.objective_figure, v, slowdown)
 
     def grid(self) -> list[dict[str, Any]]:
         return [dict(c) for c in self.space.grid()]

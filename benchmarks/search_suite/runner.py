@@ -23,7 +23,7 @@ from autotune.sweep.orchestrator import run_sweep
 from autotune.sweep.spec import parse_spec
 from autotune.sweep.trial import ScenarioMeasurement, TrialResult, TrialSpec
 
-from .landscapes import Landscape, spec_data
+from .landscapes import Landscape, slowed, spec_data
 
 REAL_S_PER_SIM_S = 2e-4  # two workers: a 2-minute launch sleeps 24 ms
 
@@ -47,18 +47,7 @@ class Clock:
 
 
 def _scaled(figs: dict[str, float | None], slowdown: float) -> dict[str, float | None]:
-    """A run `slowdown` times slower: rates divide, durations multiply."""
-    out: dict[str, float | None] = {}
-    for k, v in figs.items():
-        if v is None:
-            out[k] = None
-        elif "tok_s" in k or k.endswith("per_s"):
-            out[k] = v / slowdown
-        elif k.endswith("_s") or "_s@" in k:
-            out[k] = v * slowdown
-        else:
-            out[k] = v
-    return out
+    return {k: None if v is None else slowed(k, v, slowdown) for k, v in figs.items()}
 
 
 def table_trial(land: Landscape, clock: Clock, *, sleep: bool) -> Any:
