@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from autotune.errors import UnknownNameError
+from autotune.hardware.link_facts import LINK_FACTS
 
 
 class GPUSpec(BaseModel):
@@ -42,6 +43,17 @@ class GPUSpec(BaseModel):
     arch: str = Field(description="compute capability as sm_XY, or gfx for AMD")
     pcie_gbs: float = Field(description="effective host<->device copy bandwidth, GB/s")
     p2p: bool = Field(default=True, description="peer-to-peer between GPUs (Ada GeForce: no)")
+    pcie_gen: int = Field(default=4, ge=1, le=6, description="PCIe generation of the GPU's slot")
+    pcie_lanes: int = Field(default=16, ge=1, le=16, description="PCIe lanes of the GPU's slot")
+    fabric_gbs: float | None = Field(
+        default=None,
+        gt=0,
+        description="GPU-to-GPU fabric (NVLink, Infinity Fabric) per GPU, one direction, GB/s; "
+        "None: peers are reached over PCIe",
+    )
+    fabric_mesh_links: int = Field(
+        default=0, ge=0, description="links of a full-mesh fabric (AMD xGMI: 7); 0: a switch"
+    )
     desktop_reserve_mib: int = Field(
         default=0, description="memory a desktop session takes on GPU0 (GeForce: ~80 MB)"
     )
@@ -534,6 +546,13 @@ GPU_CATALOG.update(
         )
     }
 )
+
+
+# Every entry's links (hardware/link_facts.py); a catalog GPU without them is a KeyError at import.
+GPU_CATALOG = {
+    k: GPUSpec.model_validate({**g.model_dump(), **LINK_FACTS[k].fields()})
+    for k, g in GPU_CATALOG.items()
+}
 
 
 def get_gpu(name: str) -> GPUSpec:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
+from autotune.hardware.interconnect import tp_link
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
 from autotune.planner import attention
@@ -57,10 +58,6 @@ ACCEPT_P: dict[str, dict[str, float]] = {
     "DFLASH": {"code": 0.80, "extraction": 0.88, "prose": 0.72},
 }
 DFLASH_DRAFT_BYTES = 1.0e9  # a ~0.5 B-parameter bf16 block-diffusion draft model
-# Interconnect for TP all-reduce: NVLink on datacenter parts, PCIe P2P, or host-staged where P2P
-# is blocked (Ada GeForce, F3: TP2 prefill capped near 2K tok/s).
-ALLREDUCE_GBS = {"nvlink": 150.0, "p2p": 20.0, "host": 8.0}
-ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "p2p": 15e-6, "host": 30e-6}
 TEXT_KINDS = ("prose", "code", "extraction")
 
 
@@ -140,11 +137,8 @@ class PerfModel:
         self.kv_heads = max(card.num_kv_heads // tp, 1)
         self.overlap = bool(plan.overlap_schedule)
         self.graph_sizes = _graph_sizes(cfg, plan)
-        self.link = (
-            "nvlink"
-            if gpu.name.startswith(("h1", "h2", "a100"))
-            else ("p2p" if gpu.p2p else "host")
-        )
+        # The fabric, PCIe P2P, or host-staged where P2P is blocked (F3: Ada TP2 prefill ~2K).
+        self.link = tp_link(gpu, tp)
         self.startup_s = self._startup_s()
 
     def _linear_peak(self) -> float:
@@ -162,13 +156,10 @@ class PerfModel:
 
     # --- building blocks ---------------------------------------------------------------------
     def _allreduce_s(self, tokens: int) -> float:
-        if self.tp == 1:
-            return 0.0
-        layers = self.card.num_layers
-        size = tokens * self.card.hidden_size * 2 * 2 * (self.tp - 1) / self.tp
-        return (
-            2 * layers * (size / (ALLREDUCE_GBS[self.link] * 1e9) + ALLREDUCE_LATENCY_S[self.link])
-        )
+        """Two all-reduces of the bf16 hidden states per decoder layer (attention or GDN output,
+        MLP output), each over the TP group's link."""
+        per = self.link.allreduce_s(tokens * self.card.hidden_size * 2, self.tp)
+        return 2 * self.card.num_layers * per
 
     def _prefill_eff(self, tokens: int) -> float:
         return EFF_PREFILL_MAX * tokens / (tokens + PREFILL_HALF_CHUNK)
