@@ -63,18 +63,23 @@ def _within(errors: list[float], of: int) -> str:
 
 def _distribution(replays: list[Replay], engine: str) -> list[str]:
     """KV-token errors over the predicted records, over every record (an unpredicted one counts
-    as a miss) and over the predicted ones whose launch ran nothing the planner leaves out."""
+    as a miss), over the records that state every input a prediction needs (KV dtype, which
+    memory size; a missing card or catalog GPU still counts as a miss) and over the predicted
+    ones whose launch ran nothing the planner leaves out."""
     mine = [r for r in replays if r.record.engine == engine and r.record.name not in FITTED]
     scored = [r for r in mine if r.kv_ratio is not None]
     if not scored:
         return [f"{engine}: {len(mine)} records, none predicted"]
     errors = [abs((r.kv_ratio or 0) - 1) for r in scored]
     plain = [abs((r.kv_ratio or 0) - 1) for r in scored if not r.record.unmodelled]
+    stated = [r for r in mine if not r.unstated]
     return [
         f"{engine}: {len(mine)} records (fitted ones left out), {len(scored)} predicted; KV tokens "
         f"|error| median {statistics.median(errors):.1%}, max {max(errors):.1%}",
         f"  of the predicted: {_within(errors, len(errors))}",
         f"  of all records (unpredicted = miss): {_within(errors, len(mine))}",
+        f"  of the {len(stated)} whose source states the launch's inputs (unpredicted = miss): "
+        f"{_within(errors, len(stated))}",
         f"  of the predicted with nothing unmodelled: {_within(plain, max(len(plain), 1))}",
     ]
 

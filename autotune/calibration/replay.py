@@ -54,17 +54,22 @@ def observed_kv_tokens(report: LaunchReport, record: LaunchRecord) -> int | None
     return int(blocks) * int(size if isinstance(size, int) else VLLM_BLOCK_SIZE)
 
 
-def gpu_of(record: LaunchRecord) -> GPUSpec | None:
-    """The catalog GPU the record names (its memory, when stated, picks among variants)."""
+def gpus_named(record: LaunchRecord) -> list[GPUSpec]:
+    """Catalog GPUs whose names the record's GPU mentions (A100: the 40 and 80 GB entries)."""
     from autotune.hardware.gpus import GPU_CATALOG
 
     text = _names(record.gpu)
-    hits = [
+    return [
         g
         for g in GPU_CATALOG.values()
         if g.vendor == record.gpu_vendor
         and any(_mentions(text, _names(n)) for n in (*g.device_names, g.label))
     ]
+
+
+def gpu_of(record: LaunchRecord) -> GPUSpec | None:
+    """The catalog GPU the record names (its memory, when stated, picks among variants)."""
+    hits = gpus_named(record)
     if not hits:
         return None
     stated = [int(m) for m in _MEM_RE.findall(record.gpu)]
@@ -115,6 +120,9 @@ class Replay:
     observed: LaunchReport
     plan: Plan | None
     skipped: str | None = None  # why no prediction
+    # The source does not state an input of the launch (its KV dtype, which of a GPU's memory
+    # sizes): no planner could predict it. A missing card or catalog entry is ours, not this.
+    unstated: bool = False
 
     @property
     def observed_kv(self) -> int | None:
@@ -145,18 +153,20 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         return Replay(record, observed, None, f"no card for {record.card or record.model}")
     gpu = gpu_of(record)
     if gpu is None:
+        if not gpus_named(record):
+            return Replay(record, observed, None, f"GPU {record.gpu!r} is not in the catalog")
         return Replay(
             record,
             observed,
             None,
-            f"GPU {record.gpu!r} is not in the catalog, or its memory is not stated "
-            "and the catalog has several",
+            f"GPU {record.gpu!r}: its memory is not stated and the catalog has several",
+            unstated=True,
         )
     total = None if blind else getattr(observed, "total_gpu_gib", None)
     if total:  # vLLM <= 0.9.2 logs the device total (torch's) its budget is a share of
         gpu = gpu.model_copy(update={"memory_mib": round(total * 1024), "driver_reserved_mib": 0})
     if record.kv_cache_dtype is None:
-        return Replay(record, observed, None, "the KV cache dtype is not stated")
+        return Replay(record, observed, None, "the KV cache dtype is not stated", unstated=True)
     config = {k: _arg(v) for k, v in record.args.items() if v is not None}
     if record.engine == "sglang" and record.dp > 1 and record.gpu_count == record.tp:
         # DP inside the TP group: SGLang's DP attention (the ranks print DPn TPm).

@@ -65,7 +65,14 @@ def test_replay_predicts_weights_from_the_config_card() -> None:
 
 def test_replay_says_why_it_cannot_predict() -> None:
     assert "no card" in (replay(_record(model="acme/unknown-7b")).skipped or "")
-    assert "not in the catalog" in (replay(_record(gpu="Voodoo 5 6000")).skipped or "")
+    unknown = replay(_record(gpu="Voodoo 5 6000"))
+    assert "not in the catalog" in (unknown.skipped or "") and not unknown.unstated
+    # Inputs the source leaves out: no planner could predict them, and the bands say so.
+    ambiguous = replay(_record(gpu="A100"))
+    assert "memory is not stated" in (ambiguous.skipped or "") and ambiguous.unstated
+    no_dtype = replay(_record(kv_cache_dtype=None))
+    assert no_dtype.skipped == "the KV cache dtype is not stated" and no_dtype.unstated
+    assert not replay(_record(model="acme/unknown-7b")).unstated
 
 
 def test_gpu_names_and_free_memory_from_the_record() -> None:
