@@ -62,6 +62,11 @@ class GPUSpec(BaseModel):
         description="nvidia-smi's 'Reserved' (the driver's share, outside what CUDA reports); "
         "None: the vendor default (DRIVER_RESERVED_MIB)",
     )
+    nvml_memory: bool = Field(
+        default=True,
+        description="NVML reports a memory total (GB10's unified memory: no, so vLLM's batch "
+        "defaults, which read NVML's total, fall back to the small pair)",
+    )
 
     @property
     def memory_gib(self) -> float:
@@ -504,6 +509,7 @@ GPU_CATALOG.update(
                 cuda_name="NVIDIA GB10",
                 memory_mib=124611,
                 driver_reserved_mib=0,
+                nvml_memory=False,
                 bandwidth_gbs=273,
                 fp16_tflops=125.0,
                 fp8_tflops=250.0,

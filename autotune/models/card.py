@@ -92,6 +92,20 @@ class LocalAttention(_Frozen):
     layers: tuple[int, ...]
 
 
+class GlobalAttention(_Frozen):
+    """The geometry of the full (global) attention layers where it differs from the sliding
+    ones (Gemma 4: `global_head_dim`, `num_global_key_value_heads`, `attention_k_eq_v`). The
+    layers are `full_attention_layers` less `local_attention.layers`."""
+
+    head_dim: int
+    num_kv_heads: int
+    k_eq_v: bool = Field(
+        default=False,
+        description="keys double as values in the checkpoint (no v_proj); engines still hold "
+        "a V slot in the projection and the KV cache",
+    )
+
+
 class Experts(_Frozen):
     """Mixture-of-experts MLP shape; dense layers keep `intermediate_size`."""
 
@@ -157,6 +171,7 @@ class ModelCard(_Frozen):
     linear_attention: LinearAttention | None = None
     latent_attention: LatentAttention | None = None
     local_attention: LocalAttention | None = None
+    global_attention: GlobalAttention | None = None
     attention_sinks: bool = Field(
         default=False, description="one learned sink logit per head and layer (gpt-oss)"
     )
@@ -168,6 +183,11 @@ class ModelCard(_Frozen):
     tie_word_embeddings: bool = False
     mtp_layers: int = Field(default=0, description="MTP layers present in the checkpoint")
     vision: VisionTower | None = None
+    mm_prefix_lm: bool = Field(
+        default=False,
+        description="image tokens attend bidirectionally (Gemma 4 use_bidirectional_attention "
+        "'vision'): vLLM then fits one whole multimodal item in a batch",
+    )
     quantization: Quantization = Quantization()
     weights: WeightBytes
     notes: str = ""
@@ -200,6 +220,12 @@ class ModelCard(_Frozen):
     @property
     def value_head_dim(self) -> int:
         return self.v_head_dim or self.head_dim
+
+    @property
+    def global_layers(self) -> tuple[int, ...]:
+        """Attention layers that see every token (full attention less the local layers)."""
+        local = set(self.local_attention.layers) if self.local_attention else set()
+        return tuple(i for i in self.full_attention_layers if i not in local)
 
     @property
     def has_mtp(self) -> bool:

@@ -162,7 +162,20 @@ def plan_sglang(
     gpu_free_gib: float | None = None,
     host_free_gib: float | None = None,
 ) -> Plan:
-    """Plan one launch. `config` holds SGLang field names; missing keys mean "engine decides"."""
+    """Plan one launch. `config` holds SGLang field names; missing keys mean "engine decides".
+
+    Raises:
+        ConfigError: a model whose global attention layers have their own geometry (Gemma 4):
+            SGLang's pools for it are not modelled, and one cell would misprice them.
+    """
+    if card.global_attention is not None:
+        from autotune.errors import ConfigError
+
+        raise ConfigError(
+            f"SGLang's KV pools for {card.architecture} (global layers with their own head "
+            "width and KV heads, beside sliding-window layers) are not modelled",
+            field="model",
+        )
     cfg = dict(config or {})
     v = rules.planning_version(version)
     assumptions: list[str] = []

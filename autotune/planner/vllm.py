@@ -63,7 +63,14 @@ from autotune.planner.vllm_memory import (
     tp_non_torch_mib,
 )
 from autotune.planner.vllm_mxfp4 import mxfp4_padding_bytes
-from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode, VLLMFields
+from autotune.planner.vllm_parts import (
+    BatchLimits,
+    PlanParts,
+    SpecDecode,
+    VLLMFields,
+    async_default,
+)
+from autotune.planner.vllm_window import in_flight_tokens, mm_prefix_floor
 
 __all__ = [
     "ARCHITECTURE_SINCE",
@@ -91,6 +98,7 @@ ARCHITECTURE_SINCE = {
     "Qwen3_5MoeForConditionalGeneration": "0.17.0",
     "Qwen3_5ForCausalLM": "0.27.0",
     "Qwen3_5MoeForCausalLM": "0.27.0",
+    "Gemma4ForConditionalGeneration": "0.19.0",
 }
 
 
@@ -130,10 +138,10 @@ class VLLMPlan(Plan):
 
 
 def _defaults(total_mib: int, gpu_name: str, version: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) for `vllm serve` by CUDA's total memory
+    """(max_num_seqs, max_num_batched_tokens) for `vllm serve` by NVML's total memory
     (EngineArgs.get_batch_defaults: 70 GiB+ cards other than A100 get the larger pair; from
-    0.28.0 cards of 160 GiB+ batch 16384 tokens; tests/planner/test_vllm_wheel_defaults.py runs
-    the releases' own function)."""
+    0.28.0 cards of 160 GiB+ batch 16384 tokens; a GPU whose NVML has no total reads as 0;
+    tests/planner/test_vllm_wheel_defaults.py runs the releases' own function)."""
     if total_mib >= 160 * 1024 and at_least(version, "0.28.0"):
         return 1024, 16384
     if total_mib >= 70 * 1024 and "a100" not in gpu_name.lower():
@@ -198,28 +206,9 @@ def plan_vllm(
     )
 
 
-# Speculative methods async scheduling runs with (vLLM's EagleModelTypes; draft_model from
-# 0.16.0, ngram_gpu from 0.18.0): with any other the auto setting turns it off.
-_ASYNC_SPEC = ("eagle", "eagle3", "mtp", "deepseek_mtp", "qwen3_next_mtp")
-
-
 def async_scheduling(cfg: dict[str, Any], version: str, parts: PlanParts) -> bool:
-    """Whether the launch schedules asynchronously: the user's choice, else off up to 0.13.0
-    and on from 0.14.0 unless its speculative method does not support it (vLLM
-    config/vllm.py VllmConfig.__post_init__)."""
-    given = cfg.get("async_scheduling")
-    if given is not None:
-        return bool(given)
-    if not at_least(version, "0.14.0"):
-        return False
-    method = parts.spec.method
-    if method in (None, ""):
-        return True
-    if method == "draft_model" and at_least(version, "0.16.0"):
-        return True
-    if method == "ngram_gpu" and at_least(version, "0.18.0"):
-        return True
-    return str(method) in _ASYNC_SPEC
+    """Whether the launch schedules asynchronously (vllm_parts.async_default)."""
+    return async_default(cfg, version, parts.spec.method)
 
 
 def _follows_history(card: ModelCard, gpu: GPUSpec, cfg: dict[str, Any], version: str) -> bool:
@@ -295,7 +284,8 @@ def _batch_limits(
 ) -> BatchLimits:
     """max_num_seqs, max_model_len, chunked prefill and max_num_batched_tokens; a batch that
     cannot hold max_model_len without chunked prefill is a reason."""
-    seqs_default, tokens_default = _defaults(gpu.runtime_memory_mib, gpu.name, version)
+    nvml_mib = gpu.runtime_memory_mib if gpu.nvml_memory else 0
+    seqs_default, tokens_default = _defaults(nvml_mib, gpu.name, version)
     max_num_seqs = int(cfg.get("max_num_seqs") or seqs_default)
     max_len = int(cfg.get("max_model_len") or card.max_position_embeddings)
     chunked = cfg.get("enable_chunked_prefill") is not False
@@ -303,6 +293,10 @@ def _batch_limits(
         max_tokens = int(cfg["max_num_batched_tokens"])
     else:
         max_tokens = tokens_default if chunked else max(max_len, tokens_default)
+        floor = mm_prefix_floor(card, version)
+        if floor > max_tokens:
+            assumptions.append(f"vLLM raises max_num_batched_tokens to {floor} (one video item)")
+            max_tokens = min(floor, max_num_seqs * max_len)
     if not chunked and max_tokens < max_len:
         reasons.append(
             f"max_num_batched_tokens ({max_tokens}) is smaller than max_model_len ({max_len}) "
@@ -396,6 +390,9 @@ def _layout(
         ssm_dtype=None if ssm_dtype in (None, "auto") else str(ssm_dtype),
         context_parallel=int(cfg.get("decode_context_parallel_size") or 1)
         * int(cfg.get("prefill_context_parallel_size") or 1),
+        in_flight_tokens=in_flight_tokens(
+            version, limits.max_num_batched_tokens, async_default(cfg, version, spec.method)
+        ),
     )
     if lay.block_size != int(cfg.get("block_size") or DEFAULT_BLOCK_SIZE):
         assumptions.append(
@@ -454,7 +451,7 @@ def _plan_fields(card: ModelCard, parts: PlanParts) -> ContractAndWorking:
     n_lin = len(card.linear_layers)
     return ContractAndWorking(
         weights_gib=round(mem.weights_gib, 3),
-        kv_cell_bytes=lay.attn_bytes_per_token * lay.attention_layers,
+        kv_cell_bytes=lay.token_bytes,
         kv_pool_tokens=lay.kv_tokens,
         mamba_slots=slots,
         mamba_pool_gib=round(slots * mamba_per_req * lay.block_bytes / GIB, 3),

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from autotune.errors import ConfigError
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.vllm_history import at_least
+from autotune.planner.vllm_window import uses_window_groups, window_groups
 
 DEFAULT_BLOCK_SIZE = 16  # CacheConfig.DEFAULT_BLOCK_SIZE; FlashAttention kernels: multiples of 16
 KERNEL_BLOCK_ALIGNMENT = 16
@@ -113,6 +114,8 @@ class KVLayout:
     concurrency: float
     kv_tokens: int  # as "GPU KV cache size: N tokens" logs it for the version
     estimated_max_model_len: int
+    window_groups: int = 0  # sliding-window groups (vllm_window)
+    cell_bytes: int | None = None  # KV bytes of one token over all layers, where they differ
 
     @property
     def mamba_state_bytes(self) -> int:
@@ -120,7 +123,12 @@ class KVLayout:
 
     @property
     def groups(self) -> int:
-        return self.full_groups + self.mamba_groups
+        return self.full_groups + self.mamba_groups + self.window_groups
+
+    @property
+    def token_bytes(self) -> int:
+        """KV bytes of one token over every attention layer on one rank."""
+        return self.cell_bytes or self.attn_bytes_per_token * self.attention_layers
 
     @property
     def block_bytes(self) -> int:
@@ -143,10 +151,24 @@ def kv_layout(
     conv_dtype: str | None = None,
     ssm_dtype: str | None = None,
     context_parallel: int = 1,
+    in_flight_tokens: int | None = None,
 ) -> KVLayout:
     """vLLM's KV cache arithmetic for `kv_memory_bytes` ("Available KV cache memory").
     `context_parallel`: decode (x prefill) context parallel size; each rank keeps 1/cp of a
-    request's tokens, so the logged capacity is cp times one rank's pool."""
+    request's tokens, so the logged capacity is cp times one rank's pool. `in_flight_tokens`
+    (vllm_window.in_flight_tokens): given, a sliding-window model gets its window groups."""
+    if in_flight_tokens is not None and uses_window_groups(card, version):
+        return _window_layout(
+            card,
+            version=version,
+            tp=tp,
+            kv_dtype=kv_dtype,
+            max_model_len=max_model_len,
+            kv_memory_bytes=kv_memory_bytes,
+            block_size=block_size,
+            in_flight=in_flight_tokens,
+            draft_layers=draft_layers,
+        )
     a1 = attention_bytes_per_token(card, kv_dtype, tp)
     n_full = len(card.full_attention_layers) + draft_layers
     n_lin = len(card.linear_layers)
@@ -215,3 +237,66 @@ def logged_kv_tokens(
     if at_least(version, "0.20.0"):
         return int(concurrency * max_model_len)  # get_kv_cache_capacity
     return num_blocks // groups * block_size
+
+
+def _window_layout(
+    card: ModelCard,
+    *,
+    version: str,
+    tp: int,
+    kv_dtype: str,
+    max_model_len: int,
+    kv_memory_bytes: float,
+    block_size: int,
+    in_flight: int,
+    draft_layers: int,
+) -> KVLayout:
+    """kv_layout for full + sliding-window layers (vllm_window's groups; no context parallel:
+    vLLM's sliding-window spec refuses DCP)."""
+    g = window_groups(
+        card,
+        kv_bytes=_kv_bytes(card, kv_dtype),
+        tp=tp,
+        block_size=block_size,
+        local_len=max_model_len,
+        in_flight_tokens=in_flight,
+        draft_layers=draft_layers,
+    )
+    per_block = g.page_bytes * g.layers_per_group
+    num_blocks = max(int(kv_memory_bytes // per_block), 0)
+    per_request = g.blocks_per_request
+    concurrency = num_blocks / per_request if per_request else 0.0
+    groups = g.full_groups + g.window_groups
+    tokens = logged_kv_tokens(
+        version, num_blocks, concurrency, max_model_len, groups, g.block_size
+    )
+    full_bs = g.page_bytes // max(attention_bytes_per_token_full(card, kv_dtype, tp), 1)
+    est = max((num_blocks - g.window_groups * g.window_blocks) // g.full_groups, 0) * full_bs
+    return KVLayout(
+        block_size=g.block_size,
+        attn_bytes_per_token=attention_bytes_per_token(card, kv_dtype, tp),
+        attention_layers=len(card.full_attention_layers) + draft_layers,
+        conv_bytes=0,
+        ssm_bytes=0,
+        page_bytes=g.page_bytes,
+        layers_per_group=g.layers_per_group,
+        full_groups=g.full_groups,
+        mamba_groups=0,
+        mamba_mode="n/a",
+        mamba_blocks=0,
+        num_blocks=num_blocks,
+        blocks_per_request=per_request,
+        concurrency=concurrency,
+        kv_tokens=tokens,
+        estimated_max_model_len=min(est, max_model_len) if num_blocks else 0,
+        window_groups=g.window_groups,
+        cell_bytes=g.cell_bytes,
+    )
+
+
+def attention_bytes_per_token_full(card: ModelCard, kv_dtype: str, tp: int) -> int:
+    """K+V bytes of one token in one full (global) attention layer on one rank."""
+    ga = card.global_attention
+    if ga is None:
+        return attention_bytes_per_token(card, kv_dtype, tp)
+    return int(max(1, ga.num_kv_heads // tp) * 2 * ga.head_dim * _kv_bytes(card, kv_dtype))

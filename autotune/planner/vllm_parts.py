@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_kv import KVLayout
 from autotune.planner.vllm_memory import ProfiledMemory, StartupMemory
 
@@ -69,3 +70,26 @@ class VLLMFields(TypedDict):
     kv_needed_gib: float
     estimated_max_model_len: int
     capture_sizes: list[int]
+
+
+# Speculative methods async scheduling runs with (vLLM's EagleModelTypes; draft_model from
+# 0.16.0, ngram_gpu from 0.18.0): with any other the auto setting turns it off.
+_ASYNC_SPEC = ("eagle", "eagle3", "mtp", "deepseek_mtp", "qwen3_next_mtp")
+
+
+def async_default(cfg: dict[str, Any], version: str, method: object) -> bool:
+    """Whether the launch schedules asynchronously: the user's choice, else off up to 0.13.0
+    and on from 0.14.0 unless its speculative method does not support it (vLLM
+    config/vllm.py VllmConfig.__post_init__)."""
+    given = cfg.get("async_scheduling")
+    if given is not None:
+        return bool(given)
+    if not at_least(version, "0.14.0"):
+        return False
+    if method in (None, ""):
+        return True
+    if method == "draft_model" and at_least(version, "0.16.0"):
+        return True
+    if method == "ngram_gpu" and at_least(version, "0.18.0"):
+        return True
+    return str(method) in _ASYNC_SPEC

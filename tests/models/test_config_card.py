@@ -279,3 +279,86 @@ def test_modelopt_mixed_precision_pack_reads_each_module_algorithm() -> None:
     attention = 32 * (h * (4096 + 2 * 1024) + 4096 * h) * 1.0
     mlp = 3 * h * 14336 * (16 * (0.5 + 1 / 16) + 16 * 2)
     assert c.weights.decoder == int(attention + mlp + (32 * 2 * h + h) * 2)
+
+
+GEMMA4: dict[str, Any] = {
+    "architectures": ["Gemma4ForConditionalGeneration"],
+    "tie_word_embeddings": True,
+    "text_config": {
+        "torch_dtype": "bfloat16",
+        "hidden_size": 64,
+        "intermediate_size": 32,
+        "num_hidden_layers": 6,
+        "layer_types": ["sliding_attention"] * 5 + ["full_attention"],
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "global_head_dim": 32,
+        "num_global_key_value_heads": 1,
+        "attention_k_eq_v": True,
+        "enable_moe_block": True,
+        "num_experts": 4,
+        "top_k_experts": 2,
+        "moe_intermediate_size": 8,
+        "sliding_window": 8,
+        "use_bidirectional_attention": "vision",
+        "vocab_size": 100,
+    },
+    "vision_config": {
+        "model_type": "gemma4_vision",
+        "hidden_size": 8,
+        "intermediate_size": 16,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "head_dim": 4,
+        "patch_size": 2,
+        "position_embedding_size": 10,
+    },
+}
+
+
+def test_gemma4_global_layers_dense_mlp_beside_experts_and_vision() -> None:
+    c = card(GEMMA4)
+    assert c.local_attention is not None and c.local_attention.layers == (0, 1, 2, 3, 4)
+    assert c.global_layers == (5,)
+    assert c.global_attention is not None
+    assert (c.global_attention.head_dim, c.global_attention.num_kv_heads) == (32, 1)
+    assert c.global_attention.k_eq_v and c.mm_prefix_lm
+    assert c.experts is not None and c.experts.experts_per_token == 2
+    h = 64
+    sliding = h * (4 * 16 + 2 * 2 * 16) + 4 * 16 * h
+    # vLLM's qkv_proj keeps a V slot on k_eq_v layers (K is loaded into both)
+    full = h * (4 * 32 + 2 * 1 * 32) + 4 * 32 * h
+    mlp = 3 * h * 32 + 3 * h * 8 * 4  # the dense MLP beside the experts
+    kept = 2 * h + h * 4  # norms, router
+    assert c.weights.decoder == int((5 * sliding + full + 6 * (mlp + kept)) * 2 + h * 2)
+    assert c.weights.lm_head == 0  # tied
+    vision = 2 * (4 * 8 * 8 + 3 * 8 * 16) + 3 * 2**2 * 8 + 2 * 10 * 8 + 8 * h
+    assert c.weights.vision == vision * 2
+
+
+def test_gemma4_without_k_eq_v_keeps_the_sliding_kv_heads() -> None:
+    text = {**GEMMA4["text_config"], "attention_k_eq_v": False}
+    c = card({**GEMMA4, "text_config": text})
+    assert c.global_attention is not None
+    assert (c.global_attention.num_kv_heads, c.global_attention.k_eq_v) == (2, False)
+    same = {**text, "global_head_dim": 16}
+    assert card({**GEMMA4, "text_config": same}).global_attention is None
+
+
+def test_gemma4_26b_a4b_packs() -> None:
+    """The committed cards: the NVFP4 pack counted as llm-compressor's Gemma 4 recipe quantizes
+    it comes to the 15.30 GiB checkpoint vLLM 0.25.1 logs for it (gemma4-nvfp4.log)."""
+    nvfp4 = config_card("RedHatAI/gemma-4-26B-A4B-it-NVFP4")
+    awq = config_card("cyankiwi/gemma-4-26B-A4B-it-qat-AWQ-INT4")
+    assert nvfp4 is not None and awq is not None
+    assert nvfp4.weights.total / 2**30 == pytest.approx(15.30, abs=0.02)
+    assert (awq.dtype, awq.quantization.scheme, awq.quantization.group_size) == (
+        "float16",
+        "awq",
+        32,
+    )
+    for c in (nvfp4, awq):
+        assert len(c.full_attention_layers) == 30 and c.global_layers == (5, 11, 17, 23, 29)
+        assert c.global_attention == nvfp4.global_attention
+        assert c.vision is not None and c.vision.layers == 27

@@ -12,7 +12,10 @@ card states it, replaces the count (`loaded_bytes`).
 Architecture facts beyond the plain decoder: Mixtral / Llama 4 / gpt-oss experts
 (`num_local_experts`), Llama 4's shared expert, interleaved MoE layers and chunked local
 attention, sliding-window layers (`layer_types`), gpt-oss attention sinks and biases, Mllama
-cross-attention layers and its vision tower's global layers.
+cross-attention layers and its vision tower's global layers, Gemma 4's full-attention layers
+with their own head width and KV heads (`global_head_dim`, `num_global_key_value_heads`,
+`attention_k_eq_v`), its dense MLP beside the experts (`enable_moe_block`, `top_k_experts`) and
+its vision tower.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from autotune.errors import ModelLoadError
 from autotune.models.card import (
     DTYPE_BYTES,
     Experts,
+    GlobalAttention,
     LatentAttention,
     LocalAttention,
     ModelCard,
@@ -98,7 +102,11 @@ def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | N
     shared += (f.opt_int("n_shared_experts", minimum=0) or 0) * inter
     if _is_llama4(architecture):  # every Llama 4 MoE layer adds one shared expert
         shared += inter
-    per_token = f.opt_int("num_experts_per_tok") or f.get_int("experts_per_token", 1)
+    per_token = (
+        f.opt_int("num_experts_per_tok")
+        or f.opt_int("top_k_experts")  # Gemma 4
+        or f.get_int("experts_per_token", 1)
+    )
     return Experts(
         num_experts=n,
         experts_per_token=per_token,
@@ -134,6 +142,23 @@ def _local_attention(f: ConfigFields, num_layers: int) -> LocalAttention | None:
     )
 
 
+def _global_attention(f: ConfigFields) -> GlobalAttention | None:
+    """Gemma 4's full-attention geometry: `global_head_dim` wide heads; with
+    `attention_k_eq_v` they have `num_global_key_value_heads` KV heads (vLLM's gemma4.py
+    Gemma4DecoderLayer takes that count only for k_eq_v layers), else the sliding count."""
+    if f.data.get("global_head_dim") is None:
+        return None
+    heads = f.get_int("num_attention_heads")
+    head_dim = f.get_int("head_dim", f.get_int("hidden_size") // heads)
+    kv = f.get_int("num_key_value_heads", heads)
+    k_eq_v = f.get_bool("attention_k_eq_v", False)
+    global_dim = f.get_int("global_head_dim")
+    global_kv = f.opt_int("num_global_key_value_heads") if k_eq_v else None
+    if global_dim == head_dim and global_kv in (None, kv):
+        return None
+    return GlobalAttention(head_dim=global_dim, num_kv_heads=global_kv or kv, k_eq_v=k_eq_v)
+
+
 def _first(data: Mapping[str, Any], *keys: str) -> object:
     return next((data[k] for k in keys if data.get(k) is not None), None)
 
@@ -152,9 +177,28 @@ def _vision(config: Mapping[str, Any]) -> tuple[VisionTower | None, int]:
     layers += extra if isinstance(extra, int) else 0
     inter = _first(vc, "intermediate_size", "vt_intermediate_size")
     inter = inter if isinstance(inter, int) else 4 * hidden
-    return VisionTower(layers=layers, hidden_size=hidden), layers * (
-        4 * hidden**2 + 2 * hidden * inter
-    )
+    tower = VisionTower(layers=layers, hidden_size=hidden)
+    if vc.get("model_type") == "gemma4_vision":
+        return tower, _gemma4_vision_params(config, vc, layers, hidden, inter)
+    return tower, layers * (4 * hidden**2 + 2 * hidden * inter)
+
+
+def _gemma4_vision_params(
+    config: Mapping[str, Any], vc: Mapping[str, Any], layers: int, hidden: int, inter: int
+) -> int:
+    """Gemma 4's tower (transformers' Gemma4VisionModel, which vLLM builds): gated MLP blocks
+    (gate, up, down), a patch projection and a (2, position_embedding_size, hidden) position
+    table, and `embed_vision`'s projection into the text width."""
+    heads = vc.get("num_attention_heads")
+    head_dim = vc.get("head_dim")
+    width = heads * head_dim if isinstance(heads, int) and isinstance(head_dim, int) else hidden
+    # Gemma4VisionConfig's defaults: patch_size 16, position_embedding_size 10240
+    patch = int(vc.get("patch_size") or 16)
+    positions = int(vc.get("position_embedding_size") or 10240)
+    text = config.get("text_config")
+    text_hidden = int(text.get("hidden_size") or 0) if isinstance(text, dict) else 0
+    block = 4 * hidden * width + 3 * hidden * inter
+    return layers * block + 3 * patch**2 * hidden + 2 * positions * hidden + hidden * text_hidden
 
 
 @dataclass
@@ -179,15 +223,21 @@ class Extras:
     vision_params: int = 0
     attention_bias: bool = False
     expert_bias: bool = False  # gpt-oss: biases on the experts and the router
+    dense_beside_experts: bool = False  # Gemma 4 (enable_moe_block): a dense MLP in every layer
     quant: Mapping[str, Any] | None = None
     source: str = ""
     parts: dict[tuple[str, int | None], float] = field(default_factory=dict, compare=False)
 
 
-def _attention_params(card: ModelCard) -> tuple[int, int]:
-    """(sharded, replicated) attention parameters of one full-attention layer."""
+def _attention_params(card: ModelCard, layer: int) -> tuple[int, int]:
+    """(sharded, replicated) attention parameters of attention layer `layer`."""
     h, heads = card.hidden_size, card.num_attention_heads
     la = card.latent_attention
+    ga = card.global_attention
+    if ga is not None and layer in card.global_layers:
+        # vLLM's QKVParallelLinear keeps a V slot even with k_eq_v (K loaded into both).
+        q, kv = heads * ga.head_dim, 2 * ga.num_kv_heads * ga.head_dim
+        return h * (q + kv) + heads * ga.head_dim * h, 0
     if la is None:
         q = heads * card.head_dim * (2 if card.attn_output_gate else 1)
         kv = card.num_kv_heads * (card.head_dim + card.value_head_dim)
@@ -221,7 +271,7 @@ def _mixer_params(card: ModelCard, ex: Extras, layer: int, p: LayerParams) -> No
     h = card.hidden_size
     la = card.linear_attention
     if layer in card.full_attention_layers or la is None:
-        p.attention, p.replicated = _attention_params(card)
+        p.attention, p.replicated = _attention_params(card, layer)
         p.kept += _attention_extras(card, ex)
         return
     key, value = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
@@ -237,6 +287,8 @@ def _mlp_params(card: ModelCard, ex: Extras, moe: bool, p: LayerParams) -> None:
         return
     p.experts = 3 * h * e.moe_intermediate_size * e.num_experts
     p.shared = 3 * h * e.shared_intermediate_size
+    if ex.dense_beside_experts:
+        p.mlp = 3 * h * card.intermediate_size
     p.kept += h * e.num_experts
     if ex.expert_bias:
         p.kept += e.num_experts * (2 * e.moe_intermediate_size + h + 1)
@@ -334,6 +386,7 @@ def card_from_config(
             vision_params=vision_params,
             attention_bias=f.get_bool("attention_bias", False),
             expert_bias=arch == "GptOssForCausalLM",
+            dense_beside_experts=f.get_bool("enable_moe_block", False),
             quant=q if isinstance(q, dict) else None,
             source=source,
         )
@@ -387,6 +440,8 @@ def _skeleton(
         linear_attention=linear_attention(text, f.source, f.prefix, dtype) if hybrid else None,
         latent_attention=latent,
         local_attention=_local_attention(f, num_layers),
+        global_attention=_global_attention(f),
+        mm_prefix_lm=f.get_str("use_bidirectional_attention") == "vision",
         attention_sinks=architecture == "GptOssForCausalLM",
         cross_attention_layers=tuple(cross) if isinstance(cross, list) else (),
         experts=_experts(f, len(moe_layer_ids(f, num_layers)), architecture),

@@ -14,7 +14,8 @@ from autotune.models.card import Quantization
 from autotune.models.hf.quantization import quantization_from_config
 
 # Module names that stand for each part of a decoder layer in the ignore / exclude / target
-# lists packs write (HF names of the Qwen, DeepSeek/Kimi, Mixtral, Llama 4 and gpt-oss layers).
+# lists packs write (HF names of the Qwen, DeepSeek/Kimi, Mixtral, Llama 4, gpt-oss and Gemma 4
+# layers).
 PART_MODULES: dict[str, tuple[str, ...]] = {
     "attention": (
         "self_attn.q_proj",
@@ -38,6 +39,8 @@ PART_MODULES: dict[str, tuple[str, ...]] = {
         "mlp.experts.0.down_proj",
         "block_sparse_moe.experts.0.w1",
         "feed_forward.experts.0.gate_proj",
+        "experts.0.gate_proj",  # Gemma 4: experts beside the dense mlp
+        "experts.gate_up_proj",
     ),
 }
 _LAYER_PREFIXES = (
