@@ -90,6 +90,19 @@ class LocalAttention(_Frozen):
     kind: Literal["sliding", "chunked"]
     window: int = Field(gt=0, description="sliding_window or attention_chunk_size, in tokens")
     layers: tuple[int, ...]
+    num_kv_heads: int | None = Field(
+        default=None,
+        description="the window layers' own KV heads (MiMo-V2 swa_num_key_value_heads); None: "
+        "the same as the full-attention layers",
+    )
+    head_dim: int | None = Field(default=None, description="their key head dim (swa_head_dim)")
+    v_head_dim: int | None = Field(default=None, description="their value head dim")
+
+    @property
+    def own_shape(self) -> bool:
+        """Whether the window layers have their own head count or dims (SGLang sizes a second
+        KV pool for them)."""
+        return self.num_kv_heads is not None or self.head_dim is not None
 
 
 class GlobalAttention(_Frozen):

@@ -32,6 +32,7 @@ from autotune.planner.sglang_mamba import (
     mamba_pool,
     mamba_slot_bytes,
 )
+from autotune.planner.sglang_swa import swa_pools
 from autotune.sources import cite
 
 __all__ = [
@@ -76,8 +77,16 @@ KV_DTYPE_BYTES = {
 }
 
 
-def _kv_dtype(card: ModelCard, value: Any) -> str:
+def _kv_dtype(
+    card: ModelCard, value: Any, gpu: GPUSpec | None = None, v: tuple[int, int, int] = (0, 5, 17)
+) -> str:
     if value in (None, "auto"):
+        la = card.latent_attention
+        dsa = la is not None and la.index_head_dim is not None
+        if dsa and v >= (0, 5, 3) and gpu is not None and _cuda_major(gpu) >= 10:
+            # DSA (NSA) models on Blackwell: SGLang sets fp8_e4m3 KV itself (server_args,
+            # 0.5.4.post1 .. 0.5.9: "Setting KV cache dtype to fp8").
+            return "fp8_e4m3"
         return "bf16" if card.dtype in ("bfloat16", "bf16") else card.dtype
     name = str(value)
     if name not in KV_DTYPE_BYTES:
@@ -88,6 +97,13 @@ def _kv_dtype(card: ModelCard, value: Any) -> str:
             field="kv_cache_dtype",
         )
     return name
+
+
+def _cuda_major(gpu: GPUSpec) -> int:
+    """The CUDA compute capability's major number (sm_100 -> 10); 0 for other vendors."""
+    if gpu.vendor != "nvidia" or not gpu.arch.startswith("sm_"):
+        return 0
+    return int(gpu.arch[3:]) // 10
 
 
 def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = True) -> int:
@@ -185,11 +201,14 @@ def plan_sglang(
     eagle = _eagle_draft(card, cfg, r, reasons)
     weights = weights_per_rank(card, tp, load_mtp=False)
     budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp))
-    kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"))
+    kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
     attn_tp = max(tp // dp, 1)
     cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions)
+    swa = swa_pools(card, KV_DTYPE_BYTES[kv_dtype], attn_tp, v, cfg.get("swa_full_tokens_ratio"))
+    if swa is not None:  # window layers with their own shape: SGLang's two pools
+        cell = swa.cell
     v_head = v >= (0, 5, 7)
     over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
         card, kv_dtype, attn_tp, v_head=v_head
@@ -197,6 +216,8 @@ def plan_sglang(
     mamba = mamba_pool(card, cfg, r, v, tp, budget.rest_gib, reasons, assumptions)
     mamba_page_size_checks(card, r, reasons)
     kv_tokens = _kv_pool_tokens(cfg, r, budget, mamba, cell, reasons)
+    if swa is not None:
+        kv_tokens = swa.full_tokens(kv_tokens, r.page_size)
     kv_tokens += _history_extra_tokens(version, r, kv_tokens)
     mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version)
     need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over)

@@ -11,11 +11,11 @@ card states it, replaces the count (`loaded_bytes`).
 
 Architecture facts beyond the plain decoder: Mixtral / Llama 4 / gpt-oss experts
 (`num_local_experts`), Llama 4's shared expert, interleaved MoE layers and chunked local
-attention, sliding-window layers (`layer_types`), gpt-oss attention sinks and biases, Mllama
-cross-attention layers and its vision tower's global layers, Gemma 4's full-attention layers
-with their own head width and KV heads (`global_head_dim`, `num_global_key_value_heads`,
-`attention_k_eq_v`), its dense MLP beside the experts (`enable_moe_block`, `top_k_experts`) and
-its vision tower.
+attention, sliding-window layers (`layer_types`; MiMo-V2's `hybrid_layer_pattern` with their own
+head shape), gpt-oss attention sinks and biases, Mllama cross-attention layers and its vision
+tower's global layers, Gemma 4's full-attention layers with their own head width and KV heads
+(`global_head_dim`, `num_global_key_value_heads`, `attention_k_eq_v`), its dense MLP beside the
+experts (`enable_moe_block`, `top_k_experts`) and its vision tower.
 """
 
 from __future__ import annotations
@@ -78,6 +78,11 @@ def moe_layer_ids(f: ConfigFields, num_layers: int) -> tuple[int, ...]:
     `decoder_sparse_step` / `interleave_moe_layer_step`-th layer, minus `mlp_only_layers`."""
     if not _num_experts(f):
         return ()
+    freq = f.data.get("moe_layer_freq")
+    if isinstance(freq, list):  # MiMo-V2: one 0/1 flag per layer
+        if len(freq) != num_layers:
+            raise f.error("moe_layer_freq", f"must be an integer or {num_layers} 0/1 flags")
+        return tuple(i for i, flag in enumerate(freq) if flag)
     dense = f.opt_int("first_k_dense_replace", minimum=0) or 0
     step = f.opt_int("decoder_sparse_step") or f.opt_int("interleave_moe_layer_step") or 1
     only = f.data.get("mlp_only_layers") or []
@@ -131,6 +136,19 @@ def _local_attention(f: ConfigFields, num_layers: int) -> LocalAttention | None:
         if sliding:
             window = f.get_int("sliding_window")
             return LocalAttention(kind="sliding", window=window, layers=sliding)
+    pattern = f.data.get("hybrid_layer_pattern")
+    if isinstance(pattern, list):  # MiMo-V2: 1 marks a sliding-window layer with its own shape
+        if len(pattern) != num_layers:
+            raise f.error("hybrid_layer_pattern", f"must list {num_layers} 0/1 flags")
+        window = f.opt_int("sliding_window_size") or f.get_int("sliding_window")
+        return LocalAttention(
+            kind="sliding",
+            window=window,
+            layers=tuple(i for i, p in enumerate(pattern) if p == 1),
+            num_kv_heads=f.opt_int("swa_num_key_value_heads"),
+            head_dim=f.opt_int("swa_head_dim"),
+            v_head_dim=f.opt_int("swa_v_head_dim"),
+        )
     chunk = f.opt_int("attention_chunk_size")
     if chunk is None:
         return None
@@ -230,7 +248,8 @@ class Extras:
 
 
 def _attention_params(card: ModelCard, layer: int) -> tuple[int, int]:
-    """(sharded, replicated) attention parameters of attention layer `layer`."""
+    """(sharded, replicated) attention parameters of attention layer `layer` (Gemma 4's global
+    layers and MiMo-V2's window layers have their own shapes)."""
     h, heads = card.hidden_size, card.num_attention_heads
     la = card.latent_attention
     ga = card.global_attention
@@ -239,9 +258,15 @@ def _attention_params(card: ModelCard, layer: int) -> tuple[int, int]:
         q, kv = heads * ga.head_dim, 2 * ga.num_kv_heads * ga.head_dim
         return h * (q + kv) + heads * ga.head_dim * h, 0
     if la is None:
-        q = heads * card.head_dim * (2 if card.attn_output_gate else 1)
-        kv = card.num_kv_heads * (card.head_dim + card.value_head_dim)
-        return h * (q + kv) + heads * card.value_head_dim * h, 0
+        kv_heads, k_dim, v_dim = card.num_kv_heads, card.head_dim, card.value_head_dim
+        local = card.local_attention
+        if local is not None and local.own_shape and layer in local.layers:
+            kv_heads = local.num_kv_heads or kv_heads
+            k_dim = local.head_dim or k_dim
+            v_dim = local.v_head_dim or v_dim
+        q = heads * k_dim * (2 if card.attn_output_gate else 1)
+        kv = kv_heads * (k_dim + v_dim)
+        return h * (q + kv) + heads * v_dim * h, 0
     qk = la.qk_nope_head_dim + la.qk_rope_head_dim
     v = card.value_head_dim
     if la.q_lora_rank:

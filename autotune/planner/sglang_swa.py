@@ -1,0 +1,98 @@
+"""SGLang's two KV pools for models whose sliding-window layers have their own head shape
+(MiMo-V2-Flash: `SWAKVPool`, a full-attention pool and a window pool), per release.
+
+SGLang divides the static budget by one cell that holds both kinds of layers, then splits the
+tokens it gets between the two pools by `--swa-full-tokens-ratio` (r, default 0.8; the window
+pool holds r x the full pool's tokens). From the releases' `model_runner_kv_cache_mixin`:
+
+- 0.5.7: cell = F x n_full + S x n_swa (F, S: one layer's KV bytes per token in each kind);
+  the split counts layers, not bytes: full = tokens x n_layers / (r x n_swa + n_full).
+- 0.5.8: the same split, but the cell counts F over every layer: F x n_layers + S x n_swa.
+- 0.5.9 on: cell = F x n_full + S x n_swa, split by bytes:
+  full = tokens x (F n_full + S n_swa) / (F n_full + r S n_swa) (0.5.12 moved it to
+  `HybridSWAPoolConfigurator`, the same equation).
+- Main before the 0.5.7 release (MiMo-V2-Flash's first builds, dated as 0.5.6.x here) ignored
+  the ratio for MiMo-V2-Flash (sglang PR #15488, "respect --swa-full-tokens-ratio arg", merged
+  after 2025-12-19): both pools hold the profiled tokens; the 0.5.7 cell.
+
+The full pool's tokens are the launch's KV tokens (`max_total_num_tokens`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autotune.models.card import ModelCard
+
+DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+
+
+@dataclass(frozen=True)
+class SwaPools:
+    full_per_token: int  # F: one full-attention layer's KV bytes per token on a rank
+    swa_per_token: int  # S: one window layer's
+    n_full: int
+    n_swa: int
+    version: tuple[int, int, int]
+    ratio: float
+
+    @property
+    def cell(self) -> int:
+        """The bytes per token SGLang divides the budget by."""
+        full_layers = self.n_full + self.n_swa if self.version == (0, 5, 8) else self.n_full
+        return self.full_per_token * full_layers + self.swa_per_token * self.n_swa
+
+    def full_tokens(self, tokens: int, page: int) -> int:
+        """The full pool's tokens from the profiled `tokens`."""
+        if self.version < (0, 5, 7):
+            full = tokens
+        elif self.version < (0, 5, 9):
+            full = int(
+                tokens * (self.n_full + self.n_swa) / (self.ratio * self.n_swa + self.n_full)
+            )
+        else:
+            used = self.full_per_token * self.n_full + self.swa_per_token * self.n_swa
+            full = int(
+                tokens
+                * used
+                / (
+                    self.full_per_token * self.n_full
+                    + self.ratio * self.swa_per_token * self.n_swa
+                )
+            )
+        return full // page * page
+
+    def swa_tokens(self, full: int, page: int) -> int:
+        if self.version < (0, 5, 7):
+            return full
+        return int(full * self.ratio) // page * page
+
+    def pool_bytes(self, full: int, page: int) -> int:
+        """What the two pools allocate."""
+        swa = self.swa_tokens(full, page)
+        return full * self.full_per_token * self.n_full + swa * self.swa_per_token * self.n_swa
+
+
+def swa_pools(
+    card: ModelCard,
+    kv_bytes: float,
+    attn_tp: int,
+    version: tuple[int, int, int],
+    ratio: float | None,
+) -> SwaPools | None:
+    """The two pools of a card whose window layers have their own shape, else None."""
+    local = card.local_attention
+    if local is None or not local.own_shape or card.latent_attention is not None:
+        return None
+    swa_heads = max(1, (local.num_kv_heads or card.num_kv_heads) // attn_tp)
+    swa_dims = (local.head_dim or card.head_dim) + (local.v_head_dim or card.value_head_dim)
+    full_heads = max(1, card.num_kv_heads // attn_tp)
+    n_swa = len(local.layers)
+    return SwaPools(
+        full_per_token=int(full_heads * (card.head_dim + card.value_head_dim) * kv_bytes),
+        swa_per_token=int(swa_heads * swa_dims * kv_bytes),
+        n_full=len(card.full_attention_layers) - n_swa,
+        n_swa=n_swa,
+        version=version,
+        ratio=DEFAULT_SWA_FULL_TOKENS_RATIO if ratio is None else float(ratio),
+    )
