@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-from autotune.calibration.records import load_records
+from autotune.calibration.records import LaunchRecord, load_records
 from autotune.calibration.replay import Replay, replay
 
 RECORDS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real_launches"
@@ -40,7 +41,7 @@ def _row(r: Replay) -> str:
         rec.name,
         rec.engine,
         rec.version + ("*" if rec.version_from == "date" else ""),
-        rec.gpu[:24],
+        (rec.gpu or "not stated")[:24],
         str(rec.tp),
         rec.family,
         rec.quantization,
@@ -121,15 +122,16 @@ def _other_figures(replays: list[Replay]) -> list[str]:
 def _breakdown(replays: list[Replay]) -> list[str]:
     recs = [r.record for r in replays]
     lines = []
-    for label, key in (
+    keys: tuple[tuple[str, Callable[[LaunchRecord], object]], ...] = (
         ("engines", lambda x: x.engine),
         ("versions", lambda x: f"{x.engine} {x.version}"),
-        ("GPUs", lambda x: x.gpu),
+        ("GPUs", lambda x: x.gpu or "not stated"),
         ("families", lambda x: x.family),
         ("quantization", lambda x: x.quantization),
         ("TP", lambda x: f"tp{x.tp}"),
         ("vendors", lambda x: x.gpu_vendor),
-    ):
+    )
+    for label, key in keys:
         counts = Counter(key(x) for x in recs)
         lines.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     return lines

@@ -30,7 +30,7 @@ class LaunchRecord(BaseModel):
     engine: Engine
     version: str
     version_from: Literal["stated", "log", "date"]
-    gpu: str
+    gpu: str | None = Field(description="as stated; null when the source names no GPU")
     gpu_vendor: Literal["nvidia", "amd"]
     gpu_count: int = Field(ge=1)
     tp: int = Field(ge=1)

@@ -58,6 +58,8 @@ def gpus_named(record: LaunchRecord) -> list[GPUSpec]:
     """Catalog GPUs whose names the record's GPU mentions (A100: the 40 and 80 GB entries)."""
     from autotune.hardware.gpus import GPU_CATALOG
 
+    if record.gpu is None:
+        return []
     text = _names(record.gpu)
     return [
         g
@@ -72,7 +74,7 @@ def gpu_of(record: LaunchRecord) -> GPUSpec | None:
     hits = gpus_named(record)
     if not hits:
         return None
-    stated = [int(m) for m in _MEM_RE.findall(record.gpu)]
+    stated = [int(m) for m in _MEM_RE.findall(record.gpu or "")]
     if stated:
         return min(hits, key=lambda g: min(abs(g.memory_gib - s) for s in stated))
     stock = [g for g in hits if "modded" not in g.label]
@@ -153,6 +155,8 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         return Replay(record, observed, None, f"no card for {record.card or record.model}")
     gpu = gpu_of(record)
     if gpu is None:
+        if record.gpu is None:
+            return Replay(record, observed, None, "the GPU is not stated", unstated=True)
         if not gpus_named(record):
             return Replay(record, observed, None, f"GPU {record.gpu!r} is not in the catalog")
         return Replay(

@@ -73,6 +73,7 @@ def test_replay_says_why_it_cannot_predict() -> None:
     no_dtype = replay(_record(kv_cache_dtype=None))
     assert no_dtype.skipped == "the KV cache dtype is not stated" and no_dtype.unstated
     assert not replay(_record(model="acme/unknown-7b")).unstated
+    assert replay(_record(gpu=None)).skipped == "the GPU is not stated"
 
 
 def test_gpu_names_and_free_memory_from_the_record() -> None:
