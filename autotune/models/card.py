@@ -142,6 +142,11 @@ class WeightBytes(_Frozen):
     decoder: int = Field(description="all decoder layers: attention, GDN, MLP, norms")
     mtp: int = 0
     vision: int = 0
+    vision_linear: int = Field(
+        default=0,
+        description="of `vision` (not added to it), the bytes in linear layers: what an engine "
+        "that shards the tower across TP ranks splits",
+    )
     replicated: int = Field(
         default=0, description="parts every TP rank holds whole (MLA down-projections, routers)"
     )
@@ -193,6 +198,11 @@ class ModelCard(_Frozen):
     )
     experts: Experts | None = None
     max_position_embeddings: int = 262144
+    rotary_dim: int | None = Field(
+        default=None,
+        description="rotated dims per head (head_dim x partial_rotary_factor; MLA: the rope "
+        "key); None where the config does not state it",
+    )
     tie_word_embeddings: bool = False
     mtp_layers: int = Field(default=0, description="MTP layers present in the checkpoint")
     vision: VisionTower | None = None

@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 from pydantic import BaseModel, Field
 
-from autotune.models.card import ModelCard
+from autotune.models.card import ModelCard, WeightBytes
 
 GIB = 2**30
 MIB = 2**20
@@ -116,9 +116,18 @@ def host_ram_available_gib(host_free_gib: float | None, assumptions: list[str]) 
     return host_free_gib
 
 
-def weights_per_rank(card: ModelCard, tp: int, load_mtp: bool) -> int:
-    """Weights on one rank: sharded parts / TP; the vision tower and the parts the engines build
-    as replicated layers are whole on every rank."""
+def weights_per_rank(card: ModelCard, tp: int, load_mtp: bool, shard_vision: bool = False) -> int:
+    """Weights on one rank: sharded parts / TP; the parts the engines build as replicated
+    layers are whole on every rank, and so is the vision tower unless `shard_vision` (an engine
+    that splits the tower's linear layers across the TP ranks)."""
     w = card.weights
     sharded = w.embed_tokens + w.lm_head + w.decoder + (w.mtp if load_mtp else 0)
-    return (sharded + w.load_overhead) // tp + w.vision + w.replicated
+    return (sharded + w.load_overhead) // tp + vision_per_rank(w, tp, shard_vision) + w.replicated
+
+
+def vision_per_rank(w: WeightBytes, tp: int, shard: bool) -> int:
+    """The vision tower on one rank: whole, or its linear layers / TP and the rest whole."""
+    if not shard:
+        return w.vision
+    linear = min(w.vision_linear, w.vision)
+    return w.vision - linear + linear // tp

@@ -26,7 +26,7 @@ from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
-from autotune.planner.common import GIB, weights_per_rank
+from autotune.planner.common import GIB, vision_per_rank
 from autotune.planner.vllm_history import (
     Engine,
     at_least,
@@ -51,7 +51,10 @@ from autotune.planner.vllm_memory import (
     ProfiledMemory,
     StartupMemory,
     activation_bytes,
+    rope_cache_bytes,
+    shards_vision,
     startup_figures,
+    vllm_weights_bytes,
 )
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode
 
@@ -117,10 +120,12 @@ def history_weights_gib(card: ModelCard, cfg: dict[str, Any], tp: int) -> float:
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     if pp == 1:
         card = card.model_copy(update={"weights": w.model_copy(update={"decoder": decoder})})
-        return weights_per_rank(card, tp, load_mtp=False) / GIB
+        return vllm_weights_bytes(card, cfg, tp, load_mtp=False) / GIB
     stage = -(-card.num_layers // pp)
     sharded = decoder * stage // card.num_layers + max(w.embed_tokens, w.lm_head)
-    return ((sharded + w.load_overhead) // tp + w.vision + w.replicated) / GIB
+    vision = vision_per_rank(w, tp, shards_vision(card, cfg))
+    whole = vision + w.replicated + rope_cache_bytes(card)
+    return ((sharded + w.load_overhead) // tp + whole) / GIB
 
 
 def history_startup(

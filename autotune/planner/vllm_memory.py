@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
-from autotune.models.card import ModelCard
+from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
 from autotune.planner.vllm_history import at_least
 
@@ -46,6 +46,41 @@ LOGITS_COPIES = 2
 GRAPH_BASE_MIB = 64
 GRAPH_PER_GRAPH_MIB = 5.5
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+
+# Vision-language architectures whose vLLM model splits the vision tower's linear layers (and
+# the projector) across the TP ranks in mm_encoder_tp_mode "weights", the default; "data"
+# (before 0.11: enable_multimodal_encoder_data_parallel) keeps the tower whole on every rank
+# (models/mllama4.py of 0.10.0, 0.12.0 and 0.19.0: ColumnParallelLinear / QKVParallelLinear /
+# RowParallelLinear, ReplicatedLinear or disable_tp under data parallelism; the projector is
+# column-parallel in both modes, counted whole there).
+TP_SHARDED_VISION = frozenset({"Llama4ForConditionalGeneration"})
+
+
+def shards_vision(card: ModelCard, cfg: dict[str, Any]) -> bool:
+    """Whether vLLM splits this model's vision tower across the TP ranks."""
+    data = cfg.get("mm_encoder_tp_mode") == "data" or bool(
+        cfg.get("enable_multimodal_encoder_data_parallel")
+    )
+    return card.architecture in TP_SHARDED_VISION and not data
+
+
+def rope_cache_bytes(card: ModelCard) -> int:
+    """The rotary embedding's cos/sin cache, built at load on every rank and counted in "Model
+    loading took": max_position_embeddings x rotary_dim in the model's dtype, one buffer that
+    the layers share (layers/rotary_embedding RotaryEmbeddingBase: register_buffer of
+    cache.to(dtype); get_rope caches one module per shape). 2.5 GiB for Llama 4 Scout's 10 M
+    positions. 0 where the card does not state the rotary width."""
+    if card.rotary_dim is None:
+        return 0
+    return int(card.max_position_embeddings * card.rotary_dim * DTYPE_BYTES.get(card.dtype, 2.0))
+
+
+def vllm_weights_bytes(card: ModelCard, cfg: dict[str, Any], tp: int, load_mtp: bool) -> int:
+    """What vLLM's "Model loading took" counts on one rank: the weights as it shards them and the
+    rope cache."""
+    shard = shards_vision(card, cfg)
+    return weights_per_rank(card, tp, load_mtp, shard_vision=shard) + rope_cache_bytes(card)
 
 
 def capture_sizes(
@@ -181,7 +216,7 @@ def profiled_memory(
     memory and graphs, and the KV memory they leave; graphs captured outside the budget that
     the headroom cannot hold are a reason."""
     requested = startup.requested_gib
-    weights = (weights_per_rank(card, tp, load_mtp=mtp) + padding_bytes) / GIB
+    weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes) / GIB
     act = activation_bytes(card, tp, max_tokens, max_num_seqs) / GIB
     if tp_mib is None:
         tp_mib = NON_TORCH_TP_MIB if tp > 1 else 0
