@@ -336,7 +336,16 @@ def plan_history(
     prefix = engine == "v1" if given is None else bool(given)
     assumptions.append(f"enable_prefix_caching: {prefix} (vLLM {version}, {engine.upper()})")
     if card.is_multimodal:
-        assumptions.append("the vision encoder's share of the profiling run is not modelled")
+        # V0's encoder-decoder profile run (enc_dec_model_runner.profile_run) gives each of
+        # max_num_seqs dummy sequences its own dummy images (limit_mm_per_prompt, 1 by
+        # default; Mllama: max_num_tiles tiles each), so the tower runs over max_num_seqs
+        # images at once; its peak (dense SDPA masks, stacked intermediate layers,
+        # cross-attention states) is not derived here.
+        why = f" (V0 profiles {limits.max_num_seqs} dummy images at once, one per sequence)"
+        assumptions.append(
+            "the vision encoder's share of the profiling run is not modelled"
+            + (why if engine == "v0" else "")
+        )
     mem = history_memory(card, gpu, cfg, version, engine, tp, limits, startup, reasons)
     lay = history_layout(card, gpu, cfg, version, engine, tp, limits, mem)
     check_history_fit(lay, limits, engine, mem.kv_cache_gib, reasons, assumptions)
