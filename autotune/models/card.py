@@ -54,8 +54,14 @@ class Quantization(_Frozen):
 
 
 class LinearAttention(_Frozen):
-    """Gated DeltaNet state shapes (Qwen3-Next / Qwen3.5 config field names)."""
+    """Linear-attention state shapes: Gated DeltaNet (Qwen3-Next / Qwen3.5 config field names)
+    or Mamba-2 (Nemotron-H), whose fields map onto the same shape: `num_key_heads` = n_groups,
+    `key_head_dim` = ssm_state_size, `num_value_heads` = mamba_num_heads, `value_head_dim` =
+    mamba_head_dim. Both then keep a conv window of (2 * key + value width) channels and an SSM
+    state of value heads x value dim x key dim (vLLM's MambaStateShapeCalculator
+    .gated_delta_net_state_shape and .mamba2_state_shape)."""
 
+    kind: Literal["gated_delta_net", "mamba2"] = "gated_delta_net"
     num_key_heads: int
     num_value_heads: int
     key_head_dim: int
@@ -196,6 +202,11 @@ class ModelCard(_Frozen):
     cross_attention_layers: tuple[int, ...] = Field(
         default=(), description="layers attending to the vision encoder's states (Mllama)"
     )
+    block_pattern: str | None = Field(
+        default=None,
+        description="Nemotron-H hybrid_override_pattern, one block per layer: M Mamba-2, * "
+        "attention, - MLP, E MoE; a '-' or 'E' block has no mixer (no KV, no state)",
+    )
     experts: Experts | None = None
     max_position_embeddings: int = 262144
     rotary_dim: int | None = Field(
@@ -229,6 +240,14 @@ class ModelCard(_Frozen):
         bad = [i for i in self.cross_attention_layers if not 0 <= i < self.num_layers]
         if bad:
             raise ValueError(f"cross_attention_layers {bad} outside 0..{self.num_layers - 1}")
+        if self.block_pattern is not None:
+            if len(self.block_pattern) != self.num_layers or set(self.block_pattern) - set("M*-E"):
+                raise ValueError(
+                    f"block_pattern {self.block_pattern!r} must hold {self.num_layers} of M * - E"
+                )
+            said = tuple(i for i, c in enumerate(self.block_pattern) if c == "*")
+            if said != self.full_attention_layers:
+                raise ValueError("block_pattern's '*' layers are not full_attention_layers")
         return self
 
     @property
@@ -237,6 +256,10 @@ class ModelCard(_Frozen):
 
     @property
     def linear_layers(self) -> tuple[int, ...]:
+        """Layers with a linear-attention (GDN / Mamba-2) state: every layer that is not full
+        attention, less Nemotron-H's MLP and MoE blocks."""
+        if self.block_pattern is not None:
+            return tuple(i for i, c in enumerate(self.block_pattern) if c == "M")
         full = set(self.full_attention_layers)
         return tuple(i for i in range(self.num_layers) if i not in full)
 

@@ -43,6 +43,8 @@ def projections(card: ModelCard) -> list[Projection]:
         Projection("qkv_proj", q_width + kv_width, h, "column", n_full),
         Projection("o_proj", h, attn_out, "row", n_full),
     ]
+    if card.block_pattern is not None:
+        return out + _nemotron_h(card)
     la = card.linear_attention
     n_lin = len(card.linear_layers)
     if la is not None and n_lin:
@@ -57,6 +59,35 @@ def projections(card: ModelCard) -> list[Projection]:
         Projection("gate_up_proj", 2 * card.intermediate_size, h, "column", card.num_layers),
         Projection("down_proj", h, card.intermediate_size, "row", card.num_layers),
     ]
+    return out
+
+
+def _nemotron_h(card: ModelCard) -> list[Projection]:
+    """Nemotron-H's Mamba-2 in/out projections, its non-gated MLP blocks and the shared experts
+    of its MoE blocks (routed experts are left out, as for the other MoE cards)."""
+    h, la, plan = card.hidden_size, card.linear_attention, card.block_pattern or ""
+    out: list[Projection] = []
+    n_lin = len(card.linear_layers)
+    if la is not None and n_lin:
+        inner = la.num_value_heads * la.value_head_dim
+        in_n = 2 * inner + 2 * la.num_key_heads * la.key_head_dim + la.num_value_heads
+        out += [
+            Projection("in_proj", in_n, h, "column", n_lin),
+            Projection("out_proj", h, inner, "row", n_lin),
+        ]
+    n_mlp = plan.count("-")
+    if n_mlp:
+        out += [
+            Projection("up_proj", card.intermediate_size, h, "column", n_mlp),
+            Projection("down_proj", h, card.intermediate_size, "row", n_mlp),
+        ]
+    e = card.experts
+    if e is not None and e.shared_intermediate_size and plan.count("E"):
+        width = e.shared_intermediate_size
+        out += [
+            Projection("shared_experts.up_proj", width, h, "column", plan.count("E")),
+            Projection("shared_experts.down_proj", h, width, "row", plan.count("E")),
+        ]
     return out
 
 

@@ -13,12 +13,14 @@ from autotune.planner.common import GIB
 
 
 def mamba_slot_bytes(card: ModelCard, tp: int, ssm_dtype: str | None = None) -> tuple[int, int]:
-    """(conv, ssm) bytes of one Gated DeltaNet state slot on one rank (§2.3, F1)."""
+    """(conv, ssm) bytes of one Gated DeltaNet or Mamba-2 state slot on one rank (§2.3, F1;
+    Mamba-2 widens its groups to TP when they do not divide, as Mamba2StateShape.create does)."""
     la = card.linear_attention
     if la is None:
         return 0, 0
     n = len(card.linear_layers)
-    conv_dim = la.num_value_heads * la.value_head_dim + 2 * la.num_key_heads * la.key_head_dim
+    groups = tp if la.kind == "mamba2" and la.num_key_heads % tp else la.num_key_heads
+    conv_dim = la.num_value_heads * la.value_head_dim + 2 * groups * la.key_head_dim
     conv = conv_dim // tp * (la.conv_kernel - 1) * int(DTYPE_BYTES[la.conv_dtype]) * n
     ssm_b = DTYPE_BYTES[ssm_dtype or la.ssm_dtype]
     ssm = int(la.num_value_heads // tp * la.value_head_dim * la.key_head_dim * ssm_b) * n

@@ -397,7 +397,8 @@ def _layout(
     if lay.block_size != int(cfg.get("block_size") or DEFAULT_BLOCK_SIZE):
         assumptions.append(
             f"hybrid model: vLLM sets the attention block size to {lay.block_size} tokens so a "
-            f"page ({lay.page_bytes} B) holds a GDN state ({lay.mamba_state_bytes} B)"
+            f"page ({lay.page_bytes} B) holds a linear-attention (GDN / Mamba-2) state "
+            f"({lay.mamba_state_bytes} B)"
         )
     return lay
 

@@ -73,12 +73,17 @@ def mamba_page_bytes(
     conv_dtype: str | None = None,
     ssm_dtype: str | None = None,
 ) -> tuple[int, int]:
-    """(conv, ssm) bytes of one GDN layer's state on one rank (MambaStateShapeCalculator.
-    gated_delta_net_state_shape: the conv window grows by the speculative tokens)."""
+    """(conv, ssm) bytes of one GDN or Mamba-2 layer's state on one rank
+    (MambaStateShapeCalculator.gated_delta_net_state_shape / mamba2_state_shape: the conv window
+    grows by the speculative tokens; Mamba-2 widens its groups to a multiple of TP when they do
+    not divide, extra_groups_for_head_shards)."""
     la = card.linear_attention
     if la is None:
         return 0, 0
-    conv_dim = la.num_key_heads * la.key_head_dim * 2 + la.num_value_heads * la.value_head_dim
+    groups = la.num_key_heads
+    if la.kind == "mamba2" and groups % tp:
+        groups = tp
+    conv_dim = groups * la.key_head_dim * 2 + la.num_value_heads * la.value_head_dim
     conv_b = DTYPE_BYTES[conv_dtype or card.dtype]
     conv = int(conv_dim // tp * (la.conv_kernel - 1 + num_spec) * conv_b)
     ssm_b = DTYPE_BYTES[ssm_dtype or la.ssm_dtype]

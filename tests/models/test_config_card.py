@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, ModelLoadError
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card, config_cards, read_card
 from autotune.models.hf.config_card import card_from_config
@@ -362,3 +362,68 @@ def test_gemma4_26b_a4b_packs() -> None:
         assert len(c.full_attention_layers) == 30 and c.global_layers == (5, 11, 17, 23, 29)
         assert c.global_attention == nvfp4.global_attention
         assert c.vision is not None and c.vision.layers == 27
+
+
+# Nemotron-H (NemotronHForCausalLM): the blocks of its layer plan.
+NANO_4B = "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"
+
+
+def test_nemotron_h_plan_reads_its_blocks() -> None:
+    card = config_card(NANO_4B)
+    assert card is not None and card.block_pattern is not None
+    assert card.full_attention_layers == (12, 17, 24, 32)
+    assert len(card.linear_layers) == 21  # the M blocks; the 17 MLP blocks hold no state
+    la = card.linear_attention
+    assert la is not None and la.kind == "mamba2" and la.ssm_dtype == "float32"
+    # Mamba-2 onto the shared shape: groups x state are the keys, heads x head dim the values
+    assert (la.num_key_heads, la.key_head_dim) == (8, 128)
+    assert (la.num_value_heads, la.value_head_dim) == (96, 80)
+    assert not card.attn_output_gate and card.experts is None
+    assert kv_cell(card, 1) == 4 * 2 * 8 * 128  # fp8 KV: only the 4 attention blocks
+
+
+def test_nemotron_3_nano_4b_weights_are_its_published_parameter_count() -> None:
+    # 3,973,556,832 parameters (the count public notes give for the checkpoint) in bf16; its
+    # model.safetensors is 7,947,142,640 bytes with the header.
+    card = config_card(NANO_4B)
+    assert card is not None
+    assert card.weights.total == 2 * 3_973_556_832
+
+
+def test_nemotron_h_layer_plan_list_spelling_and_errors() -> None:
+    cfg: dict[str, Any] = {
+        "architectures": ["NemotronHForCausalLM"],
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "mamba_num_heads": 4,
+        "mamba_head_dim": 16,
+        "n_groups": 2,
+        "ssm_state_size": 8,
+        "conv_kernel": 4,
+        "vocab_size": 100,
+        "layers_block_type": ["mamba", "mlp", "attention", "mlp"],
+    }
+    card = card_from_config(cfg, name="tiny", source="tiny/config.json")
+    assert card.block_pattern == "M-*-" and card.num_layers == 4
+    # no mamba_ssm_cache_dtype: vLLM's NemotronH config falls back to float16
+    assert card.linear_attention is not None and card.linear_attention.ssm_dtype == "float16"
+    with pytest.raises(ModelLoadError, match="num_hidden_layers"):
+        card_from_config({**cfg, "num_hidden_layers": 5}, name="t", source="t/config.json")
+    bad = {**cfg, "layers_block_type": None, "hybrid_override_pattern": "MX"}
+    with pytest.raises(ModelLoadError, match="hybrid_override_pattern"):
+        card_from_config(bad, name="t", source="t/config.json")
+
+
+def test_nemotron_h_projections_are_its_blocks() -> None:
+    from autotune.models.layout import projections
+
+    card = config_card(NANO_4B)
+    assert card is not None
+    shapes = {p.name: (p.n, p.k, p.layers) for p in projections(card)}
+    # in_proj: z and x (2 x 7680), B and C (2 x 8 x 128), dt (96)
+    assert shapes["in_proj"] == (7680 + 9728 + 96, 3136, 21)
+    assert shapes["up_proj"] == (12544, 3136, 17) and "gate_up_proj" not in shapes
+    assert shapes["qkv_proj"] == (40 * 128 + 2 * 8 * 128, 3136, 4)

@@ -41,10 +41,12 @@ from autotune.models.card import (
 )
 from autotune.models.hf.fields import (
     ConfigFields,
+    block_pattern,
     config_dtype,
     full_attention_layers,
     linear_attention,
 )
+from autotune.models.hf.nemotron_h import block_parts, shared_intermediate
 from autotune.models.hf.pack_parts import bytes_per_param, ct_bytes, modelopt_bytes, module_names
 from autotune.models.hf.quantization import quantization_from_config
 
@@ -83,6 +85,9 @@ def moe_layer_ids(f: ConfigFields, num_layers: int) -> tuple[int, ...]:
         if len(freq) != num_layers:
             raise f.error("moe_layer_freq", f"must be an integer or {num_layers} 0/1 flags")
         return tuple(i for i, flag in enumerate(freq) if flag)
+    pattern = block_pattern(f.data, f.source, f.prefix)
+    if pattern is not None:  # Nemotron-H: its E blocks
+        return tuple(i for i, c in enumerate(pattern) if c == "E")
     dense = f.opt_int("first_k_dense_replace", minimum=0) or 0
     step = f.opt_int("decoder_sparse_step") or f.opt_int("interleave_moe_layer_step") or 1
     only = f.data.get("mlp_only_layers") or []
@@ -105,6 +110,9 @@ def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | N
     inter = f.opt_int("moe_intermediate_size") or f.get_int("intermediate_size")
     shared = f.opt_int("shared_expert_intermediate_size", minimum=0) or 0
     shared += (f.opt_int("n_shared_experts", minimum=0) or 0) * inter
+    nemotron_shared = shared_intermediate(f.data)
+    if nemotron_shared is not None:  # Nemotron-H names its own width
+        shared = nemotron_shared
     if _is_llama4(architecture):  # every Llama 4 MoE layer adds one shared expert
         shared += inter
     per_token = (
@@ -300,6 +308,8 @@ class Extras:
     dense_beside_experts: bool = False  # Gemma 4 (enable_moe_block): a dense MLP in every layer
     quant: Mapping[str, Any] | None = None
     source: str = ""
+    config: Mapping[str, Any] = field(default_factory=dict)  # the text config (Nemotron-H)
+    mtp_pattern: str = ""  # Nemotron-H's MTP layer plan (mtp_hybrid_override_pattern)
     parts: dict[tuple[str, int | None], float] = field(default_factory=dict, compare=False)
 
 
@@ -377,7 +387,10 @@ def _mlp_params(card: ModelCard, ex: Extras, moe: bool, p: LayerParams) -> None:
 
 def layer_params(card: ModelCard, ex: Extras, layer: int) -> LayerParams:
     """The parameters of decoder layer `layer` (-1: an MTP layer, full attention with the
-    model's MLP kind)."""
+    model's MLP kind; Nemotron-H: the blocks its layer plan names)."""
+    if card.block_pattern is not None:
+        blocks = ex.mtp_pattern if layer < 0 else card.block_pattern[layer]
+        return LayerParams(**block_parts(card, ex.config, blocks))
     p = LayerParams(kept=2 * card.hidden_size)
     _mixer_params(card, ex, layer if layer >= 0 else card.full_attention_layers[-1], p)
     moe = layer in ex.moe_layers if layer >= 0 else bool(ex.moe_layers)
@@ -472,6 +485,8 @@ def card_from_config(
             dense_beside_experts=f.get_bool("enable_moe_block", False),
             quant=q if isinstance(q, dict) else None,
             source=source,
+            config=text,
+            mtp_pattern=f.get_str("mtp_hybrid_override_pattern") or "",
         )
         counted = weight_bytes(card, ex)
         if loaded_bytes:
@@ -491,7 +506,9 @@ def _skeleton(
     architecture: str,
 ) -> ModelCard:
     """The card's architecture facts (weights still zero)."""
-    num_layers = f.get_int("num_hidden_layers")
+    pattern = block_pattern(text, f.source, f.prefix)
+    # Nemotron-H's plan is the layer count (Ultra's config leaves num_hidden_layers null)
+    num_layers = f.get_int("num_hidden_layers", len(pattern) if pattern else None)
     hidden = f.get_int("hidden_size")
     heads = f.get_int("num_attention_heads")
     latent = _latent(f)
@@ -521,7 +538,8 @@ def _skeleton(
         num_kv_heads=f.get_int("num_key_value_heads", heads),
         head_dim=head_dim,
         v_head_dim=f.opt_int("v_head_dim"),
-        attn_output_gate=f.get_bool("attn_output_gate", hybrid),
+        attn_output_gate=f.get_bool("attn_output_gate", hybrid and pattern is None),
+        block_pattern=pattern,
         full_attention_layers=full,
         linear_attention=linear_attention(text, f.source, f.prefix, dtype) if hybrid else None,
         latent_attention=latent,

@@ -53,12 +53,42 @@ class ConfigFields:
         return v
 
 
+# Nemotron-H's `layers_block_type` words as `hybrid_override_pattern` letters.
+_BLOCK_LETTERS = {"mamba": "M", "attention": "*", "mlp": "-", "moe": "E"}
+
+
+def block_pattern(text: Mapping[str, Any], source: Path, prefix: str = "") -> str | None:
+    """Nemotron-H's layer plan as `hybrid_override_pattern` letters (M Mamba-2, * attention,
+    - MLP, E MoE), from that field or its list spelling `layers_block_type`; None for other
+    models."""
+    f = ConfigFields(text, source, prefix)
+    pattern = f.get_str("hybrid_override_pattern")
+    words = text.get("layers_block_type")
+    if pattern is None and isinstance(words, list):
+        bad = [w for w in words if w not in _BLOCK_LETTERS]
+        if bad:
+            raise f.error("layers_block_type", f"holds unknown block types {bad}")
+        pattern = "".join(_BLOCK_LETTERS[w] for w in words)
+    if pattern is None:
+        return None
+    if set(pattern) - set("M*-E"):
+        raise f.error("hybrid_override_pattern", f"must hold only M * - E, got {pattern!r}")
+    n = f.get_int("num_hidden_layers", len(pattern))
+    if n != len(pattern):
+        raise f.error("num_hidden_layers", f"is {n} but the layer pattern holds {len(pattern)}")
+    return pattern
+
+
 def full_attention_layers(
     text: Mapping[str, Any], source: Path, prefix: str = ""
 ) -> tuple[int, ...]:
     """Full-attention layer ids, as SGLang derives them (sglang-internals §6): from
-    `full_attention_interval` when present, else from `layer_types`, else every layer."""
+    `full_attention_interval` when present, else from `layer_types`, else every layer;
+    Nemotron-H: its pattern's '*' blocks."""
     f = ConfigFields(text, source, prefix)
+    pattern = block_pattern(text, source, prefix)
+    if pattern is not None:
+        return tuple(i for i, c in enumerate(pattern) if c == "*")
     n = f.get_int("num_hidden_layers")
     interval = f.opt_int("full_attention_interval")
     if interval is not None:
@@ -78,10 +108,30 @@ def full_attention_layers(
     return tuple(range(n))
 
 
+# vLLM's NemotronHForCausalLMConfig.verify_and_update_config: an `auto` SSM cache dtype takes
+# config.json's mamba_ssm_cache_dtype, float16 when the config has none. (SGLang 0.5.23's
+# mamba2_state_dtype reads mamba_ssm_dtype instead, float32 without it: the two differ only
+# for a config that states neither.)
+NEMOTRON_H_SSM_DEFAULT = "float16"
+
+
 def linear_attention(
     text: Mapping[str, Any], source: Path, prefix: str, conv_dtype: str
 ) -> LinearAttention:
     f = ConfigFields(text, source, prefix)
+    if block_pattern(text, source, prefix) is not None:
+        # Mamba-2 onto the shared shape (card.LinearAttention): groups x state size are the
+        # "keys", heads x head dim the "values".
+        return LinearAttention(
+            kind="mamba2",
+            num_key_heads=f.get_int("n_groups"),
+            key_head_dim=f.get_int("ssm_state_size"),
+            num_value_heads=f.get_int("mamba_num_heads"),
+            value_head_dim=f.get_int("mamba_head_dim"),
+            conv_kernel=f.get_int("conv_kernel"),
+            ssm_dtype=f.get_str("mamba_ssm_cache_dtype") or NEMOTRON_H_SSM_DEFAULT,
+            conv_dtype=conv_dtype,
+        )
     return LinearAttention(
         num_key_heads=f.get_int("linear_num_key_heads"),
         num_value_heads=f.get_int("linear_num_value_heads"),

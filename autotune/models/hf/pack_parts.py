@@ -22,17 +22,28 @@ PART_MODULES: dict[str, tuple[str, ...]] = {
         "self_attn.o_proj",
         "self_attn.q_b_proj",
         "self_attn.kv_b_proj",
+        "mixer.q_proj",  # Nemotron-H blocks
+        "mixer.o_proj",
     ),
     "linear_attention": (
         "linear_attn.in_proj_qkvz",
         "linear_attn.in_proj_qkv",
         "linear_attn.out_proj",
+        "mixer.in_proj",
+        "mixer.out_proj",
     ),
-    "mlp": ("mlp.gate_proj", "mlp.down_proj", "feed_forward.gate_proj"),
+    "mlp": (
+        "mlp.gate_proj",
+        "mlp.down_proj",
+        "feed_forward.gate_proj",
+        "mixer.up_proj",
+        "mixer.down_proj",
+    ),
     "shared": (
         "mlp.shared_expert.gate_proj",
         "mlp.shared_experts.gate_proj",
         "feed_forward.shared_expert.gate_proj",
+        "mixer.shared_experts.up_proj",
     ),
     "experts": (
         "mlp.experts.0.gate_proj",
@@ -41,12 +52,14 @@ PART_MODULES: dict[str, tuple[str, ...]] = {
         "feed_forward.experts.0.gate_proj",
         "experts.0.gate_proj",  # Gemma 4: experts beside the dense mlp
         "experts.gate_up_proj",
+        "mixer.experts.0.up_proj",
     ),
 }
 _LAYER_PREFIXES = (
     "model.layers.{}.",
     "model.language_model.layers.{}.",
     "language_model.model.layers.{}.",
+    "backbone.layers.{}.",
 )
 _MTP_PREFIXES = ("mtp.layers.0.", "model.mtp.layers.0.", "mtp.")
 _MODELOPT_BYTES = {"NVFP4": 0.5 + 1 / 16, "W4A16_NVFP4": 0.5 + 1 / 16, "FP8": 1.0}
