@@ -366,6 +366,7 @@ def test_gemma4_26b_a4b_packs() -> None:
 
 # Nemotron-H (NemotronHForCausalLM): the blocks of its layer plan.
 NANO_4B = "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"
+SUPER_NVFP4 = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 
 
 def test_nemotron_h_plan_reads_its_blocks() -> None:
@@ -415,6 +416,23 @@ def test_nemotron_h_layer_plan_list_spelling_and_errors() -> None:
     bad = {**cfg, "layers_block_type": None, "hybrid_override_pattern": "MX"}
     with pytest.raises(ModelLoadError, match="hybrid_override_pattern"):
         card_from_config(bad, name="t", source="t/config.json")
+
+
+def test_nemotron_3_super_latent_moe_and_mtp() -> None:
+    card = config_card(SUPER_NVFP4)
+    assert card is not None and card.experts is not None
+    assert (card.experts.moe_layers, card.experts.num_experts) == (40, 512)
+    assert card.experts.shared_intermediate_size == 5376
+    assert len(card.linear_layers) == 40 and len(card.full_attention_layers) == 8
+    assert card.mtp_layers == 1 and card.quantization.scheme == "nvfp4"
+    w = card.weights
+    fp4 = 0.5 + 1 / 16
+    # routed experts over the 1024-wide latent, non-gated: 2 x 1024 x 2688 per expert
+    experts = 40 * 512 * 2 * 1024 * 2688 * fp4
+    assert w.replicated == 40 * 2 * 4096 * 1024 * 2  # fc1/fc2_latent_proj, bf16, every rank
+    assert experts < w.decoder < experts + 13 * 2**30
+    # the MTP layer: an attention block and a MoE block, plus eh_proj
+    assert 512 * 2 * 1024 * 2688 * fp4 < w.mtp < 2 * 2**30
 
 
 def test_nemotron_h_projections_are_its_blocks() -> None:

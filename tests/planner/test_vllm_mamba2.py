@@ -1,6 +1,6 @@
 """vLLM's Mamba-2 (Nemotron-H) state and KV layout: the per-layer state against the release's
 own MambaStateShapeCalculator.mamba2_state_shape (0.19.1 wheel), the SSM dtype rule of its
-NemotronH config, and the layout the public GB10 launches logged (block size, padding
+NemotronH config, and the layout the two public GB10 launches logged (block size, padding
 layers, "GPU KV cache size" and "Maximum concurrency" from their logged KV memory)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from autotune.planner.vllm_kv import hybrid_groups, kv_layout, mamba_page_bytes
 from tests.wheels import engine_wheel_or_skip
 
 NANO = "nvidia/NVIDIA-Nemotron-3-Nano-4B-BF16"
+SUPER = "nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4"
 GIB = 2**30
 
 
@@ -36,7 +37,7 @@ def _calculator(version: str) -> type:
     return ns["MambaStateShapeCalculator"]  # type: ignore[return-value]
 
 
-@pytest.mark.parametrize("model", [NANO])
+@pytest.mark.parametrize("model", [NANO, SUPER])
 @pytest.mark.parametrize(("tp", "num_spec"), [(1, 0), (1, 3), (2, 0), (4, 1), (8, 0)])
 def test_mamba2_state_is_the_releases(model: str, tp: int, num_spec: int) -> None:
     card = config_card(model)
@@ -99,6 +100,32 @@ def test_nano_4b_layout_is_the_logged_one() -> None:
     assert round((lay.page_bytes / lay.mamba_state_bytes - 1) * 100, 2) == 0.18
     assert lay.kv_tokens == 1_934_432
     assert round(lay.concurrency, 2) == 216.94
+
+
+def test_super_layout_is_the_logged_one() -> None:
+    """more-nemotron-3-super-120b-a12b-nvfp4-gb10-tp1 (MTP, 3 speculative tokens: the conv
+    window grows by 3, the MTP attention block joins the KV groups): 'Setting attention block
+    size to 8432 tokens' (no padding line: the page is the state exactly), 'Add 5 padding
+    layers', 'Available KV cache memory: 36.25 GiB', 'GPU KV cache size: 1,399,712 tokens',
+    'Maximum concurrency for 131,072 tokens per request: 27.81x'."""
+    card = config_card(SUPER)
+    assert card is not None
+    assert hybrid_groups(9, 40) == (9, 1, 5)
+    lay = kv_layout(
+        card,
+        version="0.19.2rc1.dev134+gfe9c3d6c5",
+        tp=1,
+        kv_dtype="fp8",
+        max_model_len=131072,
+        kv_memory_bytes=36.25 * GIB,
+        prefix_caching=False,
+        num_spec=3,
+        draft_layers=1,
+        ssm_dtype="float32",
+    )
+    assert lay.block_size == 8432 and lay.page_bytes == lay.mamba_state_bytes
+    assert lay.kv_tokens == 1_399_712
+    assert round(lay.concurrency, 2) == 27.81
 
 
 def test_nano_4b_launch_replays_through_the_planner() -> None:
