@@ -36,7 +36,6 @@ from autotune.models.card import (
     LocalAttention,
     ModelCard,
     Quantization,
-    VisionTower,
     WeightBytes,
 )
 from autotune.models.hf.fields import (
@@ -45,10 +44,12 @@ from autotune.models.hf.fields import (
     config_dtype,
     full_attention_layers,
     linear_attention,
+    rotary_dim,
 )
 from autotune.models.hf.nemotron_h import block_parts, shared_intermediate
 from autotune.models.hf.pack_parts import bytes_per_param, ct_bytes, modelopt_bytes, module_names
 from autotune.models.hf.quantization import quantization_from_config
+from autotune.models.hf.vision_config import vision_from_config
 
 
 def _text_config(config: Mapping[str, Any]) -> tuple[Mapping[str, Any], str]:
@@ -183,103 +184,6 @@ def _global_attention(f: ConfigFields) -> GlobalAttention | None:
     if global_dim == head_dim and global_kv in (None, kv):
         return None
     return GlobalAttention(head_dim=global_dim, num_kv_heads=global_kv or kv, k_eq_v=k_eq_v)
-
-
-# Architectures whose attention rotates the whole head when the config states no
-# partial_rotary_factor (transformers' Llama, Mllama, Llama 4, Mistral, Mixtral, Qwen2 and Qwen3
-# configs have no such field). Others may default to a fraction (Qwen3-Next 0.25, GLM-4.5 0.5):
-# their rotary width stays unstated unless the config gives the factor.
-_FULL_ROTARY = frozenset(
-    {
-        "LlamaForCausalLM",
-        "Llama4ForConditionalGeneration",
-        "MllamaForConditionalGeneration",
-        "MistralForCausalLM",
-        "Mistral3ForConditionalGeneration",
-        "MixtralForCausalLM",
-        "Qwen2ForCausalLM",
-        "Qwen3ForCausalLM",
-        "Qwen3MoeForCausalLM",
-    }
-)
-
-
-def _rotary_dim(f: ConfigFields, architecture: str, head_dim: int) -> int | None:
-    """Rotated dims per head: MLA's rope key, head_dim x a stated partial_rotary_factor, or the
-    whole head for `_FULL_ROTARY`; None when the config leaves it to a default we do not know."""
-    rope = f.opt_int("qk_rope_head_dim")
-    if rope is not None:
-        return rope
-    factor = f.data.get("partial_rotary_factor")
-    if isinstance(factor, int | float) and not isinstance(factor, bool) and 0 < factor <= 1:
-        return int(head_dim * factor)
-    return head_dim if architecture in _FULL_ROTARY else None
-
-
-def _first(data: Mapping[str, Any], *keys: str) -> object:
-    return next((data[k] for k in keys if data.get(k) is not None), None)
-
-
-def _vision(config: Mapping[str, Any], text_hidden: int) -> tuple[VisionTower | None, int, int]:
-    """The vision tower, its parameters and those of them in linear layers (attention 4h^2 +
-    MLP 2h*inter per block; Mllama's `num_global_layers` are blocks too; Kimi K2.5 names the
-    fields `vt_*`; Llama 4 adds its own parts, `_llama4_vision_parts`)."""
-    vc = config.get("vision_config")
-    if not isinstance(vc, dict):
-        return None, 0, 0
-    layers = _first(vc, "depth", "num_hidden_layers", "vt_num_hidden_layers")
-    hidden = _first(vc, "hidden_size", "embed_dim", "vt_hidden_size")
-    if not isinstance(layers, int) or not isinstance(hidden, int):
-        return None, 0, 0
-    extra = vc.get("num_global_layers")
-    layers += extra if isinstance(extra, int) else 0
-    inter = _first(vc, "intermediate_size", "vt_intermediate_size")
-    inter = inter if isinstance(inter, int) else 4 * hidden
-    tower = VisionTower(layers=layers, hidden_size=hidden)
-    if vc.get("model_type") == "gemma4_vision":
-        linear, other = _gemma4_vision_params(vc, layers, hidden, inter, text_hidden)
-        return tower, linear + other, linear
-    linear = layers * (4 * hidden**2 + 2 * hidden * inter)
-    other = 0
-    if "projector_input_dim" in vc:
-        more_linear, other = _llama4_vision_parts(vc, layers, hidden, inter, text_hidden)
-        linear += more_linear
-    return tower, linear + other, linear
-
-
-def _gemma4_vision_params(
-    vc: Mapping[str, Any], layers: int, hidden: int, inter: int, text_hidden: int
-) -> tuple[int, int]:
-    """Gemma 4's tower (transformers' Gemma4VisionModel, which vLLM builds): gated MLP blocks
-    (gate, up, down), a patch projection and a (2, position_embedding_size, hidden) position
-    table, and `embed_vision`'s projection into the text width: (linear, the rest)."""
-    heads = vc.get("num_attention_heads")
-    head_dim = vc.get("head_dim")
-    width = heads * head_dim if isinstance(heads, int) and isinstance(head_dim, int) else hidden
-    # Gemma4VisionConfig's defaults: patch_size 16, position_embedding_size 10240
-    patch = int(vc.get("patch_size") or 16)
-    positions = int(vc.get("position_embedding_size") or 10240)
-    block = 4 * hidden * width + 3 * hidden * inter
-    linear = layers * block + 3 * patch**2 * hidden + hidden * text_hidden
-    return linear, 2 * positions * hidden
-
-
-def _llama4_vision_parts(
-    vc: Mapping[str, Any], layers: int, hidden: int, inter: int, text_hidden: int
-) -> tuple[int, int]:
-    """Llama 4's vision parts beyond the blocks' weights, as transformers' Llama4VisionModel
-    and vLLM's mllama4.py build them: (linear: the unfold patch embedding, the pixel-shuffle
-    adapter's two layers and the projector to the text width; the rest: class and positional
-    embeddings, LayerNorms and the blocks' biases)."""
-    image, patch = int(vc["image_size"]), int(vc["patch_size"])
-    proj_in, proj_out = int(vc["projector_input_dim"]), int(vc["projector_output_dim"])
-    linear = int(vc.get("num_channels", 3)) * patch**2 * hidden
-    linear += inter * proj_in + proj_in * proj_out  # vision_adapter.mlp fc1, fc2 (no bias)
-    linear += int(vc["vision_output_dim"]) * text_hidden  # multi_modal_projector.linear_1
-    other = ((image // patch) ** 2 + 2) * hidden  # positional embedding + class embedding
-    other += 4 * hidden + layers * 4 * hidden  # pre/post LayerNorms; two per block
-    other += layers * (4 * hidden + inter + hidden)  # biases: q, k, v, o; fc1; fc2
-    return linear, other
 
 
 @dataclass
@@ -475,7 +379,7 @@ def card_from_config(
     try:
         card = _skeleton(config, text, f, name=name, source=source, architecture=arch)
         card = card.model_copy(update={"quantization": _quantization(q, where)})
-        vision, vision_params, vision_linear = _vision(config, card.hidden_size)
+        vision, vision_params, vision_linear = vision_from_config(config, card.hidden_size)
         ex = Extras(
             moe_layers=moe_layer_ids(f, card.num_layers),
             vision_params=vision_params,
@@ -550,7 +454,7 @@ def _skeleton(
         cross_attention_layers=tuple(cross) if isinstance(cross, list) else (),
         experts=_experts(f, len(moe_layer_ids(f, num_layers)), architecture),
         max_position_embeddings=f.get_int("max_position_embeddings", 262144),
-        rotary_dim=_rotary_dim(f, architecture, head_dim),
+        rotary_dim=rotary_dim(f, architecture, head_dim),
         tie_word_embeddings=bool(tie),
         mtp_layers=mtp or 0,
         weights=WeightBytes(embed_tokens=0, lm_head=0, decoder=0),

@@ -150,3 +150,34 @@ def config_dtype(cfg: Mapping[str, Any], text: Mapping[str, Any]) -> str:
             if isinstance(v, str):
                 return v.removeprefix("torch.")
     return "bfloat16"
+
+
+# Architectures whose attention rotates the whole head when the config states no
+# partial_rotary_factor (transformers' Llama, Mllama, Llama 4, Mistral, Mixtral, Qwen2 and Qwen3
+# configs have no such field). Others may default to a fraction (Qwen3-Next 0.25, GLM-4.5 0.5):
+# their rotary width stays unstated unless the config gives the factor.
+_FULL_ROTARY = frozenset(
+    {
+        "LlamaForCausalLM",
+        "Llama4ForConditionalGeneration",
+        "MllamaForConditionalGeneration",
+        "MistralForCausalLM",
+        "Mistral3ForConditionalGeneration",
+        "MixtralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+    }
+)
+
+
+def rotary_dim(f: ConfigFields, architecture: str, head_dim: int) -> int | None:
+    """Rotated dims per head: MLA's rope key, head_dim x a stated partial_rotary_factor, or the
+    whole head for `_FULL_ROTARY`; None when the config leaves it to a default we do not know."""
+    rope = f.opt_int("qk_rope_head_dim")
+    if rope is not None:
+        return rope
+    factor = f.data.get("partial_rotary_factor")
+    if isinstance(factor, int | float) and not isinstance(factor, bool) and 0 < factor <= 1:
+        return int(head_dim * factor)
+    return head_dim if architecture in _FULL_ROTARY else None

@@ -1,0 +1,77 @@
+"""Vision towers from a config.json's `vision_config`: the tower, its parameters and those in
+linear layers (an engine that shards the tower splits only those), per family."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from autotune.models.card import VisionTower
+
+
+def _first(data: Mapping[str, Any], *keys: str) -> object:
+    return next((data[k] for k in keys if data.get(k) is not None), None)
+
+
+def vision_from_config(
+    config: Mapping[str, Any], text_hidden: int
+) -> tuple[VisionTower | None, int, int]:
+    """The vision tower, its parameters and those of them in linear layers (attention 4h^2 +
+    MLP 2h*inter per block; Mllama's `num_global_layers` are blocks too; Kimi K2.5 names the
+    fields `vt_*`; Llama 4 adds its own parts, `_llama4_vision_parts`)."""
+    vc = config.get("vision_config")
+    if not isinstance(vc, dict):
+        return None, 0, 0
+    layers = _first(vc, "depth", "num_hidden_layers", "vt_num_hidden_layers")
+    hidden = _first(vc, "hidden_size", "embed_dim", "vt_hidden_size")
+    if not isinstance(layers, int) or not isinstance(hidden, int):
+        return None, 0, 0
+    extra = vc.get("num_global_layers")
+    layers += extra if isinstance(extra, int) else 0
+    inter = _first(vc, "intermediate_size", "vt_intermediate_size")
+    inter = inter if isinstance(inter, int) else 4 * hidden
+    tower = VisionTower(layers=layers, hidden_size=hidden)
+    if vc.get("model_type") == "gemma4_vision":
+        linear, other = _gemma4_vision_params(vc, layers, hidden, inter, text_hidden)
+        return tower, linear + other, linear
+    linear = layers * (4 * hidden**2 + 2 * hidden * inter)
+    other = 0
+    if "projector_input_dim" in vc:
+        more_linear, other = _llama4_vision_parts(vc, layers, hidden, inter, text_hidden)
+        linear += more_linear
+    return tower, linear + other, linear
+
+
+def _gemma4_vision_params(
+    vc: Mapping[str, Any], layers: int, hidden: int, inter: int, text_hidden: int
+) -> tuple[int, int]:
+    """Gemma 4's tower (transformers' Gemma4VisionModel, which vLLM builds): gated MLP blocks
+    (gate, up, down), a patch projection and a (2, position_embedding_size, hidden) position
+    table, and `embed_vision`'s projection into the text width: (linear, the rest)."""
+    heads = vc.get("num_attention_heads")
+    head_dim = vc.get("head_dim")
+    width = heads * head_dim if isinstance(heads, int) and isinstance(head_dim, int) else hidden
+    # Gemma4VisionConfig's defaults: patch_size 16, position_embedding_size 10240
+    patch = int(vc.get("patch_size") or 16)
+    positions = int(vc.get("position_embedding_size") or 10240)
+    block = 4 * hidden * width + 3 * hidden * inter
+    linear = layers * block + 3 * patch**2 * hidden + hidden * text_hidden
+    return linear, 2 * positions * hidden
+
+
+def _llama4_vision_parts(
+    vc: Mapping[str, Any], layers: int, hidden: int, inter: int, text_hidden: int
+) -> tuple[int, int]:
+    """Llama 4's vision parts beyond the blocks' weights, as transformers' Llama4VisionModel
+    and vLLM's mllama4.py build them: (linear: the unfold patch embedding, the pixel-shuffle
+    adapter's two layers and the projector to the text width; the rest: class and positional
+    embeddings, LayerNorms and the blocks' biases)."""
+    image, patch = int(vc["image_size"]), int(vc["patch_size"])
+    proj_in, proj_out = int(vc["projector_input_dim"]), int(vc["projector_output_dim"])
+    linear = int(vc.get("num_channels", 3)) * patch**2 * hidden
+    linear += inter * proj_in + proj_in * proj_out  # vision_adapter.mlp fc1, fc2 (no bias)
+    linear += int(vc["vision_output_dim"]) * text_hidden  # multi_modal_projector.linear_1
+    other = ((image // patch) ** 2 + 2) * hidden  # positional embedding + class embedding
+    other += 4 * hidden + layers * 4 * hidden  # pre/post LayerNorms; two per block
+    other += layers * (4 * hidden + inter + hidden)  # biases: q, k, v, o; fc1; fc2
+    return linear, other
