@@ -68,6 +68,58 @@ def logged_config(engine: str, text: str) -> dict[str, Any]:
     return dict(logged_args(text) or {})
 
 
+@dataclass(frozen=True)
+class LoggedLaunch:
+    """What a startup log says about its launch: the engine, its version, the configuration in
+    the engine's field names (with the CLI's overrides) and the TP size."""
+
+    path: Path
+    text: str
+    sha256: str
+    engine: str
+    version: str | None
+    config: dict[str, Any]
+    tp: int
+
+
+def read_launch(
+    path: Path,
+    *,
+    engine: str | None = None,
+    version: str | None = None,
+    tp: int | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> LoggedLaunch:
+    """Read a startup log's engine, version and configuration.
+
+    Raises:
+        ConfigError: the log is unreadable or names no engine.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the log ({exc})", field="LOG") from exc
+    text = raw.decode("utf-8", errors="replace")
+    eng = engine or detect_engine(text)
+    if eng not in ENGINES:
+        raise ConfigError(
+            f"{path}: no SGLang or vLLM startup lines found; pass --engine sglang|vllm",
+            field="--engine",
+        )
+    config = logged_config(eng, text)
+    config.update(overrides or {})
+    ranks = tp or int(config.get("tp_size") or config.get("tensor_parallel_size") or 1)
+    return LoggedLaunch(
+        path=path,
+        text=text,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        engine=eng,
+        version=version or logged_version(eng, text),
+        config=config,
+        tp=ranks,
+    )
+
+
 def calibrate_log(
     path: Path,
     *,
@@ -87,18 +139,9 @@ def calibrate_log(
     from autotune.hardware.detect import resolve_gpu
     from autotune.planner.dispatch import plan_for
 
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the log ({exc})", field="LOG") from exc
-    text = raw.decode("utf-8", errors="replace")
-    eng = engine or detect_engine(text)
-    if eng not in ENGINES:
-        raise ConfigError(
-            f"{path}: no SGLang or vLLM startup lines found; pass --engine sglang|vllm",
-            field="--engine",
-        )
-    report = _parse(eng, text)
+    launch = read_launch(path, engine=engine, version=version, tp=tp, overrides=overrides)
+    eng = launch.engine
+    report = _parse(eng, launch.text)
     if not report.kv_pool_tokens:
         raise ConfigError(
             f"{path}: the log has no KV pool size (SGLang `KV Cache is allocated. #tokens` or "
@@ -106,17 +149,15 @@ def calibrate_log(
             "allocated its cache",
             field="LOG",
         )
-    config = logged_config(eng, text)
-    config.update(overrides or {})
-    ver = version or _logged_version(eng, text)
+    ver = launch.version
     if ver is None:
         raise ConfigError(
             f"{path}: the {eng} version is not in the log; pass --engine-version",
             field="--engine-version",
         )
-    ranks = tp or int(config.get("tp_size") or config.get("tensor_parallel_size") or 1)
     spec = resolve_gpu(gpu)
-    plan = plan_for(eng, model, spec, _planner_config(eng, config), version=ver, tp=ranks)
+    cfg = planner_config(eng, launch.config)
+    plan = plan_for(eng, model, spec, cfg, version=ver, tp=launch.tp)
     return launch_calibration(
         plan.model_dump(),
         report.model_dump(),
@@ -124,9 +165,9 @@ def calibrate_log(
         version=ver,
         gpu=spec.name,
         model=model,
-        tp=ranks,
+        tp=launch.tp,
         source=str(path),
-        digest=hashlib.sha256(raw).hexdigest(),
+        digest=launch.sha256,
     )
 
 
@@ -184,7 +225,7 @@ def _parse(engine: str, text: str) -> Any:
     return parse_vllm(text)
 
 
-def _logged_version(engine: str, text: str) -> str | None:
+def logged_version(engine: str, text: str) -> str | None:
     """vLLM names its version at startup; SGLang's launch lines do not."""
     if engine != "vllm":
         return None
@@ -199,7 +240,9 @@ def _logged_version(engine: str, text: str) -> str | None:
 _NOT_PLANNED = frozenset({"model_path", "tokenizer_path", "model_tag", "model", "host", "port"})
 
 
-def _planner_config(engine: str, config: Mapping[str, Any]) -> dict[str, Any]:
+def planner_config(engine: str, config: Mapping[str, Any]) -> dict[str, Any]:
+    """A logged configuration as the planner takes it (no paths, host or port; no unset
+    fields)."""
     return {k: v for k, v in config.items() if k not in _NOT_PLANNED and v is not None}
 
 

@@ -60,8 +60,8 @@ def plan(
     calibrated: bool = typer.Option(
         False,
         "--calibrated",
-        help="Also give the KV pool corrected by this target's stored launches "
-        "(autotune calibrate, real sweeps).",
+        help="Also give the KV pool corrected by this target's stored launches and the "
+        "speed with its stored benchmark factors (autotune calibrate, real sweeps).",
     ),
     db: str | None = typer.Option(None, "--db", help="Database for --calibrated."),
     json_out: bool = JSON_OPTION,
@@ -95,7 +95,8 @@ def _calibrated(
     plan: Any, engine: str, model: str, gpu: str, config: dict[str, Any], db: str | None
 ) -> dict[str, Any]:
     """The sweep gate's correction (sweep/planning.py) seeded with the stored launches of
-    (engine, GPU, model), applied to this configuration."""
+    (engine, GPU, model), applied to this configuration; and the roofline's speed with the
+    stored benchmark factors (calibration/speed.py)."""
     from autotune.cli.sweep import open_store
     from autotune.planner.dispatch import load_target_model, resolve_target_gpu
     from autotune.space import builtin_space
@@ -103,9 +104,12 @@ def _calibrated(
 
     with open_store(db) as store:
         rows = store.get_calibrations(engine=engine, gpu=plan.gpu, model=model)
+        speed_rows = store.get_speed_calibrations(engine=engine, gpu=plan.gpu, model=model)
     rows = [r for r in rows if r.engine_version == plan.engine_version] or rows
+    out: dict[str, Any] = {"kv_pool_tokens": None, "launches": 0, "model": None}
+    out["speed"] = _calibrated_speed(plan, engine, model, gpu, config, speed_rows)
     if not rows:
-        return {"kv_pool_tokens": None, "launches": 0, "model": None}
+        return out
     gate = TrialPlanner(
         card=load_target_model(engine, model),
         gpu=resolve_target_gpu(engine, gpu),
@@ -117,10 +121,34 @@ def _calibrated(
     gate.seed(rows)
     a = gate.assess(config)
     return {
+        **out,
         "kv_pool_tokens": a.corrected_kv_pool_tokens,
         "launches": len(rows),
         "model": gate.correction()["model"],
     }
+
+
+def _calibrated_speed(
+    plan: Any, engine: str, model: str, gpu: str, config: dict[str, Any], rows: list[Any]
+) -> dict[str, Any] | None:
+    """Stored decode and prefill factors applied to this launch's roofline; None without
+    stored benchmark runs or a model card."""
+    from autotune.calibration.speed import calibrated_speed, stored_factors
+    from autotune.models.card import ModelCard
+    from autotune.planner.dispatch import load_target_model, resolve_target_gpu, scheduler_plan
+    from autotune.planner.perf import PerfModel
+
+    if not rows:
+        return None
+    card = load_target_model(engine, model)
+    spec = resolve_target_gpu(engine, gpu)
+    if not isinstance(card, ModelCard) or spec is None:
+        return None
+    cfg = dict(config)
+    if plan.tp > 1:
+        cfg.setdefault("tp_size", plan.tp)
+    perf = PerfModel(card, spec, scheduler_plan(plan), config=cfg)
+    return calibrated_speed(perf, stored_factors(rows, tp=plan.tp))
 
 
 def _print_human(p: Any) -> None:
@@ -151,6 +179,8 @@ def _print_human(p: Any) -> None:
                 else "no stored launches of this engine, GPU and model",
             )
         )
+    if c is not None:
+        rows.append(("speed, calibrated", _speed_line(c.get("speed"))))
     for k, v in rows:
         typer.echo(f"  {k:22s} {v}")
     for r in p.reasons:
@@ -161,6 +191,18 @@ def _print_human(p: Any) -> None:
             f"  decode {pf['decode_tok_s']} tok/s (2 streams {pf['decode_tok_s_2streams']}); "
             f"prefill {pf['prefill_tok_s']} tok/s  [simulated roofline]"
         )
+
+
+def _speed_line(sp: dict[str, Any] | None) -> str:
+    if not sp:
+        return "no stored benchmark runs of this engine, GPU and model"
+    parts = [f"decode {sp['decode_tok_s']} tok/s (2 streams {sp['decode_tok_s_2streams']})"]
+    if sp.get("decode_efficiency"):
+        parts[-1] += f" x{sp['decode_efficiency']:.3f} over {sp['decode_runs']} run(s)"
+    parts.append(f"prefill {sp['prefill_tok_s']} tok/s")
+    if sp.get("prefill_efficiency"):
+        parts[-1] += f" x{sp['prefill_efficiency']:.3f} over {sp['prefill_runs']} run(s)"
+    return "; ".join(parts)
 
 
 def register(app: typer.Typer) -> None:

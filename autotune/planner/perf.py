@@ -15,6 +15,7 @@ SGLang 0.5.17); other GPUs and models scale through their bandwidth, peak FLOP/s
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,10 +90,20 @@ class PerfModel:
     """Step times for one engine configuration on one GPU (per TP group)."""
 
     def __init__(
-        self, card: ModelCard, gpu: GPUSpec, plan: Plan, *, config: dict[str, Any] | None = None
+        self,
+        card: ModelCard,
+        gpu: GPUSpec,
+        plan: Plan,
+        *,
+        config: dict[str, Any] | None = None,
+        decode_eff: float = 1.0,
+        prefill_eff: float = 1.0,
     ) -> None:
         cfg = config or {}
         self.card, self.gpu, self.plan = card, gpu, plan
+        # a machine's measured speed over this model's (autotune calibrate on benchmark
+        # outputs): decode and prefill step times are divided by them
+        self.decode_eff, self.prefill_eff = decode_eff, prefill_eff
         tp = plan.tp
         self.tp = tp
         self.bandwidth = gpu.effective_bandwidth_gbs * 1e9 * EFF_BANDWIDTH
@@ -140,6 +151,12 @@ class PerfModel:
         # The fabric, PCIe P2P, or host-staged where P2P is blocked (F3: Ada TP2 prefill ~2K).
         self.link = tp_link(gpu, tp)
         self.startup_s = self._startup_s()
+
+    def with_efficiency(self, *, decode_eff: float, prefill_eff: float) -> PerfModel:
+        """This model with a machine's calibrated efficiency factors."""
+        m = copy.copy(self)
+        m.decode_eff, m.prefill_eff = decode_eff, prefill_eff
+        return m
 
     def _linear_peak(self) -> float:
         scheme = self.card.quantization.scheme
@@ -212,7 +229,7 @@ class PerfModel:
         t += self._sched_cpu_s(len(batch))
         if tokens > len(batch):
             t += self._draft_s(len(batch))
-        return t
+        return t / self.decode_eff
 
     def prefill_step_s(self, chunks: Sequence[PrefillChunk]) -> float:
         if not chunks:
@@ -227,11 +244,8 @@ class PerfModel:
         kv_read = sum(c.offset for c in chunks) * self.kv_cell / self.bandwidth
         compute = lin + attn + kv_read
         # a short chunk is bound by reading the weights once
-        return (
-            max(compute, self.weight_read_bytes / self.bandwidth)
-            + STEP_OVERHEAD_S
-            + (self._allreduce_s(n))
-        )
+        t = max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S
+        return (t + self._allreduce_s(n)) / self.prefill_eff
 
     def mixed_step_s(self, chunks: Sequence[PrefillChunk], batch: Sequence[DecodeSeq]) -> float:
         """One forward carrying a prefill chunk and the running decodes (mixed chunk)."""
@@ -315,6 +329,7 @@ def perf_summary(model: PerfModel) -> dict[str, Any]:
 
 
 __all__ = [
+    "PERF_PROMPT_LENGTHS",
     "DecodeSeq",
     "PerfModel",
     "PrefillChunk",

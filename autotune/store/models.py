@@ -173,6 +173,33 @@ class CalibrationRow(SQLModel, table=True):
     created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
 
 
+class SpeedCalibrationRow(SQLModel, table=True):
+    """What one serving-benchmark run said about the roofline's speed on one (engine, GPU,
+    model): the efficiency factor it asks for, measured over predicted (`autotune calibrate` on
+    bench_serving / vllm bench serve results, autotune.calibration.speed)."""
+
+    __tablename__ = "at_speed_calibrations"
+
+    id: int | None = Field(default=None, primary_key=True)
+    engine: str = Field(index=True)
+    engine_version: str
+    gpu: str = Field(index=True, description="GPU catalog name")
+    model: str = Field(index=True)
+    tp: int = 1
+    phase: str = Field(description="decode or prefill")
+    run_index: int = Field(description="the run's position in its file")
+    streams: int
+    input_len: int
+    output_len: int
+    context_len: int
+    predicted_tok_s: float
+    measured_tok_s: float
+    ratio: float
+    source: str = Field(description="the benchmark result file")
+    source_sha256: str = Field(index=True)
+    created_at: datetime = Field(default_factory=utcnow, sa_type=UTCDateTime)
+
+
 class MetaRow(SQLModel, table=True):
     """Key/value facts about the database itself (schema version)."""
 
@@ -189,5 +216,6 @@ TABLES = [
     FailureRow,
     KernelResultRow,
     CalibrationRow,
+    SpeedCalibrationRow,
     MetaRow,
 ]

@@ -13,6 +13,7 @@ from autotune.store.models import (
     FailureRow,
     KernelResultRow,
     MeasurementRow,
+    SpeedCalibrationRow,
     SweepRow,
     TrialRow,
     TrialStatus,
@@ -190,4 +191,22 @@ class StoreQueries(StoreSession):
             .order_by(col(CalibrationRow.created_at), col(CalibrationRow.id))
         )
         with self.session("read calibrations") as s:
+            return list(s.exec(q))
+
+    def get_speed_calibrations(
+        self, *, engine: str, gpu: str, model: str
+    ) -> list[SpeedCalibrationRow]:
+        """The speed calibration runs of one (engine, GPU, model), oldest first."""
+        from sqlmodel import col, select
+
+        q = (
+            select(SpeedCalibrationRow)
+            .where(
+                SpeedCalibrationRow.engine == engine,
+                SpeedCalibrationRow.gpu == gpu,
+                SpeedCalibrationRow.model == model,
+            )
+            .order_by(col(SpeedCalibrationRow.created_at), col(SpeedCalibrationRow.id))
+        )
+        with self.session("read speed calibrations") as s:
             return list(s.exec(q))

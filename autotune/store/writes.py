@@ -16,6 +16,7 @@ from autotune.store.models import (
     FailureRow,
     KernelResultRow,
     MeasurementRow,
+    SpeedCalibrationRow,
     SweepRow,
     SweepStatus,
     TrialRow,
@@ -283,6 +284,27 @@ class StoreWrites(StoreQueries):
             s.flush()
             s.refresh(row)
         return row
+
+    def add_speed_calibrations(self, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Keep one benchmark file's speed samples; the same file (sha256) for the same target
+        replaces its earlier rows. Returns how many were kept."""
+        from sqlmodel import select
+
+        new = [SpeedCalibrationRow(**r) for r in rows]
+        with self.session("add speed calibrations") as s:
+            for key in {(r.source_sha256, r.engine, r.gpu, r.model) for r in new}:
+                old = s.exec(
+                    select(SpeedCalibrationRow).where(
+                        SpeedCalibrationRow.source_sha256 == key[0],
+                        SpeedCalibrationRow.engine == key[1],
+                        SpeedCalibrationRow.gpu == key[2],
+                        SpeedCalibrationRow.model == key[3],
+                    )
+                ).all()
+                for o in old:
+                    s.delete(o)
+            s.add_all(new)
+        return len(new)
 
     # -- helpers -----------------------------------------------------------------------------
 

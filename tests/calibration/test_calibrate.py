@@ -138,7 +138,7 @@ def test_plan_calibrated_corrects_by_the_stored_launches(tmp_path: Path) -> None
     res = CliRunner().invoke(app, base)
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["calibrated"] == {"kv_pool_tokens": None, "launches": 0,
-                                                    "model": None}  # fmt: skip
+                                                    "model": None, "speed": None}  # fmt: skip
     argv = ["calibrate", str(path), "--model", AWQ, "--gpu", G4080, "--engine-version", "0.5.17",
             "--db", str(db)]  # fmt: skip
     assert CliRunner().invoke(app, argv).exit_code == 0
