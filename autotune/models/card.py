@@ -156,6 +156,11 @@ class WeightBytes(_Frozen):
     replicated: int = Field(
         default=0, description="parts every TP rank holds whole (MLA down-projections, routers)"
     )
+    attention: int = Field(
+        default=0,
+        description="of `decoder` (not added to it), the sharded attention projections: what "
+        "SGLang's DP attention splits over tp / dp ranks only; 0: not counted",
+    )
     load_overhead: int = Field(
         default=0, description="buffers allocated at load that are not weights read per token"
     )

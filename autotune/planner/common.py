@@ -125,6 +125,17 @@ def weights_per_rank(card: ModelCard, tp: int, load_mtp: bool, shard_vision: boo
     return (sharded + w.load_overhead) // tp + vision_per_rank(w, tp, shard_vision) + w.replicated
 
 
+def dp_attention_weights(card: ModelCard, tp: int, attn_tp: int) -> int:
+    """What SGLang's DP attention adds to a rank's weights over plain TP: the attention
+    projections split over `attn_tp` = tp / dp ranks only, and the embedding held whole
+    (VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()); the LM head stays split
+    over the whole TP group unless --enable-dp-lm-head)."""
+    if attn_tp >= tp:
+        return 0
+    w = card.weights
+    return w.attention // attn_tp - w.attention // tp + w.embed_tokens - w.embed_tokens // tp
+
+
 def vision_per_rank(w: WeightBytes, tp: int, shard: bool) -> int:
     """The vision tower on one rank: whole, or its linear layers / TP and the rest whole."""
     if not shard:

@@ -24,7 +24,14 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner import rules, sglang_history
-from autotune.planner.common import GIB, MIB, Plan, PlanWorking, weights_per_rank
+from autotune.planner.common import (
+    GIB,
+    MIB,
+    Plan,
+    PlanWorking,
+    dp_attention_weights,
+    weights_per_rank,
+)
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_mamba import (
     MambaPool,
@@ -106,15 +113,18 @@ def _cuda_major(gpu: GPUSpec) -> int:
     return int(gpu.arch[3:]) // 10
 
 
-def kv_cell_bytes(card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = True) -> int:
+def kv_cell_bytes(
+    card: ModelCard, kv_dtype: str, tp: int, *, v_head: bool = True, indexer: bool = True
+) -> int:
     """Per-token KV bytes on one rank: only full-attention layers count for hybrids (§2.2);
     latent attention (MLA) keeps one latent + rope key per layer on every rank. Releases before
-    0.5.7 size V like K (`v_head=False`: 2 x head_dim)."""
+    0.5.7 size V like K (`v_head=False`: 2 x head_dim). `indexer=False`: without the DSA
+    indexer key, as releases before 0.5.3.post1 divided the budget (the pool still holds it)."""
     mla = card.latent_attention
     if mla is not None:
         layers = len(card.full_attention_layers)
         per = int((mla.kv_lora_rank + mla.qk_rope_head_dim) * KV_DTYPE_BYTES[kv_dtype])
-        if mla.index_head_dim is not None:  # the DSA indexer key: fp8 + fp32 scale per 128
+        if mla.index_head_dim is not None and indexer:  # fp8 + fp32 scale per 128
             per += mla.index_head_dim + mla.index_head_dim // 128 * 4
         return per * layers
     heads = max(1, card.num_kv_heads // tp)
@@ -199,19 +209,23 @@ def plan_sglang(
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
     pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)
     eagle = _eagle_draft(card, cfg, r, reasons)
-    weights = weights_per_rank(card, tp, load_mtp=False)
-    budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp))
-    kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
     attn_tp = max(tp // dp, 1)
-    cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions)
+    weights = weights_per_rank(card, tp, load_mtp=False) + dp_attention_weights(card, tp, attn_tp)
+    budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp))
+    kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
+    # The DSA indexer key joined the cell SGLang divides its budget by in 0.5.3.post1 (sglang
+    # PR #11309); before, the pool held it beyond the budget.
+    rel = sglang_history.release(version)
+    indexer_in_cell = rel is None or rel >= (5, 3, 1)
+    cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions, indexer_in_cell)
     swa = swa_pools(card, KV_DTYPE_BYTES[kv_dtype], attn_tp, v, cfg.get("swa_full_tokens_ratio"))
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = swa.cell
     v_head = v >= (0, 5, 7)
     over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
-        card, kv_dtype, attn_tp, v_head=v_head
+        card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell
     )
     mamba = mamba_pool(card, cfg, r, v, tp, budget.rest_gib, reasons, assumptions)
     mamba_page_size_checks(card, r, reasons)
@@ -330,9 +344,10 @@ def _kv_cell(
     eagle: bool,
     v: tuple[int, int, int],
     assumptions: list[str],
+    indexer_in_cell: bool = True,
 ) -> int:
     """Per-token KV bytes on one rank as SGLang budgets them, the draft's share included."""
-    cell = kv_cell_bytes(card, kv_dtype, tp, v_head=v >= (0, 5, 7))
+    cell = kv_cell_bytes(card, kv_dtype, tp, v_head=v >= (0, 5, 7), indexer=indexer_in_cell)
     if eagle and v >= (0, 5, 20) and card.mtp_layers:
         # 0.5.2x budgets the draft KV inside the cell: x(1 + draft_layers/num_layers) (§6).
         cell = int(cell * (1 + card.mtp_layers / len(card.full_attention_layers)))

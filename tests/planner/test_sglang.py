@@ -175,3 +175,46 @@ def test_dsa_cell_divides_by_the_profile_cell_and_allocates_the_pool_cell() -> N
     assert abs(3_262_823 * 61_464 / 2**30 - 186.77) < 0.02
     # bf16 latents: no scales, the pool cell is the profile cell.
     assert pool_cell_bytes(card, "bf16", 8) == kv_cell_bytes(card, "bf16", 8)
+
+
+def test_before_0_5_3_post1_the_budget_cell_leaves_the_dsa_indexer_out() -> None:
+    """DeepSeek-V3.2-Exp on 8 x B200, main before sglang PR #11309: the logged 'KV size: 54.52
+    GB' for 1,462,784 tokens is 656 B x 61 layers a token, the indexer not counted in the cell;
+    the PR's author puts the pool with it at 65.49 GB."""
+    from autotune.models.config_cards import config_card
+
+    card = config_card("deepseek-ai/DeepSeek-V3.2-Exp")
+    assert card is not None
+    without = kv_cell_bytes(card, "fp8_e4m3", 8, indexer=False)
+    assert without == 576 * 61
+    assert kv_cell_bytes(card, "fp8_e4m3", 8) == (576 + 132) * 61
+    gpu, cfg = get_gpu("b200-180g"), {"mem_fraction_static": 0.8}
+    old = plan_sglang(card, gpu, cfg, version="0.5.3", tp=8)
+    new = plan_sglang(card, gpu, cfg, version="0.5.3.post1", tp=8)
+    assert old.kv_pool_tokens > new.kv_pool_tokens * 1.1  # 708 / 576 - 1 = 23 % more tokens
+
+
+def test_dp_attention_holds_the_attention_and_the_embedding_on_every_rank() -> None:
+    """SGLang's DP attention splits attention projections over tp / dp ranks (get_attention_tp_size)
+    and builds VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): at dp = tp both
+    are whole on each rank; the LM head stays split over the TP group."""
+    from autotune.models.config_cards import config_card
+    from autotune.planner.common import dp_attention_weights
+
+    card = config_card("deepseek-ai/DeepSeek-V3.2-Exp")
+    assert card is not None
+    w = card.weights
+    assert 0 < w.attention < w.decoder
+    extra = dp_attention_weights(card, 8, 1)
+    assert extra == w.attention - w.attention // 8 + w.embed_tokens - w.embed_tokens // 8
+    assert dp_attention_weights(card, 8, 8) == 0
+    gpu = get_gpu("b200-180g")
+    plain = plan_sglang(card, gpu, {"mem_fraction_static": 0.8}, version="0.5.9", tp=8)
+    dp = plan_sglang(
+        card,
+        gpu,
+        {"mem_fraction_static": 0.8, "enable_dp_attention": True, "dp_size": 8},
+        version="0.5.9",
+        tp=8,
+    )
+    assert dp.weights_gib == pytest.approx(plain.weights_gib + extra / 2**30, abs=0.01)

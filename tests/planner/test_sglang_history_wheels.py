@@ -133,3 +133,25 @@ def test_dsa_cells_are_the_releases(version: str) -> None:
         "kv_lora_rank + kv_lora_rank // quant_block_size * 4 "
         "+ qk_rope_head_dim * rope_storage_dtype.itemsize"
     ) in compact
+
+
+def _profile_source(version: str) -> str:
+    """ModelRunner.profile_max_num_token's source: the cell SGLang divides its budget by."""
+    src = _source(version, "sglang/srt/model_executor/model_runner.py")
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.FunctionDef) and node.name == "profile_max_num_token":
+            return ast.unparse(node)
+    raise AssertionError(f"{version}: no profile_max_num_token")
+
+
+@pytest.mark.parametrize(("version", "indexer"), [("0.5.3", False), ("0.5.3.post1", True)])
+def test_the_dsa_indexer_joined_the_budget_cell_in_0_5_3_post1(
+    version: str, indexer: bool
+) -> None:
+    """planner.sglang: before 0.5.3.post1 (sglang PR #11309) the budget's cell left the indexer
+    key out, though 0.5.3 already had DeepSeek-V3.2's NSA pool holding it."""
+    body = _profile_source(version)
+    assert ("is_deepseek_nsa" in body) is indexer
+    assert ("indexer_size_per_token" in body) is indexer
+    pool = _source(version, "sglang/srt/mem_cache/memory_pool.py")
+    assert "class NSATokenToKVPool" in pool  # the pool exists in both

@@ -340,10 +340,12 @@ def _layer_bytes(
 def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
     """Bytes per component as loaded at TP 1, counted layer by layer from the card's shapes."""
     dtype_b = DTYPE_BYTES.get(card.dtype, 2.0)
-    decoder = replicated = 0.0
+    decoder = replicated = attention = 0.0
     for i in range(card.num_layers):
-        sharded, whole = _layer_bytes(card, ex, layer_params(card, ex, i), i)
+        p = layer_params(card, ex, i)
+        sharded, whole = _layer_bytes(card, ex, p, i)
         decoder, replicated = decoder + sharded, replicated + whole
+        attention += p.attention * part_bytes(card, ex, "attention", i) if p.attention else 0
     decoder += card.hidden_size * dtype_b  # final norm
     mtp = 0.0
     if card.mtp_layers:
@@ -358,6 +360,7 @@ def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
         vision=int(ex.vision_params * 2),
         vision_linear=int(ex.vision_linear_params * 2),
         replicated=int(replicated),
+        attention=int(attention),
     )
 
 
