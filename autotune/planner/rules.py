@@ -102,14 +102,23 @@ def default_mem_fraction(
     reserved = 512 + max(cps, 2048) * 1.5 + max_bs * 2 + tp / 8 * 1024
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if spec == "STANDALONE" and v < (0, 5, 16):
-        reserved += 6 * 1024
-    elif spec is not None and spec != "NGRAM":
-        reserved += 2 * 1024
+    reserved += speculative_reserve_mib(spec, v)
     mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
     if vision_factor is not None:
         mfs = round(mfs * vision_factor, 3)
     return mfs
+
+
+def speculative_reserve_mib(spec: str | None, v: tuple[int, int, int]) -> int:
+    """What the heuristic holds back for a draft model and its graphs: 6 GiB for STANDALONE,
+    2 GiB (0.5.9) or 4 GiB (0.5.10 .. 0.5.13) for the other draft models, none for NGRAM; from
+    0.5.14 nothing, as the draft's weights are loaded before the target profiles and come out
+    of the static budget (server_args._handle_gpu_memory_settings; planner.sglang_draft)."""
+    if spec is None or spec == "NGRAM" or v >= (0, 5, 14):
+        return 0
+    if spec == "STANDALONE":
+        return 6 * 1024
+    return 2 * 1024 if v < (0, 5, 10) else 4 * 1024
 
 
 def vision_mfs_factor(vit_layers: int, vit_hidden: int) -> float:

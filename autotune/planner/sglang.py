@@ -23,7 +23,7 @@ from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
-from autotune.planner import rules, sglang_history
+from autotune.planner import rules, sglang_draft, sglang_history
 from autotune.planner.common import (
     GIB,
     MIB,
@@ -168,10 +168,12 @@ class StaticBudget:
     weights_gib: float
     mem_fraction_static: float
     comm_gib: float = 0.0  # NCCL buffers allocated after the free-memory reading (TP > 1)
+    draft_gib: float = 0.0  # a separate draft's weights, loaded before the target profiles
 
     @property
     def rest_gib(self) -> float:
-        return self.pre_gib * self.mem_fraction_static - self.weights_gib - self.comm_gib
+        static = self.pre_gib * self.mem_fraction_static
+        return static - self.weights_gib - self.comm_gib - self.draft_gib
 
     @property
     def slack_gib(self) -> float:
@@ -206,6 +208,7 @@ def plan_sglang(
     v = rules.planning_version(version)
     assumptions: list[str] = []
     reasons: list[str] = []
+    draft = sglang_draft.dflash_draft(cfg, v, assumptions)
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
     pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)
     eagle = _eagle_draft(card, cfg, r, reasons)
@@ -213,7 +216,12 @@ def plan_sglang(
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
     attn_tp = max(tp // dp, 1)
     weights = weights_per_rank(card, tp, load_mtp=False) + dp_attention_weights(card, tp, attn_tp)
-    budget = StaticBudget(pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp))
+    # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
+    draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
+    static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0
+    budget = StaticBudget(
+        pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp), static_draft / GIB
+    )
     kv_dtype = _kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
     # The DSA indexer key joined the cell SGLang divides its budget by in 0.5.3.post1 (sglang
     # PR #11309); before, the pool held it beyond the budget.
@@ -223,6 +231,9 @@ def plan_sglang(
     swa = swa_pools(card, KV_DTYPE_BYTES[kv_dtype], attn_tp, v, cfg.get("swa_full_tokens_ratio"))
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = swa.cell
+    if draft is not None:
+        draft_b = sglang_draft.draft_kv_bytes(cfg, KV_DTYPE_BYTES[kv_dtype], v, KV_DTYPE_BYTES)
+        cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
     v_head = v >= (0, 5, 7)
     over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
         card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell
@@ -234,7 +245,9 @@ def plan_sglang(
         kv_tokens = swa.full_tokens(kv_tokens, r.page_size)
     kv_tokens += _history_extra_tokens(version, r, kv_tokens)
     mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version)
-    need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over)
+    need = _slack_needed(
+        card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over, draft_bytes - static_draft
+    )
     if r.context_len > card.max_position_embeddings:
         assumptions.append(
             f"context_length {r.context_len} exceeds the model's {card.max_position_embeddings}"
@@ -365,7 +378,7 @@ def _kv_pool_tokens(
 ) -> int:
     """KV pool tokens: what `rest` holds after the mamba pool, in whole pages; no pool (weights
     or the mamba pool taking it all) is a reason."""
-    rest, weights_gib = budget.rest_gib, budget.weights_gib
+    rest, weights_gib = budget.rest_gib, budget.weights_gib + budget.draft_gib
     kv_rest = rest * GIB - mamba.pool_bytes - mamba.spec_bytes
     kv_tokens = int(kv_rest // cell) if kv_rest > 0 else 0
     max_total = cfg.get("max_total_tokens")
@@ -438,11 +451,11 @@ def _slack_needed(
     budget: StaticBudget,
     reasons: list[str],
     pool_over: int = 0,
+    draft_weights: int = 0,
 ) -> int:
-    """Bytes the non-static slack must hold: activations, CUDA graphs, the draft model and what
-    the pool allocates beyond its cell (`pool_over` per token); more than the slack is a
-    reason."""
-    draft_weights = card.weights.mtp // tp if eagle else 0
+    """Bytes the non-static slack must hold: activations, CUDA graphs, a draft model loaded
+    after the target's pool (`draft_weights`: before 0.5.14) and what the pool allocates
+    beyond its cell (`pool_over` per token); more than the slack is a reason."""
     need = slack_needed_bytes(card, r) + draft_weights + kv_tokens * pool_over
     if eagle and v < (0, 5, 20) and card.mtp_layers:
         # 0.5.9-era: the draft KV pool (as many tokens as the target's) comes from the slack.

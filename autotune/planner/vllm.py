@@ -27,6 +27,7 @@ vllm_legacy (their memory accounting); `planner_version` parses the versions the
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic import Field
@@ -35,6 +36,7 @@ from autotune.errors import ConfigError
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, MIB, ContractAndWorking, Plan
+from autotune.planner.vllm_draft import draft_kv, separate_draft
 from autotune.planner.vllm_history import (
     CURRENT_MODEL_SINCE,
     at_least,
@@ -236,6 +238,7 @@ def _current_parts(
     if not at_least(version, "0.10.0"):
         check_history_architecture(card, version, reasons)
     spec = _speculative(card, cfg, version, reasons)
+    spec = replace(spec, draft=separate_draft(spec.config, assumptions))
     prefix = _prefix_caching(card, cfg, version, limits.chunked_prefill, reasons, assumptions)
     mem = profiled_memory(
         card,
@@ -250,6 +253,7 @@ def _current_parts(
         reasons=reasons,
         tp_mib=tp_non_torch_mib(gpu, tp),
         padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp),
+        draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
     )
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     lay = _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)
@@ -375,6 +379,9 @@ def _layout(
 ) -> KVLayout:
     """The KV cache layout of the memory left (vllm_kv), a raised hybrid block size noted."""
     conv_dtype, ssm_dtype = cfg.get("mamba_cache_dtype"), cfg.get("mamba_ssm_cache_dtype")
+    draft = spec.draft and draft_kv(
+        spec.draft, card, version=version, tp=tp, kv_dtype=kv_dtype, assumptions=assumptions
+    )
     lay = kv_layout(
         card,
         version=version,
@@ -393,6 +400,7 @@ def _layout(
         in_flight_tokens=in_flight_tokens(
             version, limits.max_num_batched_tokens, async_default(cfg, version, spec.method)
         ),
+        separate_draft=draft or None,
     )
     if lay.block_size != int(cfg.get("block_size") or DEFAULT_BLOCK_SIZE):
         assumptions.append(

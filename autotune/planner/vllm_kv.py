@@ -45,7 +45,8 @@ KV_DTYPE_BYTES = {
 }
 
 
-def _kv_bytes(card: ModelCard, kv_dtype: str) -> float:
+def kv_element_bytes(card: ModelCard, kv_dtype: str) -> float:
+    """Bytes per KV element of `kv_dtype` ("auto": the model's dtype)."""
     if kv_dtype == "auto":
         return DTYPE_BYTES.get(card.dtype, 2.0)
     if kv_dtype not in KV_DTYPE_BYTES:
@@ -60,9 +61,9 @@ def attention_bytes_per_token(card: ModelCard, kv_dtype: str, tp: int) -> int:
     """K+V bytes of one token in ONE attention layer on one rank (FullAttentionSpec page / block)."""
     mla = card.latent_attention
     if mla is not None:  # MLAAttentionSpec: one latent + rope key, not split across ranks
-        return int((mla.kv_lora_rank + mla.qk_rope_head_dim) * _kv_bytes(card, kv_dtype))
+        return int((mla.kv_lora_rank + mla.qk_rope_head_dim) * kv_element_bytes(card, kv_dtype))
     heads = max(1, card.num_kv_heads // tp)
-    return int(heads * (card.head_dim + card.value_head_dim) * _kv_bytes(card, kv_dtype))
+    return int(heads * (card.head_dim + card.value_head_dim) * kv_element_bytes(card, kv_dtype))
 
 
 def mamba_page_bytes(
@@ -157,11 +158,14 @@ def kv_layout(
     ssm_dtype: str | None = None,
     context_parallel: int = 1,
     in_flight_tokens: int | None = None,
+    separate_draft: tuple[int, int] | None = None,
 ) -> KVLayout:
     """vLLM's KV cache arithmetic for `kv_memory_bytes` ("Available KV cache memory").
     `context_parallel`: decode (x prefill) context parallel size; each rank keeps 1/cp of a
     request's tokens, so the logged capacity is cp times one rank's pool. `in_flight_tokens`
-    (vllm_window.in_flight_tokens): given, a sliding-window model gets its window groups."""
+    (vllm_window.in_flight_tokens): given, a sliding-window model gets its window groups.
+    `separate_draft`: (layers, K+V bytes per token per layer) of a draft model whose attention
+    differs from the target's (a DFlash drafter), a KV cache type of its own (draft_groups)."""
     if in_flight_tokens is not None and uses_window_groups(card, version):
         return _window_layout(
             card,
@@ -178,6 +182,7 @@ def kv_layout(
     n_full = len(card.full_attention_layers) + draft_layers
     n_lin = len(card.linear_layers)
     conv_b = ssm_b = 0
+    n_d, a_d = separate_draft or (0, 0)
     if card.is_hybrid:
         conv_b, ssm_b = mamba_page_bytes(
             card, tp, num_spec=num_spec, conv_dtype=conv_dtype, ssm_dtype=ssm_dtype
@@ -189,18 +194,31 @@ def kv_layout(
     else:
         group, full_groups, mamba_groups, mode, mamba_blocks = n_full, 1, 0, "n/a", 0
     page = block_size * a1
+    draft = draft_groups(n_d, a_d, block_size, page, n_full, n_lin) if n_d else None
+    d_groups, d_block = 0, block_size
+    if draft is not None:
+        group, full_groups, mamba_groups, d_groups, d_block = draft
+        if not card.is_hybrid:  # one group, each layer its own page: the mean page here
+            page = block_size * (n_full * a1 + n_d * a_d) // group
     per_block = page * group
     num_blocks = max(int(kv_memory_bytes // per_block), 0) if per_block else 0
     # AttentionSpec.max_memory_usage_bytes: a rank holds cdiv(max_model_len, cp) tokens.
     local_len = -(-max_model_len // context_parallel)
     per_request = -(-local_len // block_size) * full_groups + mamba_groups * mamba_blocks
+    per_request += -(-local_len // d_block) * d_groups
     concurrency = num_blocks / per_request if per_request else 0.0
     tokens = logged_kv_tokens(
-        version, num_blocks, concurrency, max_model_len, full_groups + mamba_groups, block_size
+        version,
+        num_blocks,
+        concurrency,
+        max_model_len,
+        full_groups + d_groups + mamba_groups,
+        block_size,
     )
     if not at_least(version, "0.20.0"):
         tokens *= context_parallel  # "Multiplying the GPU KV cache size by the dcp_world_size"
-    est = max((num_blocks - mamba_groups * mamba_blocks) // full_groups, 0) * block_size
+    est_groups = full_groups + -(-d_groups * block_size // d_block)
+    est = max((num_blocks - mamba_groups * mamba_blocks) // est_groups, 0) * block_size
     return KVLayout(
         block_size=block_size,
         attn_bytes_per_token=a1,
@@ -209,7 +227,7 @@ def kv_layout(
         ssm_bytes=ssm_b,
         page_bytes=page,
         layers_per_group=group,
-        full_groups=full_groups,
+        full_groups=full_groups + d_groups,
         mamba_groups=mamba_groups,
         mamba_mode=mode,
         mamba_blocks=mamba_blocks,
@@ -219,6 +237,30 @@ def kv_layout(
         kv_tokens=tokens,
         estimated_max_model_len=min(est, max_model_len) if num_blocks else 0,
     )
+
+
+def draft_groups(
+    n_draft: int, draft_bytes: int, block_size: int, page: int, n_full: int, n_lin: int
+) -> tuple[int, int, int, int, int] | None:
+    """(layers per group, target full-attention groups, GDN groups, draft groups, draft block
+    size) with a draft whose layers form a KV cache type of their own; None when vLLM would
+    not lay it out this way (a draft page larger than the target's, or not dividing it).
+
+    A dense target and such a draft are all full attention: one group of every layer
+    (UniformTypeKVCacheSpecs), each with its own page. Beside GDN layers the page sizes are
+    unified (unify_kv_cache_spec_page_size: a smaller page's block size is multiplied up to the
+    largest page) and every type split into groups of the smallest type's layer count, or the
+    largest's when that is under 1.5 times it (_get_kv_cache_groups_uniform_page_size)."""
+    draft_page = block_size * draft_bytes
+    if not n_lin:
+        return n_full + n_draft, 1, 0, 0, block_size
+    if draft_page <= 0 or draft_page > page or page % draft_page:
+        return None
+    d_block = block_size * (page // draft_page)
+    counts = (n_full, n_draft, n_lin)
+    lo, hi = min(counts), max(counts)
+    group = hi if hi < 1.5 * lo else lo
+    return group, -(-n_full // group), -(-n_lin // group), -(-n_draft // group), d_block
 
 
 def hybrid_groups(n_full: int, n_lin: int) -> tuple[int, int, int]:

@@ -211,12 +211,13 @@ def profiled_memory(
     reasons: list[str],
     tp_mib: int | None = None,
     padding_bytes: int = 0,
+    draft_bytes: int = 0,
 ) -> ProfiledMemory:
-    """Weights (plus what the kernels pad them by, `padding_bytes`), activations, non-torch
-    memory and graphs, and the KV memory they leave; graphs captured outside the budget that
-    the headroom cannot hold are a reason."""
+    """Weights (plus what the kernels pad them by, `padding_bytes`, and a separate draft
+    model's, `draft_bytes`), activations, non-torch memory and graphs, and the KV memory they
+    leave; graphs captured outside the budget that the headroom cannot hold are a reason."""
     requested = startup.requested_gib
-    weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes) / GIB
+    weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes + draft_bytes) / GIB
     act = activation_bytes(card, tp, max_tokens, max_num_seqs) / GIB
     if tp_mib is None:
         tp_mib = NON_TORCH_TP_MIB if tp > 1 else 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from autotune.planner.vllm_history import at_least
+from autotune.planner.drafts import DraftModel
 from autotune.planner.vllm_kv import KVLayout
 from autotune.planner.vllm_memory import ProfiledMemory, StartupMemory
 
@@ -31,6 +32,7 @@ class SpecDecode:
     num_spec: int  # num_speculative_tokens (0 without speculation)
     mtp: bool  # an MTP method: the target's MTP weights are loaded
     draft_layers: int  # MTP layers whose KV the target's cache holds
+    draft: DraftModel | None = None  # a separate draft model the planner knows (DFlash)
 
 
 @dataclass(frozen=True)

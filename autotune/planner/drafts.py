@@ -1,0 +1,154 @@
+"""Separate draft models for speculative decoding (DFlash block drafters): the facts the planners
+need to charge a draft's weights and KV pool to the target's budget.
+
+A draft is looked up by the path the launch gives (SGLang's --speculative-draft-model-path,
+vLLM's speculative_config.model): its Hugging Face id, or a local folder named like the id's
+last part (`~/.cache/huggingface/qwen3.6-27b-dflash`). A draft not listed here stays unmodelled
+and the plan says so.
+
+Every value names where it was read. The weights are split the way both engines build the
+draft: the attention and MLP projections of each layer are tensor-parallel (QKVParallelLinear,
+RowParallelLinear, MergedColumnParallelLinear), the rest (the `fc` projection of the target's
+hidden states, norms, DFlash2's convolution kernels and candidate selector) is replicated on
+every rank (SGLang models/dflash.py: ReplicatedLinear / nn.Linear / nn.Parameter; vLLM
+models/qwen3_dflash.py: ReplicatedLinear). Neither checkpoint carries embeddings or an LM head:
+the draft shares the target's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BF16 = 2
+
+
+@dataclass(frozen=True)
+class DraftModel:
+    """One draft checkpoint as the engines load it."""
+
+    name: str  # Hugging Face id
+    architecture: str
+    layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    intermediate_size: int
+    block_size: int  # tokens drafted and verified per step (dflash_config.block_size)
+    sliding_layers: int  # layers with a sliding window (layer_types)
+    total_bytes: int  # the checkpoint's weights as loaded (bf16)
+    source: str
+
+    @property
+    def sharded_bytes(self) -> int:
+        """The per-layer attention and MLP projections, split over the TP ranks."""
+        q = self.num_attention_heads * self.head_dim
+        kv = self.num_kv_heads * self.head_dim
+        attn = self.hidden_size * (q + 2 * kv) + q * self.hidden_size
+        mlp = 3 * self.hidden_size * self.intermediate_size
+        return self.layers * (attn + mlp) * BF16
+
+    @property
+    def replicated_bytes(self) -> int:
+        """What every rank holds whole: everything but the layers' projections."""
+        return self.total_bytes - self.sharded_bytes
+
+    def weights_per_rank(self, tp: int) -> int:
+        return self.sharded_bytes // max(tp, 1) + self.replicated_bytes
+
+    def kv_heads_per_rank(self, tp: int) -> int:
+        """KV heads one rank keeps (heads are replicated when TP exceeds them)."""
+        return max(1, self.num_kv_heads // max(tp, 1))
+
+    def kv_bytes_per_token_layer(self, tp: int, dtype_bytes: float) -> int:
+        """K+V bytes of one token in one draft layer on one rank."""
+        return int(self.kv_heads_per_rank(tp) * 2 * self.head_dim * dtype_bytes)
+
+
+_LUCEBOX = (
+    "https://github.com/Luce-Org/lucebox-hub/blob/8305b6c2b10b303e71383bd9777a9664370976c0/"
+    "server/include/dflash27b.h"
+)
+_CHARMI = (
+    "https://github.com/CharmiUwU/Qwen3.8-27B-DFlash2-DGX-Spark/blob/"
+    "f2e1d45328df4146190201b8f49123130f6e06f2/docs/IMPLEMENTATION.md"
+)
+_MIAAI = (
+    "https://github.com/MiaAI-Lab/Qwen3.8-27B-DFlash2-EXL3-5.0bpw/blob/"
+    "b934e6f3534ed9542079bbd6f1d5ef65b8a3469b/model-cards/Qwen3.8-27B-DFlash2-EXL3-5.0bpw.md"
+)
+
+# z-lab's 27B DFlash drafter, the dimensions Lucebox hard-codes for it (5 layers, 32 query and
+# 8 KV heads of 128, hidden 5120, MLP 17408, block 16) and uses for both z-lab/Qwen3.5-27B-DFlash
+# and z-lab/Qwen3.6-27B-DFlash (server/README.md; the 3.6 drafter with its sliding-window
+# layers 0..n-2, server/scripts/run.py --draft-swa). Weights: Lucebox's server/RESULTS.md gives
+# "BF16, 3.46 GB"; counted from those dimensions (5 layers' projections, fc 5*5120 -> 5120 and
+# the norms) they are 3,460,426,240 bytes.
+_DFLASH_27B_BYTES = 3_460_426_240
+
+DRAFTS: dict[str, DraftModel] = {
+    d.name.lower(): d
+    for d in (
+        DraftModel(
+            name="z-lab/Qwen3.6-27B-DFlash",
+            architecture="DFlashDraftModel",
+            layers=5,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            hidden_size=5120,
+            intermediate_size=17408,
+            block_size=16,
+            sliding_layers=4,
+            total_bytes=_DFLASH_27B_BYTES,
+            source=f"{_LUCEBOX} (dimensions); server/RESULTS.md and run.py of the same commit",
+        ),
+        DraftModel(
+            name="z-lab/Qwen3.5-27B-DFlash",
+            architecture="DFlashDraftModel",
+            layers=5,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            hidden_size=5120,
+            intermediate_size=17408,
+            block_size=16,
+            sliding_layers=0,
+            total_bytes=_DFLASH_27B_BYTES,
+            source=f"{_LUCEBOX} (dimensions); server/RESULTS.md: BF16, 3.46 GB",
+        ),
+        # z-lab's DFlash2 drafter for Qwen3.8-27B: 5 layers, 8 KV heads of 128 and block 8 as
+        # SGLang's boot log shows them (CharmiUwU's recipe); 3.85 GB bf16 (MiaAI-Lab's card of
+        # its EXL3 quant, "from 3.85 GB bf16"). The attention and MLP widths are the 27B
+        # DFlash family's (Lucebox, above); the rest of the 3.85 GB (fc, the per-layer
+        # convolution kernels, the candidate selector's codebooks) is replicated.
+        DraftModel(
+            name="z-lab/Qwen3.8-27B-DFlash2",
+            architecture="DFlash2DraftModel",
+            layers=5,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            hidden_size=5120,
+            intermediate_size=17408,
+            block_size=8,
+            sliding_layers=5,
+            total_bytes=3_850_000_000,
+            source=f"{_CHARMI} (layers, KV heads, head dim, block); {_MIAAI} (3.85 GB bf16); "
+            f"{_LUCEBOX} (widths)",
+        ),
+    )
+}
+
+
+def draft_model(path: object) -> DraftModel | None:
+    """The draft a launch names: its Hugging Face id, or a local folder named like the id's
+    last part (case-insensitive); None when the path names no listed draft."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    text = path.strip().rstrip("/").lower()
+    if text in DRAFTS:
+        return DRAFTS[text]
+    leaf = text.rsplit("/", 1)[-1]
+    hits = [d for key, d in DRAFTS.items() if key.rsplit("/", 1)[-1] == leaf]
+    return hits[0] if len(hits) == 1 else None

@@ -1,0 +1,97 @@
+"""A separate DFLASH draft model on SGLang (planner.drafts describes the checkpoints): where its
+weights are paid from and what its KV pool adds to the target's cell.
+
+From SGLang's own source, per release:
+- 0.5.14+ loads the draft's weights before the target profiles its memory
+  (Scheduler.init_model_worker: maybe_init_draft_worker, then init_memory_pools), so they come
+  out of the static budget ("Loaded weights (target + draft) can exceed the static budget");
+  before, the target's pool was sized inside its own worker's start, and the draft's weights
+  came out of the non-static slack.
+- The draft gets its own KV pool of as many tokens as the target's (MemoryPoolConfig is
+  "shared between target and draft workers"), so the target's cell pays for both
+  (pool_configurator DefaultPoolConfigurator): 0.5.11 .. 0.5.17 scale the target cell by
+  (target layers + draft layers) / target layers, rounded up (dflash_utils.
+  scale_kv_cell_size_per_token_for_dflash), target layers being the full-attention ones of a
+  hybrid model; 0.5.18+ add the draft's exact cell (dflash_draft_cell_size_per_token: KV heads
+  per rank x (head_dim + v_head_dim) x draft layers x the draft's KV dtype).
+- The draft's KV dtype is the target's (mem_cache/kv_cache_dtype.configure_kv_cache_dtype),
+  unless --speculative-draft-kv-cache-dtype sets it (0.5.18+), or the draft attention backend is
+  fa4, which keeps the model dtype.
+- Without --speculative-num-draft-tokens, DFLASH drafts the checkpoint's block_size
+  (speculative_hook._handle_dflash; 16 when the config has none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.models.card import ModelCard
+from autotune.planner.drafts import DraftModel, draft_model
+
+DRAFT_WEIGHTS_STATIC_SINCE = (0, 5, 14)
+DFLASH_SINCE = (0, 5, 11)
+EXACT_DRAFT_CELL_SINCE = (0, 5, 18)
+
+
+def dflash_draft(
+    cfg: dict[str, Any], v: tuple[int, int, int], assumptions: list[str]
+) -> DraftModel | None:
+    """The DFLASH draft the launch loads, when the planner knows it; its block size becomes
+    the default number of draft tokens in `cfg`. An unknown draft is noted as unmodelled."""
+    spec = str(cfg.get("speculative_algorithm") or "").upper()
+    if spec != "DFLASH" or v < DFLASH_SINCE:
+        return None
+    path = cfg.get("speculative_draft_model_path")
+    draft = draft_model(path)
+    if draft is None:
+        assumptions.append(
+            f"DFLASH draft {path!r} is not in the planner's draft list: its weights and KV "
+            "pool are not counted"
+        )
+        return None
+    if cfg.get("speculative_num_draft_tokens") is None:
+        block = cfg.get("speculative_dflash_block_size") or draft.block_size
+        cfg["speculative_num_draft_tokens"] = int(block)
+    assumptions.append(
+        f"DFLASH draft {draft.name}: {draft.layers} layers, {draft.num_kv_heads} KV heads of "
+        f"{draft.head_dim}, {draft.total_bytes / 1e9:.2f} GB"
+    )
+    return draft
+
+
+def draft_kv_bytes(
+    cfg: dict[str, Any],
+    kv_dtype_bytes: float,
+    v: tuple[int, int, int],
+    dtype_bytes: dict[str, float],
+) -> float:
+    """Bytes per element of the draft's KV pool (module docstring); `dtype_bytes` maps the
+    --kv-cache-dtype names to their element sizes."""
+    own = cfg.get("speculative_draft_kv_cache_dtype")
+    if own not in (None, "auto") and v >= EXACT_DRAFT_CELL_SINCE:
+        return dtype_bytes.get(str(own), kv_dtype_bytes)
+    if cfg.get("speculative_draft_attention_backend") == "fa4":
+        return 2.0
+    return kv_dtype_bytes
+
+
+def dflash_cell(
+    cell: int,
+    card: ModelCard,
+    draft: DraftModel,
+    tp: int,
+    draft_dtype_bytes: float,
+    v: tuple[int, int, int],
+) -> int:
+    """The target's cell with the draft pool's share (module docstring)."""
+    if v >= EXACT_DRAFT_CELL_SINCE:
+        return cell + draft.layers * draft.kv_bytes_per_token_layer(tp, draft_dtype_bytes)
+    target_layers = len(card.full_attention_layers)
+    if target_layers <= 0:
+        return cell
+    return (cell * (target_layers + draft.layers) + target_layers - 1) // target_layers
+
+
+def draft_weights_static(v: tuple[int, int, int]) -> bool:
+    """Whether the draft's weights come out of the static budget (else the slack)."""
+    return v >= DRAFT_WEIGHTS_STATIC_SINCE
