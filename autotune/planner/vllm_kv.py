@@ -302,7 +302,7 @@ def _window_layout(
     vLLM's sliding-window spec refuses DCP)."""
     g = window_groups(
         card,
-        kv_bytes=_kv_bytes(card, kv_dtype),
+        kv_bytes=kv_element_bytes(card, kv_dtype),
         tp=tp,
         block_size=block_size,
         local_len=max_model_len,
@@ -346,4 +346,4 @@ def attention_bytes_per_token_full(card: ModelCard, kv_dtype: str, tp: int) -> i
     ga = card.global_attention
     if ga is None:
         return attention_bytes_per_token(card, kv_dtype, tp)
-    return int(max(1, ga.num_kv_heads // tp) * 2 * ga.head_dim * _kv_bytes(card, kv_dtype))
+    return int(max(1, ga.num_kv_heads // tp) * 2 * ga.head_dim * kv_element_bytes(card, kv_dtype))

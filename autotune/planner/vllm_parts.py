@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from autotune.planner.vllm_history import at_least
 from autotune.planner.drafts import DraftModel
+from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_kv import KVLayout
 from autotune.planner.vllm_memory import ProfiledMemory, StartupMemory
 
