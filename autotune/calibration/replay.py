@@ -150,13 +150,13 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
     from autotune.planner.dispatch import plan_for
 
     observed = parse(record)
+    if record.gpu is None:  # no planner could place it, card or not
+        return Replay(record, observed, None, "the GPU is not stated", unstated=True)
     card = card_of(record)
     if card is None:
         return Replay(record, observed, None, f"no card for {record.card or record.model}")
     gpu = gpu_of(record)
     if gpu is None:
-        if record.gpu is None:
-            return Replay(record, observed, None, "the GPU is not stated", unstated=True)
         if not gpus_named(record):
             return Replay(record, observed, None, f"GPU {record.gpu!r} is not in the catalog")
         return Replay(
