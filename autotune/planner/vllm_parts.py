@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
+from autotune.models.card import ModelCard
+from autotune.planner.common import GIB, MIB, ContractAndWorking
 from autotune.planner.drafts import DraftModel
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_kv import KVLayout
@@ -95,3 +97,78 @@ def async_default(cfg: dict[str, Any], version: str, method: object) -> bool:
     if method == "ngram_gpu" and at_least(version, "0.18.0"):
         return True
     return str(method) in _ASYNC_SPEC
+
+
+def kv_needed_gib(lay: KVLayout) -> float:
+    """KV memory one request of max_model_len needs."""
+    return lay.blocks_per_request * lay.block_bytes / GIB
+
+
+def plan_fields(card: ModelCard, parts: PlanParts) -> ContractAndWorking:
+    """The Plan contract's figures in vLLM's terms (VLLMPlan's docstring)."""
+    startup, limits, spec, prefix = parts.startup, parts.limits, parts.spec, parts.prefix
+    mem, lay = parts.mem, parts.lay
+    max_num_seqs, sizes = limits.max_num_seqs, mem.capture_sizes
+    mamba_per_req = lay.mamba_groups * lay.mamba_blocks
+    slots = min(max_num_seqs, lay.num_blocks // mamba_per_req) if mamba_per_req else 0
+    n_lin = len(card.linear_layers)
+    return ContractAndWorking(
+        weights_gib=round(mem.weights_gib, 3),
+        kv_cell_bytes=lay.token_bytes,
+        kv_pool_tokens=lay.kv_tokens,
+        mamba_slots=slots,
+        mamba_pool_gib=round(slots * mamba_per_req * lay.block_bytes / GIB, 3),
+        max_running_requests=max_num_seqs,
+        pre_weights_free_gib=round(startup.init_free_gib, 3),
+        mem_fraction_static=startup.gpu_memory_utilization,
+        static_budget_gib=round(startup.requested_gib - mem.weights_gib, 3),
+        kv_pool_gib=round(lay.num_blocks * lay.block_bytes / GIB, 3),
+        mamba_conv_gib=round(slots * lay.conv_bytes * n_lin / GIB, 3),
+        mamba_ssm_gib=round(slots * lay.ssm_bytes * n_lin / GIB, 3),
+        mamba_spec_gib=0.0,
+        mamba_slot_mib=round(lay.mamba_state_bytes * n_lin / MIB, 2),
+        slack_gib=round(startup.headroom_gib, 3),
+        slack_needed_gib=round(0.0 if mem.graph_in_budget else mem.graph_gib, 3),
+        chunked_prefill_size=limits.max_num_batched_tokens,
+        cuda_graph_max_bs=max(sizes) if sizes else 0,
+        context_len=limits.max_model_len,
+        mamba_strategy=lay.mamba_mode,
+        slots_per_request=lay.mamba_blocks,
+        radix_cache=prefix,
+        overlap_schedule=False,
+        mixed_chunk=limits.chunked_prefill,
+        speculative={
+            "method": spec.method,
+            "num_speculative_tokens": spec.num_spec or None,
+            **spec.config,
+        },
+    )
+
+
+def vllm_fields(parts: PlanParts) -> VLLMFields:
+    """VLLMPlan's own figures."""
+    startup, limits, mem, lay = parts.startup, parts.limits, parts.mem, parts.lay
+    return VLLMFields(
+        gpu_memory_utilization=startup.gpu_memory_utilization,
+        total_gib=round(startup.total_gib, 3),
+        requested_gib=round(startup.requested_gib, 3),
+        activation_gib=round(mem.activation_gib, 3),
+        non_torch_gib=round(mem.non_torch_gib, 3),
+        graph_gib=round(mem.graph_gib, 3),
+        graph_in_budget=mem.graph_in_budget,
+        kv_cache_gib=round(mem.kv_cache_gib, 3),
+        block_size=lay.block_size,
+        num_gpu_blocks=lay.num_blocks,
+        kv_groups=lay.groups,
+        layers_per_group=lay.layers_per_group,
+        page_bytes=lay.page_bytes,
+        blocks_per_request=lay.blocks_per_request,
+        max_concurrency=round(lay.concurrency, 4),
+        max_num_seqs=limits.max_num_seqs,
+        max_num_batched_tokens=limits.max_num_batched_tokens,
+        max_model_len=limits.max_model_len,
+        prefix_caching=parts.prefix,
+        kv_needed_gib=round(kv_needed_gib(lay), 3),
+        estimated_max_model_len=lay.estimated_max_model_len,
+        capture_sizes=mem.capture_sizes,
+    )
