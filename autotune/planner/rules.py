@@ -3,11 +3,12 @@ memory arithmetic. Each function names the version generation whose behaviour it
 
 Generations: rules change at 0.5.16 (mamba strategy renamed; the padding-aware slot formula:
 FIELD-NOTES C1 on 0.5.17 gives 34 slots only with it) and at 0.5.20 (cuda-graph flags split,
-new GPU-size defaults, draft KV budgeted in the cell, `auto` mamba strategy -> extra_buffer when
-overlap is wanted; C1 ran two requests on 6 slots on 0.5.17, which only no_buffer's 3 slots per
-request allows, so 0.5.17 still resolved `auto` to no_buffer at page 1, while K5 ran page 64
-with `auto` on 0.5.18, which only the buffered cache allows). The mamba rework that added
-extra_buffer_lazy and the hybrid-cache errors landed in 0.5.13 (flag catalog of the wheels).
+new GPU-size defaults, draft KV budgeted in the cell). The `auto` mamba strategy follows the
+wheels: from 0.5.14 extra_buffer when overlap or pages > 1 are wanted and the architecture is
+one SGLang buffers (EXTRA_BUFFER_SINCE) on the Triton linear backend, else no_buffer with
+overlap off. C1 (0.5.17, the text-only Qwen3_5ForCausalLM pack, which joined the list only in
+0.5.19; page 1) therefore ran no_buffer, and K5 (0.5.18, page 64) the buffered cache. The mamba
+rework that added extra_buffer_lazy and the hybrid-cache errors landed in 0.5.13 (flags).
 """
 
 from __future__ import annotations
@@ -16,6 +17,54 @@ from dataclasses import dataclass
 from typing import Any
 
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
+
+# The release each architecture joined SGLang's extra_buffer list (0.5.14:
+# ServerArgs._support_mamba_cache_extra_buffer; 0.5.15+: arg_groups/overrides.py
+# _MAMBA_EXTRA_BUFFER_ARCHS); tests/planner/test_sglang_history_wheels.py reads each wheel's.
+EXTRA_BUFFER_SINCE: dict[str, tuple[int, int, int]] = {
+    **dict.fromkeys(
+        (
+            "BailingMoeV2_5ForCausalLM",
+            "FalconH1ForCausalLM",
+            "GraniteMoeHybridForCausalLM",
+            "InternS2PreviewForConditionalGeneration",
+            "MiniCPMV4_6ForConditionalGeneration",
+            "NemotronHForCausalLM",
+            "NemotronHPuzzleForCausalLM",
+            "Qwen3NextForCausalLM",
+            "Qwen3_5ForConditionalGeneration",
+            "Qwen3_5MoeForConditionalGeneration",
+        ),
+        (0, 5, 14),
+    ),
+    "KimiLinearForCausalLM": (0, 5, 16),
+    "KimiK3ForConditionalGeneration": (0, 5, 17),
+    **dict.fromkeys(
+        ("BailingMoeV3ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"), (0, 5, 19)
+    ),
+    **dict.fromkeys(
+        (
+            "Glm5NextForConditionalGeneration",
+            "NemotronH_Omni_Reasoning_V3",
+            "Qwen4ExpForConditionalGeneration",
+        ),
+        (0, 5, 20),
+    ),
+    **dict.fromkeys(
+        (
+            "BailingMoeV3VLForConditionalGeneration",
+            "InklingForConditionalGeneration",
+            "InklingForConditionalGenerationMTP",
+        ),
+        (0, 5, 21),
+    ),
+    "MiniCPMV4_7ForConditionalGeneration": (0, 5, 23),
+}
+
+
+def extra_buffer_archs(v: tuple[int, int, int]) -> frozenset[str]:
+    """The architectures whose `auto` mamba strategy may resolve to extra_buffer at `v`."""
+    return frozenset(a for a, since in EXTRA_BUFFER_SINCE.items() if v >= since)
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
@@ -138,6 +187,7 @@ def resolve(
     context_default: int,
     vision_factor: float | None,
     amd_instinct: bool = False,
+    architecture: str = "",
 ) -> Resolved:
     v = planning_version(version)
     notes: list[str] = []
@@ -152,7 +202,15 @@ def resolve(
     mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
     page = int(config.get("page_size") or 1)
     strategy, overlap, radix = mamba_strategy(
-        config, hybrid=hybrid, page=page, spec=spec, overlap=overlap, radix=radix, v=v, notes=notes
+        config,
+        hybrid=hybrid,
+        page=page,
+        spec=spec,
+        overlap=overlap,
+        radix=radix,
+        v=v,
+        notes=notes,
+        architecture=architecture,
     )
     if hybrid and v < (0, 5, 9) and radix:
         from autotune.planner import sglang_history as history
@@ -327,6 +385,7 @@ def mamba_strategy(
     radix: bool,
     v: tuple[int, int, int],
     notes: list[str],
+    architecture: str = "",
 ) -> tuple[str, bool, bool]:
     """(mamba strategy, overlap, radix_cache): `auto` resolved by generation (module docstring),
     and what no_buffer switches off (noted in `notes`); "n/a" for a model without mamba layers."""
@@ -341,12 +400,12 @@ def mamba_strategy(
         if strategy == "auto" and not triton_gdn:
             strategy = "no_buffer"
         if strategy == "auto":
-            if v >= (0, 5, 20):
-                strategy = "extra_buffer" if (overlap or page > 1) else "no_buffer"
-            elif v >= (0, 5, 13):
-                # page > 1 needs the buffered cache (K5 ran page 64 with `auto` on 0.5.18);
-                # page 1 stayed no_buffer (C1: two requests on 6 slots on 0.5.17).
-                strategy = "extra_buffer" if page > 1 else "no_buffer"
+            # 0.5.14+: buffered when overlap or paging is wanted on an architecture SGLang
+            # buffers. Pages > 1 on 0.5.13, or on an architecture outside its radix-cache
+            # resolution, are kept buffered as before (K5 ran page 64 with `auto` on 0.5.18).
+            buffers = v >= (0, 5, 14) and architecture in extra_buffer_archs(v)
+            if (buffers and overlap) or (page > 1 and v >= (0, 5, 13)):
+                strategy = "extra_buffer"
             else:
                 strategy = "no_buffer"
         if strategy == "no_buffer":

@@ -229,6 +229,7 @@ def _resolve_launch(
         context_default=card.max_position_embeddings,
         vision_factor=vf,
         amd_instinct=gpu.vendor == "amd" and gpu.arch.startswith("gfx9"),
+        architecture=card.architecture,
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:

@@ -218,3 +218,18 @@ def test_dp_attention_holds_the_attention_and_the_embedding_on_every_rank() -> N
         tp=8,
     )
     assert dp.weights_gib == pytest.approx(plain.weights_gib + extra / 2**30, abs=0.01)
+
+
+def test_auto_mamba_strategy_follows_the_releases_architecture_list() -> None:
+    """0.5.14+ buffers `auto` when overlap is wanted on an architecture in SGLang's list: the
+    vision pack (Qwen3_5ForConditionalGeneration) from 0.5.14, the text-only Qwen3_5ForCausalLM
+    pack only from 0.5.19 (C1 ran no_buffer on 0.5.17)."""
+    fp8 = BUILTIN_CARDS["qwen3.8-27b-fp8"]
+    g = get_gpu("rtx-pro-4500-32g")
+    cfg = {"context_length": 32768}
+    assert plan_sglang(AWQ, G4080, cfg, version="0.5.17").mamba_strategy == "no_buffer"
+    assert plan_sglang(AWQ, G4080, cfg, version="0.5.19").mamba_strategy == "extra_buffer"
+    assert plan_sglang(fp8, g, cfg, version="0.5.17").mamba_strategy == "extra_buffer"
+    assert plan_sglang(fp8, g, cfg, version="0.5.13").mamba_strategy == "no_buffer"
+    off = {**cfg, "disable_overlap_schedule": True}
+    assert plan_sglang(fp8, g, off, version="0.5.17").mamba_strategy == "no_buffer"

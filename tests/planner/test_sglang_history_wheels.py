@@ -155,3 +155,43 @@ def test_the_dsa_indexer_joined_the_budget_cell_in_0_5_3_post1(
     assert ("indexer_size_per_token" in body) is indexer
     pool = _source(version, "sglang/srt/mem_cache/memory_pool.py")
     assert "class NSATokenToKVPool" in pool  # the pool exists in both
+
+
+def _extra_buffer_archs_of(version: str) -> set[str]:
+    """The architectures a release's `auto` mamba strategy may buffer: 0.5.14's
+    ServerArgs._support_mamba_cache_extra_buffer list, then _MAMBA_EXTRA_BUFFER_ARCHS."""
+    for path in ("sglang/srt/arg_groups/overrides.py", "sglang/srt/server_args.py"):
+        try:
+            tree = ast.parse(_source(version, path))
+        except KeyError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", None) == "_MAMBA_EXTRA_BUFFER_ARCHS" for t in node.targets
+            ):
+                assert isinstance(node.value, ast.Call)
+                return set(ast.literal_eval(node.value.args[0]))
+            if (
+                isinstance(node, ast.FunctionDef)
+                and node.name == "_support_mamba_cache_extra_buffer"
+            ):
+                for n in ast.walk(node):
+                    if isinstance(n, ast.Compare) and isinstance(n.comparators[0], ast.List):
+                        return set(ast.literal_eval(n.comparators[0]))
+    raise AssertionError(f"{version}: no extra_buffer architecture list")
+
+
+@pytest.mark.parametrize("version", [f"0.5.{n}" for n in range(14, 24)])
+def test_the_buffered_mamba_architectures_are_the_releases(version: str) -> None:
+    """rules.EXTRA_BUFFER_SINCE: the architectures whose `auto` strategy resolves to extra_buffer
+    (with overlap or pages > 1, on the Triton linear backend) at each release."""
+    from autotune.planner.rules import extra_buffer_archs, planning_version
+
+    assert extra_buffer_archs(planning_version(version)) == _extra_buffer_archs_of(version)
+
+
+def test_auto_mamba_strategy_before_the_list_was_no_buffer() -> None:
+    """0.5.13 and earlier: `auto` resolves to no_buffer (the TODO in ServerArgs)."""
+    src = _source("0.5.13", "sglang/srt/server_args.py")
+    assert 'self.mamba_scheduler_strategy = "no_buffer"' in src
+    assert "_support_mamba_cache_extra_buffer" not in src
