@@ -33,7 +33,9 @@ def inspect(
     Reads config.json and the safetensors headers only (sglang#35797, sglang#20370).
     Reports per layer which projections are quantized, exclusion-list names
     that match no tensor, modules declared unquantized but stored packed,
-    widths Marlin cannot run (size_n % 64), and whether MTP weights exist.
+    widths Marlin cannot run (size_n % 64), whether MTP weights exist, sizes
+    the config's quantization does not match, and what SGLang and vLLM load
+    per rank at --tp, part by part.
 
     Exit status: 0 ok, 10 warnings, 11 broken (some finding is an error);
     2 when the folder cannot be read (missing, no config.json or
@@ -81,6 +83,12 @@ def _echo_summary(report: InspectionReport) -> None:
         f"{report.mtp.present_layers} ({report.mtp.tensors} tensors)"
     )
     echo(f"vision       {report.vision_tensors} tensors")
+    for engine, parts in report.loaded_per_rank.items():
+        mtp = {k: v for k, v in parts.items() if k.startswith("mtp")}
+        rest = {k: v for k, v in parts.items() if v and k not in mtp}
+        detail = ", ".join(f"{k} {_size(v)}" for k, v in rest.items())
+        extra = "".join(f"; +{_size(v)} {k}" for k, v in mtp.items() if v)
+        echo(f"{engine + ' loads':<12} {_size(sum(rest.values()))} per rank ({detail}{extra})")
     echo("")
 
 

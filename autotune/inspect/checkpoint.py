@@ -16,7 +16,10 @@ its own config and the kernels that will run it:
 - fused shards (q/k/v, gate/up, in_proj_a/b, in_proj_qkv/z) stored with different quantization;
 - MTP weights absent while the config declares MTP layers: NEXTN/EAGLE cannot run (P6);
 - layers missing, layer_types contradicting full_attention_interval, a shard index that does not
-  match the shards.
+  match the shards;
+- a component whose tensors hold far more or less than config.json's quantization implies.
+
+It also reports what SGLang and vLLM load per rank at `tp`, part by part (inspect/sizes.py).
 
 The verdict is "broken" when any finding is an error, "warnings" when any is a warning, else "ok".
 """
@@ -38,6 +41,7 @@ from autotune.inspect.layers import layer_findings, layer_reports
 from autotune.inspect.modules import group_modules
 from autotune.inspect.report import Finding, InspectionReport, QuantReport, Verdict
 from autotune.inspect.scheme import quant_spec
+from autotune.inspect.sizes import counted_card, loaded_per_rank, size_findings
 from autotune.inspect.storage import fused_findings, index_findings, quantized_findings
 from autotune.models.hf import full_attention_layers, read_checkpoint
 
@@ -65,6 +69,8 @@ def inspect_checkpoint(path: Path | str, *, tp: int = 1) -> InspectionReport:
     findings += layer_findings(ckpt, mods, num_layers, full)
     findings += mtp_findings(ckpt)
     findings += vision_findings(ckpt)
+    findings += size_findings(ckpt)
+    truth = counted_card(ckpt, from_tensors=True)
     findings.sort(key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f.severity], f.code))
 
     archs = ckpt.config.get("architectures")
@@ -83,6 +89,7 @@ def inspect_checkpoint(path: Path | str, *, tp: int = 1) -> InspectionReport:
         layers=layer_reports(ckpt, mods, num_layers, full),
         mtp=mtp_report(ckpt),
         vision_tensors=len(vision_tensors(ckpt)),
+        loaded_per_rank=loaded_per_rank(truth, tp) if truth else {},
         findings=findings,
         verdict=verdict(findings),
     )

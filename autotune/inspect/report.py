@@ -68,6 +68,11 @@ class InspectionReport(_Frozen):
     layers: list[LayerReport]
     mtp: MTPReport
     vision_tensors: int
+    loaded_per_rank: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="engine -> part -> bytes one rank loads at `tp` (the tensors' sizes); empty "
+        "for an architecture the card reader does not know",
+    )
     findings: list[Finding]
     verdict: Verdict
 

@@ -226,6 +226,30 @@ def test_quantized_tensors_without_config(tmp_path: Path) -> None:
     (pack.path / "config.json").write_text(json.dumps(cfg))
     report = inspect_checkpoint(pack.path)
     assert "quantized-without-config" in codes(report, "error")
+    # config.json alone implies a bf16 decoder: about 3.3x what the packed tensors hold
+    (mismatch,) = report.by_code("config-size-mismatch")
+    assert mismatch.severity == "warning" and mismatch.message.startswith("decoder: ")
+    assert "hold 0.9 MiB" in mismatch.message and "(-69%)" in mismatch.message
+
+
+def test_loaded_per_rank_by_engine(tmp_path: Path) -> None:
+    """Checkpoint truth per rank: embeddings, LM head and decoder split over TP, the vision tower
+    whole (SGLang; vLLM splits only Llama 4's), MTP only with speculative decoding."""
+    pack = write_qwen35_pack(
+        tmp_path / "m", multimodal=True, mtp_declared=1, mtp_present=True, shards=1
+    )
+    one = inspect_checkpoint(pack.path)
+    two = inspect_checkpoint(pack.path, tp=2)
+    comp = one.bytes_by_component
+    for engine in ("sglang", "vllm"):
+        a, b = one.loaded_per_rank[engine], two.loaded_per_rank[engine]
+        assert a["decoder"] == comp["decoder"] and b["decoder"] == comp["decoder"] // 2
+        assert b["embed_tokens"] == comp["embed_tokens"] // 2
+        assert a["vision"] == b["vision"] == comp["vision"]
+        assert b["mtp (speculative only)"] == comp["mtp"] // 2
+    assert "config-size-mismatch" not in codes(one)
+    out = CliRunner().invoke(app, ["inspect", str(pack.path), "--tp", "2"]).stdout
+    assert "sglang loads" in out and "vllm loads" in out and "mtp (speculative only)" in out
 
 
 def test_missing_layers(tmp_path: Path) -> None:
