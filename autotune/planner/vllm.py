@@ -15,7 +15,8 @@ Calibrated on public startup logs (tests/planner/test_vllm.py): Qwen3.5-27B on 0
 tokens, 33.04x), Qwen3.6-35B-A3B fp8 KV with prefix caching on 0.24.0 (5.98 GiB -> 567,978
 tokens, 4.33x), Qwen3.6-27B TP2 fp8 KV on a 0.2x release (9.84 GiB -> 619,202 tokens, 2.36x),
 Qwen3.8-27B fp8 KV (block 1568, padding 0.13 %), and the CUDA-graph capture counts of two logs.
-The activation and non-torch terms are estimates (vllm_memory's constants), not measurements.
+The profiling peak's sampler phase is derived from the releases (vllm_sampler); its forward pass
+and the non-torch term are estimates (vllm_memory's constants), not measurements.
 
 Here: the batch limits, speculative decoding, prefix caching, the KV fit and the plan. Beside
 it: vllm_memory (the startup check, the profiling run, CUDA graphs) and vllm_kv (the KV cache
@@ -256,6 +257,7 @@ def _current_parts(
         tp_mib=tp_non_torch_mib(gpu, tp),
         padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp),
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
+        sm_count=gpu.sm_count,
     )
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     lay = _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)

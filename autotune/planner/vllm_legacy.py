@@ -214,7 +214,7 @@ def history_memory(
         act = v0_activation_bytes(card, tp, tokens, seqs) / GIB
     else:  # logits over every token up to 0.7.2, over the requests from 0.7.3
         rows = seqs if at_least(version, "0.7.3") else tokens
-        act = activation_bytes(card, tp, tokens, rows) / GIB
+        act = activation_bytes(card, tp, tokens, rows, version, gpu.sm_count) / GIB  # before 0.10
     non_torch = non_torch_mib(engine, version, tp, gpu.vendor, gpu.arch) / 1024
     sizes = (
         [] if cfg.get("enforce_eager") else history_capture_sizes(engine, version, seqs, tokens)

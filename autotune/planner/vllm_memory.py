@@ -1,8 +1,9 @@
 """vLLM's memory accounting before the KV cache, per rank (vllm/v1/worker/gpu_worker.py): the
 startup check of free memory against gpu_memory_utilization x total, and what comes off that
 budget before the KV cache (weights, the profiling run's peak activations, non-torch memory,
-CUDA graphs by release). The activation and non-torch terms are estimates (documented
-constants), not measurements.
+CUDA graphs by release). The profiling peak's sampler phase is derived from the releases
+(vllm_sampler.py, from 0.10.0); its forward pass and the non-torch terms are estimates
+(documented constants), not measurements.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
 from autotune.planner.vllm_history import at_least
+from autotune.planner.vllm_sampler import sampler_phase_bytes
 
 # Free memory at vLLM's initial snapshot = capacity - CUDA context - desktop share (F3). The
 # snapshot is taken after the context exists, so the context only matters for the startup check
@@ -36,11 +38,14 @@ def tp_non_torch_mib(gpu: GPUSpec, tp: int) -> int:
     return HOPPER_TP_NON_TORCH_MIB if gpu.arch == "sm_90" else NON_TORCH_TP_MIB
 
 
-# Profiling-run activation workspace per token, in units of the widest per-token tensors on a
-# rank (gate_up out, qkv, GDN in_proj), x2 for temporaries beside them (as the SGLang planner);
-# plus the sampler's fp32 logits (and probabilities) for min(max_num_seqs, tokens) rows.
+# Profiling-run forward workspace per token, in units of the widest per-token tensors on a rank
+# (gate_up out, qkv, GDN in_proj), x2 for temporaries beside them (as the SGLang planner).
+# Estimate: the forward pass is not derived.
 ACT_TENSORS_FACTOR = 2.0
+# Before 0.10.0 (no release wheel read here): the sampler's fp32 logits and probabilities for
+# min(max_num_seqs, tokens) rows, added to the forward term. Estimate.
 LOGITS_COPIES = 2
+# From 0.10.0 the sampler's dummy run is derived (sampler_bytes_per_logit): see vllm_sampler.py.
 # CUDA graph memory: first capture plus each further graph (fit to two public 0.2x logs:
 # 5 graphs 0.09 GiB on Qwen3.6-27B TP2; 86 graphs 0.52 GiB on Qwen3-8B).
 GRAPH_BASE_MIB = 64
@@ -113,17 +118,43 @@ def graph_bytes(sizes: list[int], max_num_seqs: int, num_spec: int) -> int:
     return int((GRAPH_BASE_MIB + GRAPH_PER_GRAPH_MIB * (n - 1)) * MIB)
 
 
-def activation_bytes(card: ModelCard, tp: int, tokens: int, num_reqs: int) -> int:
-    """Peak activations of the profiling run (estimate, see module constants)."""
+def flashinfer_setting(cfg: dict[str, Any]) -> bool | None:
+    """VLLM_USE_FLASHINFER_SAMPLER as the launch sets it (None: unset)."""
+    value = cfg.get("vllm_use_flashinfer_sampler")
+    return None if value is None else bool(value)
+
+
+def forward_bytes(card: ModelCard, tp: int, tokens: int) -> int:
+    """The forward pass's workspace over `tokens` (estimate, see ACT_TENSORS_FACTOR)."""
     widths = (2 * card.intermediate_size) // tp + 2 * card.hidden_size
     la = card.linear_attention
     if la is not None:
         widths += (
             2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
         ) // tp
-    act = int(tokens * widths * 2 * ACT_TENSORS_FACTOR)
-    logits = int(min(num_reqs, tokens) * card.vocab_size * 4 * LOGITS_COPIES)
-    return act + logits
+    return int(tokens * widths * 2 * ACT_TENSORS_FACTOR)
+
+
+def activation_bytes(
+    card: ModelCard,
+    tp: int,
+    tokens: int,
+    num_reqs: int,
+    version: str,
+    sm_count: int,
+    use_flashinfer: bool | None = None,
+) -> int:
+    """Peak of the profiling run above the weights. From 0.10.0 profile_run runs the forward
+    pass, frees its temporaries, then the sampler on the last tokens' hidden states while the
+    forward's output is still held: the peak is the larger of the two phases (the sampler's is
+    derived, vllm_sampler.py; the forward's an estimate). Before 0.10.0, the estimate of both
+    added (LOGITS_COPIES). `use_flashinfer`: VLLM_USE_FLASHINFER_SAMPLER as given (None:
+    unset)."""
+    fwd = forward_bytes(card, tp, tokens)
+    rows = min(num_reqs, tokens)
+    if not at_least(version, "0.10.0"):
+        return fwd + int(rows * card.vocab_size * 4 * LOGITS_COPIES)
+    return max(fwd, sampler_phase_bytes(card, version, tokens, rows, sm_count, use_flashinfer))
 
 
 @dataclass(frozen=True)
@@ -212,13 +243,20 @@ def profiled_memory(
     tp_mib: int | None = None,
     padding_bytes: int = 0,
     draft_bytes: int = 0,
+    sm_count: int,
 ) -> ProfiledMemory:
     """Weights (plus what the kernels pad them by, `padding_bytes`, and a separate draft
-    model's, `draft_bytes`), activations, non-torch memory and graphs, and the KV memory they
-    leave; graphs captured outside the budget that the headroom cannot hold are a reason."""
+    model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes the Triton sampler's
+    buffer), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
+    the budget that the headroom cannot hold are a reason."""
     requested = startup.requested_gib
     weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes + draft_bytes) / GIB
-    act = activation_bytes(card, tp, max_tokens, max_num_seqs) / GIB
+    act = (
+        activation_bytes(
+            card, tp, max_tokens, max_num_seqs, version, sm_count, flashinfer_setting(cfg)
+        )
+        / GIB
+    )
     if tp_mib is None:
         tp_mib = NON_TORCH_TP_MIB if tp > 1 else 0
     non_torch = (NON_TORCH_MIB + tp_mib) / 1024
