@@ -165,6 +165,11 @@ def main() -> None:
     for fn_row in rows():
         print(format_row(fn_row))
     print()
+    print("real llama-server runs (benchmarks/fidelity_llamacpp.py; reports/llamacpp-h200):")
+    from fidelity_llamacpp import main as llamacpp_table  # benchmarks/ is this script's folder
+
+    llamacpp_table([])
+    print()
     print("mamba slots and max running requests, where logged:")
     print("\n".join(_other_figures(replays)))
     print()

@@ -364,7 +364,9 @@ def _plan_fields(
     """The Plan contract's figures in llama.cpp's terms (the mapping in the module docstring)."""
     conv_b, state_b, rs_slots = b.rs_conv, b.rs_state, b.rs_slots
     return LlamaContract(
-        weights_gib=round(m.tensor_bytes / GIB, 6),
+        # every model buffer: a tied output offloaded is a second copy of the embedding
+        # (llama.cpp loads it TENSOR_DUPLICATED), so this exceeds the file's tensor bytes
+        weights_gib=round((b.weights_device + b.weights_host) / GIB, 6),
         kv_cell_bytes=b.kv_cell,
         kv_pool_tokens=b.kv_tokens,
         mamba_slots=rs_slots,

@@ -215,6 +215,13 @@ def test_gpu_split_and_fit(models: dict[str, Path]) -> None:
     assert weights_split(m, 0) == (0, m.tensor_bytes)
     plan = plan_llamacpp(m, {"parallel": 8, "ctx_size": 32768}, gpu=H200)
     assert plan.fits and plan.gpu == "h200-141g" and plan.gpu_layers == 3
+    # weights_gib counts every model buffer, as the log's buffer lines do (the H200 run's 1B:
+    # CUDA0 1981.26 MiB + CPU_Mapped 125.00 MiB, above the 1.93 GiB file): the embedding twice
+    assert plan.weights_gib == pytest.approx(
+        (m.tensor_bytes + m.token_embd_bytes) / 2**30, abs=1e-5
+    )
+    cpu = plan_llamacpp(m, {"parallel": 8, "ctx_size": 32768}, host_free_gib=16)
+    assert cpu.weights_gib == pytest.approx(m.tensor_bytes / 2**30, abs=1e-5)
     tight = plan_llamacpp(m, {"parallel": 1, "ctx_size": 2**26}, gpu=H200)  # 16 GiB of KV: fits
     assert tight.fits
     over = plan_llamacpp(m, {"parallel": 1, "ctx_size": 2**30}, gpu=H200)  # 256 GiB: does not
