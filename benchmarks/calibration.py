@@ -83,13 +83,69 @@ def rows() -> Iterator[Row]:
     mn = PerfModel(CARD, GPU, pn, config=NGRAM)
     for kind, meas in [("code", 56.1), ("extraction", 75.1), ("prose", 47.2)]:
         yield Row(f"C4 NGRAM decode {kind} tok/s", mn.decode_tok_s(1, kind=kind), meas, ACCEPT)
-    no_card = (
-        "no card for C5's checkpoint (W4A16 GPTQ of Qwen3.8-27B with its MTP layer kept bf16): "
-        "its loaded size per part is not in FIELD-NOTES"
+    yield from c5_rows()
+
+
+# FIELD-NOTES C5: two RX 7900 XTX (TP 2, PCIe 4.0 x16), a ROCm fork of SGLang 0.5.18, the K3 flags.
+CARD5 = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
+GPU5 = get_gpu("rx-7900xtx-24g")
+C5 = {
+    "quantization": "gptq",
+    "mamba_ssm_dtype": "bfloat16",
+    "kv_cache_dtype": "auto",
+    "attention_backend": "triton",
+    "context_length": 196608,
+    "mem_fraction_static": 0.91,
+    "max_running_requests": 4,
+    "max_mamba_cache_size": 20,
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "cuda_graph_bs_decode": [1, 2, 4],
+    "chunked_prefill_size": 2048,
+    "page_size": 64,
+    "schedule_policy": "lpm",
+    "enable_hierarchical_cache": True,
+    "hicache_ratio": 2,
+}
+C5_DECODE = {0: 78.4, 16384: 71.7, 32768: 64.9, 65536: 61.3, 131072: 42.0}
+C5_PREFILL = {4096: 1869.0, 16384: 1715.0, 32768: 1477.0, 65536: 1136.0, 130_000: 777.0}
+C5_STREAMS = {1: 67.6, 2: 118.9, 4: 176.0}
+# The constants fit_c5.py fits, and the C5 points each is fitted on.
+C5_FITS = {
+    0: "perf.VENDOR_EFF['rdna'] decode",
+    131072: "attention.KERNELS['rdna']['triton'].decode",
+    4096: "perf.VENDOR_EFF['rdna'] prefill",
+    130_000: "attention.KERNELS['rdna']['triton'].prefill",
+}
+C5_ASSUMED = "the pack's split is assumed (builtin qwen3.8-27b-gptq-int4)"
+
+
+def c5_model() -> PerfModel:
+    plan = plan_sglang(CARD5, GPU5, C5, version="0.5.18", tp=2, host_free_gib=64)
+    return PerfModel(CARD5, GPU5, plan, config=C5)
+
+
+def c5_rows() -> Iterator[Row]:
+    """C5's rows: the KV pool, decode by depth, prefill by length (their fitted points marked),
+    and how decode scales with streams (measured at an unstated depth: the ratio to one stream)."""
+    m = c5_model()
+    yield Row(
+        "C5 KV pool tokens (TP2, 2 x RX 7900 XTX)", m.plan.kv_pool_tokens, 257_024, why=C5_ASSUMED
     )
-    yield Row("C5 KV pool tokens (TP2, 2 x RX 7900 XTX)", None, 257_024, why=no_card)
-    yield Row("C5 decode 1 stream MTP-3 tok/s", None, 78.4, why=no_card)
-    yield Row("C5 prefill 4K tok/s", None, 1_869, why=no_card)
+    for depth, meas in C5_DECODE.items():
+        name = f"C5 decode 1 stream MTP-3 at {depth // 1000}K tok/s"
+        yield Row(name, m.decode_tok_s(1, max(depth, 256)), meas, C5_FITS.get(depth, ""))
+    for n, meas in C5_PREFILL.items():
+        fit = C5_FITS.get(n, "")
+        yield Row(f"C5 prefill {n // 1000}K tok/s", m.prefill_tok_s(n), meas, fit)
+    one = m.decode_tok_s(1, 4096)
+    for streams in (2, 4):
+        meas = C5_STREAMS[streams] / C5_STREAMS[1]
+        yield Row(
+            f"C5 decode {streams} streams / 1 stream", m.decode_tok_s(streams, 4096) / one, meas
+        )
 
 
 def format_row(r: Row) -> str:

@@ -47,7 +47,11 @@ def rows(db: Path = DB) -> Iterator[LlamaRow]:
         report = (json.loads(launch) or {}).get("report") or {}
         if not plan or report.get("kv_k_gib") is None:
             continue
-        key = (str(plan["kv_dtype"]), int(plan["kv_pool_tokens"]), int(report["max_running_requests"]))
+        key = (
+            str(plan["kv_dtype"]),
+            int(plan["kv_pool_tokens"]),
+            int(report["max_running_requests"]),
+        )
         seen.setdefault(key, []).append(
             LlamaRow(
                 key[0],

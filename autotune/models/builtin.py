@@ -147,6 +147,28 @@ def _qwen38_fp8() -> ModelCard:
     )
 
 
+def _qwen38_gptq() -> ModelCard:
+    """FIELD-NOTES C5/K3's pack: W4A16 GPTQ with the MTP layer kept bf16 (F2: "about 19 GB").
+    Its split beyond that is not published: counted as the text-only architecture, every
+    projection int4 group 128 but in_proj_ba (P10), embeddings and MTP bf16, which comes to
+    18.6 GB. No Marlin repack buffers (ROCm's GPTQ path): no load overhead."""
+    base = _skeleton("qwen3.8-27b-gptq-int4")
+    emb = base.vocab_size * base.hidden_size * 2
+    dec = _decoder_bytes(projections(base), base, _W4_G128)
+    mtp = _mtp_params(base) * 2
+    return base.model_copy(
+        update=dict(
+            quantization=Quantization(
+                scheme="gptq", bits=4, group_size=128, zero_point=True, sglang_quantization="gptq"
+            ),
+            weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp),
+            mtp_layers=1,
+            notes="W4A16 GPTQ pack with its MTP layer kept bf16 (the two-RX-7900-XTX setup); "
+            "text-only split assumed, 18.6 GB counted against about 19 GB reported.",
+        )
+    )
+
+
 def _tiny_dense() -> ModelCard:
     card = ModelCard(
         name="tiny-dense",
@@ -174,5 +196,6 @@ def _tiny_dense() -> ModelCard:
 
 
 BUILTIN_CARDS: dict[str, ModelCard] = {
-    c.name: c for c in (_qwen38_awq(), _qwen38_nvfp4(), _qwen38_fp8(), _tiny_dense())
+    c.name: c
+    for c in (_qwen38_awq(), _qwen38_nvfp4(), _qwen38_fp8(), _qwen38_gptq(), _tiny_dense())
 }

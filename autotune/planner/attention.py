@@ -3,11 +3,11 @@ cache in decode and computes attention in prefill, relative to the backend the r
 constants were calibrated with (FIELD-NOTES C2/C4: SGLang 0.5.17 on an RTX 4080 SUPER, sm_89,
 a hybrid model, the default backend there).
 
-Every factor below is MODELLED: an assumption about the kernels' relative speed, sized so that
+Every factor below is MODELLED (an assumption about the kernels' relative speed, sized so that
 the backend choice moves end-to-end throughput by about the 12 % SGLang's auto-tune roadmap
-reports for the attention backend on a Qwen3.5 model (sglang#13363). None is fitted to a
-measurement yet; `benchmarks/calibration.py` keeps the calibrated backend at exactly 1.0, so
-the calibrated figures do not move. Which backend a release picks by default, and which ones
+reports for the attention backend on a Qwen3.5 model, sglang#13363) except RDNA's Triton
+kernel, FITTED on FIELD-NOTES C5 (benchmarks/fit_c5.py). `benchmarks/calibration.py` keeps the
+calibrated backend at exactly 1.0, so the calibrated figures do not move. Which backend a release picks by default, and which ones
 exist on an architecture, are engine facts (the search spaces' rules and the adapter's flag
 catalogs); this module only prices them.
 """
@@ -53,7 +53,9 @@ KERNELS: dict[str, dict[str, Kernel]] = {
         "fa4": Kernel(decode=1.0, prefill=1.35),
     },
     "blackwell_consumer": {**_NVIDIA_COMMON, "fa3": Kernel(decode=0.97, prefill=1.04)},
-    "rdna": {"triton": Kernel(decode=0.86, prefill=0.80, fixed_splits=True)},
+    # FITTED on FIELD-NOTES C5's 131K decode and 130K prefill (benchmarks/fit_c5.py): ROCm's
+    # Triton attention on RDNA 3 against the calibrated CUDA backend; the rest is modelled
+    "rdna": {"triton": Kernel(decode=0.715, prefill=0.241, fixed_splits=True)},
     "cdna": {
         "triton": Kernel(decode=0.86, prefill=0.80, fixed_splits=True),
         "aiter": Kernel(decode=1.05, prefill=1.20),
@@ -74,6 +76,7 @@ VLLM_NAMES = {
 # split-KV decode writes partial results that a second kernel reduces).
 SPLIT_COST_S = 0.3e-6
 DEFAULT_KV_SPLITS = 8  # SGLang's --triton-attention-num-kv-splits default
+ROCM_KV_SPLITS = 16  # what SGLang sets on HIP whatever is given (server_args, platform hook)
 
 
 def family(gpu: GPUSpec) -> str:

@@ -47,6 +47,11 @@ NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
 # overlap on saves it.
 SCHED_CPU_S = 0.30e-3
 SCHED_CPU_REQ_S = 0.05e-3
+# FITTED on FIELD-NOTES C5 by benchmarks/fit_c5.py (two RX 7900 XTX on ROCm SGLang, TP 2, the
+# Triton backend): how fast a whole decode and prefill step runs on the vendor's stack against
+# the CUDA-calibrated roofline, from C5's depth-0 decode and 4K prefill. A family without a fit
+# runs at 1.0. The same script fits the RDNA Triton kernels' long-context prices (attention.py).
+VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.759)}
 # MODELLED: a decode batch outside the captured CUDA-graph sizes runs eagerly: about eight
 # kernel launches per layer at ~5 us each that the graph replay would have saved.
 EAGER_LAYER_S = 40e-6
@@ -104,6 +109,7 @@ class PerfModel:
         # a machine's measured speed over this model's (autotune calibrate on benchmark
         # outputs): decode and prefill step times are divided by them
         self.decode_eff, self.prefill_eff = decode_eff, prefill_eff
+        self.vendor_decode, self.vendor_prefill = VENDOR_EFF.get(attention.family(gpu), (1.0, 1.0))
         tp = plan.tp
         self.tp = tp
         self.bandwidth = gpu.effective_bandwidth_gbs * 1e9 * EFF_BANDWIDTH
@@ -142,8 +148,12 @@ class PerfModel:
         self.prefill_backend, self.prefill_kernel = attention.kernel(
             gpu, cfg.get("prefill_attention_backend") or common
         )
-        self.kv_splits = int(
-            cfg.get("triton_attention_num_kv_splits") or attention.DEFAULT_KV_SPLITS
+        # SGLang on ROCm sets 16 splits whatever is given (_handle_amd_specifics; the space's
+        # rocm-kv-splits rule)
+        self.kv_splits = (
+            attention.ROCM_KV_SPLITS
+            if gpu.vendor == "amd"
+            else int(cfg.get("triton_attention_num_kv_splits") or attention.DEFAULT_KV_SPLITS)
         )
         self.kv_heads = max(card.num_kv_heads // tp, 1)
         self.overlap = bool(plan.overlap_schedule)
@@ -229,7 +239,7 @@ class PerfModel:
         t += self._sched_cpu_s(len(batch))
         if tokens > len(batch):
             t += self._draft_s(len(batch))
-        return t / self.decode_eff
+        return t / (self.decode_eff * self.vendor_decode)
 
     def prefill_step_s(self, chunks: Sequence[PrefillChunk]) -> float:
         if not chunks:
@@ -245,7 +255,7 @@ class PerfModel:
         compute = lin + attn + kv_read
         # a short chunk is bound by reading the weights once
         t = max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S
-        return (t + self._allreduce_s(n)) / self.prefill_eff
+        return (t + self._allreduce_s(n)) / (self.prefill_eff * self.vendor_prefill)
 
     def mixed_step_s(self, chunks: Sequence[PrefillChunk], batch: Sequence[DecodeSeq]) -> float:
         """One forward carrying a prefill chunk and the running decodes (mixed chunk)."""
