@@ -36,8 +36,9 @@ class DraftModel:
     intermediate_size: int
     block_size: int  # tokens drafted and verified per step (dflash_config.block_size)
     sliding_layers: int  # layers with a sliding window (layer_types)
-    total_bytes: int  # the checkpoint's weights as loaded (bf16)
+    total_bytes: int  # the checkpoint's weights as loaded
     source: str
+    proj_bytes_per_param: float = BF16  # the layers' projections (a W4A16 pack: int4 + scales)
 
     @property
     def sharded_bytes(self) -> int:
@@ -46,7 +47,7 @@ class DraftModel:
         kv = self.num_kv_heads * self.head_dim
         attn = self.hidden_size * (q + 2 * kv) + q * self.hidden_size
         mlp = 3 * self.hidden_size * self.intermediate_size
-        return self.layers * (attn + mlp) * BF16
+        return int(self.layers * (attn + mlp) * self.proj_bytes_per_param)
 
     @property
     def replicated_bytes(self) -> int:
@@ -72,6 +73,10 @@ _LUCEBOX = (
 _CHARMI = (
     "https://github.com/CharmiUwU/Qwen3.8-27B-DFlash2-DGX-Spark/blob/"
     "f2e1d45328df4146190201b8f49123130f6e06f2/docs/IMPLEMENTATION.md"
+)
+_SYVAI = (
+    "https://github.com/syv-ai/qwen38-27b-rtx3090/blob/07dcd3f22872d98c659931dcdd8c8f72f8f58247/"
+    "README.md"
 )
 _MIAAI = (
     "https://github.com/MiaAI-Lab/Qwen3.8-27B-DFlash2-EXL3-5.0bpw/blob/"
@@ -136,6 +141,25 @@ DRAFTS: dict[str, DraftModel] = {
             total_bytes=3_850_000_000,
             source=f"{_CHARMI} (layers, KV heads, head dim, block); {_MIAAI} (3.85 GB bf16); "
             f"{_LUCEBOX} (widths)",
+        ),
+        # syv-ai's int4 requantization of that drafter (GPTQ-style W4A16 qweight/qzeros/scales):
+        # "once, 1.2 GB" (the fetch step in syv-ai/qwen38-27b-rtx3090's README). Its shapes are
+        # DFlash2's; the projections counted at int4 with one fp16 scale and an int4 zero per
+        # group of 128 (the group size is not stated), the rest of the 1.2 GB replicated.
+        DraftModel(
+            name="syvai/Qwen3.8-27B-DFlash2-W4A16",
+            architecture="DFlash2DraftModel",
+            layers=5,
+            num_attention_heads=32,
+            num_kv_heads=8,
+            head_dim=128,
+            hidden_size=5120,
+            intermediate_size=17408,
+            block_size=8,
+            sliding_layers=5,
+            total_bytes=1_200_000_000,
+            proj_bytes_per_param=0.5 + 2 / 128 + 0.5 / 128,
+            source=f"{_SYVAI} (1.2 GB, int4-requantized DFlash2); shapes as z-lab's DFlash2",
         ),
     )
 }

@@ -167,3 +167,19 @@ def test_vllm_dense_target_and_draft_share_one_group() -> None:
     )
     n = len(card.full_attention_layers)
     assert lay.layers_per_group == n + DFLASH36.layers and lay.full_groups == 1
+
+
+def test_the_int4_dflash2_pack_is_found_by_its_folder() -> None:
+    """syv-ai's W4A16 requantization of DFlash2 (1.2 GB): the compose's local folder finds it,
+    its projections count at int4 and the rest of the 1.2 GB is replicated."""
+    from autotune.planner.drafts import draft_model
+
+    d = draft_model("/root/.cache/huggingface/qwen3.8-27b-dflash2-w4a16")
+    assert d is not None and d.name == "syvai/Qwen3.8-27B-DFlash2-W4A16"
+    bf16 = draft_model("z-lab/Qwen3.8-27B-DFlash2")
+    assert bf16 is not None
+    assert d.sharded_bytes == pytest.approx(
+        bf16.sharded_bytes * d.proj_bytes_per_param / 2, rel=1e-6
+    )
+    assert d.sharded_bytes + d.replicated_bytes == 1_200_000_000
+    assert d.weights_per_rank(2) == d.sharded_bytes // 2 + d.replicated_bytes
