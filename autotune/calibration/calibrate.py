@@ -2,9 +2,11 @@
 
 A startup log is parsed with its engine's parser, the launch is planned again with the
 configuration the log records (SGLang's `server_args=ServerArgs(...)`, vLLM's `non-default
-args`), and the differences are kept as this (engine, GPU, model)'s calibration: the free memory
-before the weights and what the weights took (SGLang logs both), the available KV memory (vLLM),
-and the KV pool, logged against predicted. A sweep on the same target starts from them
+args`, llama-server's `llama_context:` and `llama_kv_cache:` lines), and the differences are kept
+as this (engine, GPU, model)'s calibration: the free memory before the weights and what the
+weights took (SGLang and llama-server log both), the available KV memory (vLLM; llama.cpp sizes
+its KV cache from the context, not from free memory, so it has none), and the KV pool, logged
+against predicted. A sweep on the same target starts from them
 (sweep/planning.py seeds its correction), so its first launch is already planned with the
 machine's own memory.
 """
@@ -17,13 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autotune.calibration import llamacpp_log
 from autotune.errors import ConfigError
 
-ENGINES = ("sglang", "vllm")
+ENGINES = ("sglang", "vllm", "llamacpp")
 # Log lines that name the engine (each engine's own startup text).
 _SIGNS = {
     "sglang": ("Load weight begin", "KV Cache is allocated", "server_args=ServerArgs("),
     "vllm": ("GPU KV cache size", "Available KV cache memory", "non-default args:"),
+    "llamacpp": llamacpp_log.SIGNS,
 }
 
 
@@ -63,6 +67,8 @@ def logged_config(engine: str, text: str) -> dict[str, Any]:
         from autotune.engines.sglang.server_args import parse_server_args
 
         return parse_server_args(text) or {}
+    if engine == "llamacpp":
+        return llamacpp_log.logged_config(text)
     from autotune.engines.vllm.logs import logged_args
 
     return dict(logged_args(text) or {})
@@ -103,7 +109,8 @@ def read_launch(
     eng = engine or detect_engine(text)
     if eng not in ENGINES:
         raise ConfigError(
-            f"{path}: no SGLang or vLLM startup lines found; pass --engine sglang|vllm",
+            f"{path}: no SGLang, vLLM or llama-server startup lines found; pass --engine "
+            "sglang|vllm|llamacpp",
             field="--engine",
         )
     config = logged_config(eng, text)
@@ -136,8 +143,7 @@ def calibrate_log(
         ConfigError: the log is unreadable, names no engine, lacks the lines to compare (a KV
             pool), or its engine version is neither logged nor given.
     """
-    from autotune.hardware.detect import resolve_gpu
-    from autotune.planner.dispatch import plan_for
+    from autotune.planner.dispatch import CPU_TARGET, plan_for, resolve_target_gpu
 
     launch = read_launch(path, engine=engine, version=version, tp=tp, overrides=overrides)
     eng = launch.engine
@@ -145,25 +151,33 @@ def calibrate_log(
     if not report.kv_pool_tokens:
         raise ConfigError(
             f"{path}: the log has no KV pool size (SGLang `KV Cache is allocated. #tokens` or "
-            "`max_total_num_tokens=`, vLLM `GPU KV cache size`): calibrate needs a launch that "
-            "allocated its cache",
+            "`max_total_num_tokens=`, vLLM `GPU KV cache size`, llama-server `llama_kv_cache: "
+            "size =`): calibrate needs a launch that allocated its cache",
             field="LOG",
         )
     ver = launch.version
     if ver is None:
-        raise ConfigError(
-            f"{path}: the {eng} version is not in the log; pass --engine-version",
-            field="--engine-version",
+        why = (
+            "llama-server logs its build number, not the llama-cpp-python release the planner "
+            "follows"
+            if eng == "llamacpp"
+            else f"the {eng} version is not in the log"
         )
-    spec = resolve_gpu(gpu)
+        raise ConfigError(f"{path}: {why}; pass --engine-version", field="--engine-version")
+    spec = resolve_target_gpu(eng, gpu, field="--gpu")
     cfg = planner_config(eng, launch.config)
     plan = plan_for(eng, model, spec, cfg, version=ver, tp=launch.tp)
+    logged = report.model_dump()
+    if eng == "llamacpp" and spec is not None:
+        # the device's free memory before the weights (the plan's pre_weights_free_gib is the
+        # memory its buffers must fit in); a CPU run logs none
+        logged["free_before_weights_gib"] = llamacpp_log.free_before_weights_gib(launch.text)
     return launch_calibration(
         plan.model_dump(),
-        report.model_dump(),
+        logged,
         engine=eng,
         version=ver,
-        gpu=spec.name,
+        gpu=CPU_TARGET if spec is None else spec.name,
         model=model,
         tp=launch.tp,
         source=str(path),
@@ -220,13 +234,18 @@ def _parse(engine: str, text: str) -> Any:
         from autotune.engines.sglang import parse_startup
 
         return parse_startup(text)
+    if engine == "llamacpp":
+        from autotune.engines.llamacpp.logs import parse_startup as parse_llamacpp
+
+        return parse_llamacpp(text)
     from autotune.engines.vllm import parse_startup as parse_vllm
 
     return parse_vllm(text)
 
 
 def logged_version(engine: str, text: str) -> str | None:
-    """vLLM names its version at startup; SGLang's launch lines do not."""
+    """vLLM names its version at startup; SGLang's launch lines do not, and llama-server's
+    `build N (commit)` is not the llama-cpp-python release its flags and planner are keyed on."""
     if engine != "vllm":
         return None
     import re

@@ -1,4 +1,4 @@
-"""`autotune calibrate FILE...`: read real SGLang or vLLM startup logs, plan each launch again
+"""`autotune calibrate FILE...`: read real SGLang, vLLM or llama-server startup logs, plan each launch again
 with the configuration it logged, and keep what the machine did differently (free memory before
 the weights, the weights, the KV pool) for the sweeps on that (engine, GPU, model); read serving
 benchmark results and keep the decode and prefill speed measured over the roofline's for
@@ -25,14 +25,22 @@ def calibrate(
         "(SGLang bench_serving --output-file JSONL, vllm bench serve --save-result JSON).",
     ),
     model: str = typer.Option(
-        ..., "--model", help="The model the launches ran: built-in card, HF id or folder."
+        ...,
+        "--model",
+        help="The model the launches ran: built-in card, HF id or folder; for llama-server the "
+        "GGUF file it loaded.",
     ),
-    gpu: str = typer.Option(..., "--gpu", help="Catalog GPU name (autotune gpus) or auto."),
-    engine: Literal["sglang", "vllm"] | None = typer.Option(
-        None, "--engine", help="sglang or vllm (default: told by the log's lines)."
+    gpu: str = typer.Option(
+        ..., "--gpu", help="Catalog GPU name (autotune gpus), auto, or cpu (llama-server)."
+    ),
+    engine: Literal["sglang", "vllm", "llamacpp"] | None = typer.Option(
+        None, "--engine", help="sglang, vllm or llamacpp (default: told by the log's lines)."
     ),
     engine_version: str | None = typer.Option(
-        None, "--engine-version", help="Engine version (vLLM logs name it; SGLang's do not)."
+        None,
+        "--engine-version",
+        help="Engine version (vLLM logs name it; SGLang's do not; for llama-server the "
+        "llama-cpp-python release, e.g. 0.3.36: it logs a build number).",
     ),
     tp: int | None = typer.Option(None, "--tp", min=1, help="TP size (default: from the log)."),
     sets: list[str] | None = typer.Option(
