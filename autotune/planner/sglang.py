@@ -146,7 +146,9 @@ def plan_sglang(
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
     attn_tp = max(tp // dp, 1)
-    weights = weights_per_rank(card, tp, load_mtp=False) + dp_attention_weights(card, tp, attn_tp)
+    old_embed = (sglang_history.release(version) or (5, 8, 0)) < (5, 8, 0)
+    weights = weights_per_rank(card, tp, load_mtp=False)
+    weights += dp_attention_weights(card, tp, attn_tp, embed_whole=old_embed)
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
     draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
     static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0

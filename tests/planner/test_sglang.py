@@ -196,8 +196,8 @@ def test_before_0_5_3_post1_the_budget_cell_leaves_the_dsa_indexer_out() -> None
 
 def test_dp_attention_holds_the_attention_and_the_embedding_on_every_rank() -> None:
     """SGLang's DP attention splits attention projections over tp / dp ranks (get_attention_tp_size)
-    and builds VocabParallelEmbedding(enable_tp=not is_dp_attention_enabled()): at dp = tp both
-    are whole on each rank; the LM head stays split over the TP group."""
+    and the embedding over them too from 0.5.8 (whole before): at dp = tp both are whole on each
+    rank either way; the LM head stays split over the TP group."""
     from autotune.models.config_cards import config_card
     from autotune.planner.common import dp_attention_weights
 
@@ -207,7 +207,13 @@ def test_dp_attention_holds_the_attention_and_the_embedding_on_every_rank() -> N
     assert 0 < w.attention < w.decoder
     extra = dp_attention_weights(card, 8, 1)
     assert extra == w.attention - w.attention // 8 + w.embed_tokens - w.embed_tokens // 8
+    assert dp_attention_weights(card, 8, 1, embed_whole=True) == extra
     assert dp_attention_weights(card, 8, 8) == 0
+    # dp 2 of tp 8: attention and (0.5.8+) embedding over 4 ranks; before 0.5.8 the embedding whole
+    four = dp_attention_weights(card, 8, 4)
+    assert four == w.attention // 4 - w.attention // 8 + w.embed_tokens // 4 - w.embed_tokens // 8
+    whole = dp_attention_weights(card, 8, 4, embed_whole=True)
+    assert whole - four == w.embed_tokens - w.embed_tokens // 4
     gpu = get_gpu("b200-180g")
     plain = plan_sglang(card, gpu, {"mem_fraction_static": 0.8}, version="0.5.9", tp=8)
     dp = plan_sglang(

@@ -195,3 +195,12 @@ def test_auto_mamba_strategy_before_the_list_was_no_buffer() -> None:
     src = _source("0.5.13", "sglang/srt/server_args.py")
     assert 'self.mamba_scheduler_strategy = "no_buffer"' in src
     assert "_support_mamba_cache_extra_buffer" not in src
+
+
+@pytest.mark.parametrize(("version", "whole"), [("0.5.7", True), ("0.5.8", False)])
+def test_dp_attention_embedding_layout_is_the_releases(version: str, whole: bool) -> None:
+    """planner.common.dp_attention_weights: under DP attention DeepSeek-V2's input embedding is
+    whole on every rank up to 0.5.7 and split over the attention-TP group from 0.5.8."""
+    src = _source(version, "sglang/srt/models/deepseek_v2.py")
+    assert ("enable_tp=not is_dp_attention_enabled()" in src) is whole
+    assert ("use_attn_tp_group=is_dp_attention_enabled()" in src) is not whole
