@@ -27,6 +27,7 @@ from autotune.models.card import ModelCard
 from autotune.models.layout import projections
 from autotune.planner import attention
 from autotune.planner.common import Plan
+from autotune.planner.drafts import draft_model
 from autotune.planner.sglang_mamba import mamba_slot_bytes
 from autotune.sources import CALIBRATION_SETUP
 
@@ -63,7 +64,7 @@ ACCEPT_P: dict[str, dict[str, float]] = {
     "EAGLE": {"code": 0.85, "extraction": 0.90, "prose": 0.78},
     "DFLASH": {"code": 0.80, "extraction": 0.88, "prose": 0.72},
 }
-DFLASH_DRAFT_BYTES = 1.0e9  # a ~0.5 B-parameter bf16 block-diffusion draft model
+DFLASH_DRAFT_BYTES = 1.0e9  # MODELLED: a ~0.5 B-parameter bf16 drafter the draft list lacks
 TEXT_KINDS = ("prose", "code", "extraction")
 
 
@@ -131,6 +132,16 @@ class PerfModel:
         if family in ("NEXTN", "EAGLE3", "MTP", "STANDALONE"):
             family = "EAGLE"
         self.spec_family = family
+        # A DFlash draft reads its weights once per drafted block: the listed draft's own per-rank
+        # bytes where the launch names one the planner knows, else a generic ~0.5 B bf16 drafter.
+        vllm_spec = cfg.get("speculative_config")
+        listed = draft_model(
+            cfg.get("speculative_draft_model_path")
+            or (vllm_spec.get("model") if isinstance(vllm_spec, dict) else None)
+        )
+        self.draft_read_bytes = (
+            listed.weights_per_rank(tp) if listed is not None else DFLASH_DRAFT_BYTES / tp
+        )
         if family == "EAGLE":
             self.spec_draft_tokens = int(spec.get("num_steps") or 0)
         elif family == "DFLASH":
@@ -199,7 +210,7 @@ class PerfModel:
             per = (mtp + self.card.weights.lm_head / self.tp) / self.bandwidth + STEP_OVERHEAD_S
             return self.spec_draft_tokens * per
         if self.spec_family == "DFLASH":
-            return DFLASH_DRAFT_BYTES / self.tp / self.bandwidth + STEP_OVERHEAD_S
+            return self.draft_read_bytes / self.bandwidth + STEP_OVERHEAD_S
         return 0.0
 
     # --- public step times -------------------------------------------------------------------

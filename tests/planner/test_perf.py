@@ -6,7 +6,7 @@ import pytest
 
 from autotune.hardware import get_gpu
 from autotune.models import BUILTIN_CARDS, load_card
-from autotune.planner import plan_sglang
+from autotune.planner import perf, plan_sglang
 from autotune.planner.perf import DecodeSeq, PerfModel, classify_text, perf_summary
 
 AWQ = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
@@ -134,3 +134,21 @@ def test_overlap_and_cuda_graph_coverage() -> None:
     covered = _decode_s({"cuda_graph_bs_decode": [1, 2, 4, 8]}, batch=5, ctx=2048)
     eager = _decode_s({"cuda_graph_bs_decode": [1, 2, 4]}, batch=5, ctx=2048)
     assert eager > covered
+
+
+def test_a_listed_dflash_draft_prices_its_own_weights() -> None:
+    """The DFlash drafter's read per drafted block: a draft the planner lists costs its own
+    per-rank bytes (z-lab's Qwen3.8 DFlash2, 3.85 GB), an unknown one the generic 1 GB."""
+    from autotune.planner.drafts import draft_model
+
+    card, g = load_card("qwen3.8-27b-fp8"), get_gpu("h200-141g")
+    base = {"speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8}
+    known = {**base, "speculative_draft_model_path": "z-lab/Qwen3.8-27B-DFlash2"}
+    unknown = {**base, "speculative_draft_model_path": "acme/some-drafter"}
+    m_known = PerfModel(card, g, plan_sglang(card, g, known, version="0.5.19"), config=known)
+    m_unknown = PerfModel(card, g, plan_sglang(card, g, unknown, version="0.5.19"), config=unknown)
+    draft = draft_model("z-lab/Qwen3.8-27B-DFlash2")
+    assert draft is not None
+    assert m_known.draft_read_bytes == draft.weights_per_rank(1)
+    assert m_unknown.draft_read_bytes == perf.DFLASH_DRAFT_BYTES
+    assert m_known.decode_tok_s(1) < m_unknown.decode_tok_s(1)  # 3.85 GB read per block, not 1
