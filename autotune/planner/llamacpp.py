@@ -13,8 +13,9 @@ grows into free memory), so the plan is a sum:
                + d_state d_inner)      hybrid (qwen35) models only (src/llama-memory-recurrent)
     compute  = the worst-case graph's activations: an estimate from ubatch, n_ctx and the model's
                widths, calibrated against logged `compute buffer size` lines (COMPUTE_* below)
-    output   = n_vocab x n_outputs_max x 4 host bytes, n_outputs_max = min(batch,
-               parallel x (1 + draft tokens))                   (tools/server/server-context)
+    output   = n_vocab x parallel x 4 host bytes at startup, one row per sequence (the context
+               grows it later when a batch asks for more rows, e.g. a draft's verification; the
+               H200 sweep's 8-slot n-gram launch logs 0.98 MiB = 32000 x 8 x 4)
 
 and it fits when weights + kv + rs + compute fit the device (GPU capacity - reserve, or the host's
 available RAM for a CPU run).
