@@ -18,6 +18,7 @@ from autotune.hardware import get_gpu
 from autotune.models import BUILTIN_CARDS
 from autotune.planner import plan_sglang
 from autotune.planner.perf import PerfModel, PrefillChunk
+from autotune.sweep.known_good import KNOWN_GOOD, flags_to_config
 
 CARD = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
 GPU = get_gpu("rtx-4080-super-32g")
@@ -87,28 +88,11 @@ def rows() -> Iterator[Row]:
 
 
 # FIELD-NOTES C5: two RX 7900 XTX (TP 2, PCIe 4.0 x16), a ROCm fork of SGLang 0.5.18, the K3 flags.
+K3 = next(k for k in KNOWN_GOOD if k.id == "K3")
 CARD5 = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
 GPU5 = get_gpu("rx-7900xtx-24g")
-C5 = {
-    "quantization": "gptq",
-    "mamba_ssm_dtype": "bfloat16",
-    "kv_cache_dtype": "auto",
-    "attention_backend": "triton",
-    "context_length": 196608,
-    "mem_fraction_static": 0.91,
-    "max_running_requests": 4,
-    "max_mamba_cache_size": 20,
-    "speculative_algorithm": "NEXTN",
-    "speculative_num_steps": 3,
-    "speculative_eagle_topk": 1,
-    "speculative_num_draft_tokens": 4,
-    "cuda_graph_bs_decode": [1, 2, 4],
-    "chunked_prefill_size": 2048,
-    "page_size": 64,
-    "schedule_policy": "lpm",
-    "enable_hierarchical_cache": True,
-    "hicache_ratio": 2,
-}
+# The measured command line (FIELD-NOTES K3, autotune.sweep.known_good); TP is the plan's.
+C5 = {k: v for k, v in flags_to_config(K3.flags).items() if k != "tp_size"}
 C5_DECODE = {0: 78.4, 16384: 71.7, 32768: 64.9, 65536: 61.3, 131072: 42.0}
 C5_PREFILL = {4096: 1869.0, 16384: 1715.0, 32768: 1477.0, 65536: 1136.0, 130_000: 777.0}
 C5_STREAMS = {1: 67.6, 2: 118.9, 4: 176.0}

@@ -17,7 +17,8 @@ the draft shares the target's.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 BF16 = 2
 
@@ -91,72 +92,53 @@ _MIAAI = (
 # the norms) they are 3,460,426,240 bytes.
 _DFLASH_27B_BYTES = 3_460_426_240
 
+_DFLASH_36 = DraftModel(
+    name="z-lab/Qwen3.6-27B-DFlash",
+    architecture="DFlashDraftModel",
+    layers=5,
+    num_attention_heads=32,
+    num_kv_heads=8,
+    head_dim=128,
+    hidden_size=5120,
+    intermediate_size=17408,
+    block_size=16,
+    sliding_layers=4,
+    total_bytes=_DFLASH_27B_BYTES,
+    source=f"{_LUCEBOX} (dimensions); server/RESULTS.md and run.py of the same commit",
+)
+# z-lab's DFlash2 drafter for Qwen3.8-27B: 5 layers, 8 KV heads of 128 and block 8 as SGLang's
+# boot log shows them (CharmiUwU's recipe); 3.85 GB bf16 (MiaAI-Lab's card of its EXL3 quant,
+# "from 3.85 GB bf16"). The attention and MLP widths are the 27B DFlash family's (Lucebox,
+# above); the rest of the 3.85 GB (fc, the per-layer convolution kernels, the candidate
+# selector's codebooks) is replicated.
+_DFLASH2 = replace(
+    _DFLASH_36,
+    name="z-lab/Qwen3.8-27B-DFlash2",
+    architecture="DFlash2DraftModel",
+    block_size=8,
+    sliding_layers=5,
+    total_bytes=3_850_000_000,
+    source=f"{_CHARMI} (layers, KV heads, head dim, block); {_MIAAI} (3.85 GB bf16); "
+    f"{_LUCEBOX} (widths)",
+)
 DRAFTS: dict[str, DraftModel] = {
     d.name.lower(): d
     for d in (
-        DraftModel(
-            name="z-lab/Qwen3.6-27B-DFlash",
-            architecture="DFlashDraftModel",
-            layers=5,
-            num_attention_heads=32,
-            num_kv_heads=8,
-            head_dim=128,
-            hidden_size=5120,
-            intermediate_size=17408,
-            block_size=16,
-            sliding_layers=4,
-            total_bytes=_DFLASH_27B_BYTES,
-            source=f"{_LUCEBOX} (dimensions); server/RESULTS.md and run.py of the same commit",
-        ),
-        DraftModel(
+        _DFLASH_36,
+        replace(
+            _DFLASH_36,
             name="z-lab/Qwen3.5-27B-DFlash",
-            architecture="DFlashDraftModel",
-            layers=5,
-            num_attention_heads=32,
-            num_kv_heads=8,
-            head_dim=128,
-            hidden_size=5120,
-            intermediate_size=17408,
-            block_size=16,
             sliding_layers=0,
-            total_bytes=_DFLASH_27B_BYTES,
             source=f"{_LUCEBOX} (dimensions); server/RESULTS.md: BF16, 3.46 GB",
         ),
-        # z-lab's DFlash2 drafter for Qwen3.8-27B: 5 layers, 8 KV heads of 128 and block 8 as
-        # SGLang's boot log shows them (CharmiUwU's recipe); 3.85 GB bf16 (MiaAI-Lab's card of
-        # its EXL3 quant, "from 3.85 GB bf16"). The attention and MLP widths are the 27B
-        # DFlash family's (Lucebox, above); the rest of the 3.85 GB (fc, the per-layer
-        # convolution kernels, the candidate selector's codebooks) is replicated.
-        DraftModel(
-            name="z-lab/Qwen3.8-27B-DFlash2",
-            architecture="DFlash2DraftModel",
-            layers=5,
-            num_attention_heads=32,
-            num_kv_heads=8,
-            head_dim=128,
-            hidden_size=5120,
-            intermediate_size=17408,
-            block_size=8,
-            sliding_layers=5,
-            total_bytes=3_850_000_000,
-            source=f"{_CHARMI} (layers, KV heads, head dim, block); {_MIAAI} (3.85 GB bf16); "
-            f"{_LUCEBOX} (widths)",
-        ),
+        _DFLASH2,
         # syv-ai's int4 requantization of that drafter (GPTQ-style W4A16 qweight/qzeros/scales):
         # "once, 1.2 GB" (the fetch step in syv-ai/qwen38-27b-rtx3090's README). Its shapes are
         # DFlash2's; the projections counted at int4 with one fp16 scale and an int4 zero per
         # group of 128 (the group size is not stated), the rest of the 1.2 GB replicated.
-        DraftModel(
+        replace(
+            _DFLASH2,
             name="syvai/Qwen3.8-27B-DFlash2-W4A16",
-            architecture="DFlash2DraftModel",
-            layers=5,
-            num_attention_heads=32,
-            num_kv_heads=8,
-            head_dim=128,
-            hidden_size=5120,
-            intermediate_size=17408,
-            block_size=8,
-            sliding_layers=5,
             total_bytes=1_200_000_000,
             proj_bytes_per_param=0.5 + 2 / 128 + 0.5 / 128,
             source=f"{_SYVAI} (1.2 GB, int4-requantized DFlash2); shapes as z-lab's DFlash2",
@@ -176,3 +158,30 @@ def draft_model(path: object) -> DraftModel | None:
     leaf = text.rsplit("/", 1)[-1]
     hits = [d for key, d in DRAFTS.items() if key.rsplit("/", 1)[-1] == leaf]
     return hits[0] if len(hits) == 1 else None
+
+
+def launch_draft_path(cfg: dict[str, Any]) -> object:
+    """The draft path a launch's configuration names: SGLang's speculative_draft_model_path or
+    vLLM's speculative_config.model."""
+    spec = cfg.get("speculative_config")
+    return cfg.get("speculative_draft_model_path") or (
+        spec.get("model") if isinstance(spec, dict) else None
+    )
+
+
+def noted_draft(path: object, assumptions: list[str], *, dflash: bool) -> DraftModel | None:
+    """The listed draft `path` names, described in `assumptions`; a DFlash draft the list lacks
+    is noted there as unmodelled (weights and KV not counted)."""
+    draft = draft_model(path)
+    if draft is None:
+        if dflash:
+            assumptions.append(
+                f"DFlash draft {path!r} is not in the planner's draft list: its weights and KV "
+                "cache are not counted"
+            )
+        return None
+    assumptions.append(
+        f"{draft.architecture} {draft.name}: {draft.layers} layers, {draft.num_kv_heads} KV "
+        f"heads of {draft.head_dim}, {draft.total_bytes / 1e9:.2f} GB"
+    )
+    return draft

@@ -27,7 +27,7 @@ from autotune.models.card import ModelCard
 from autotune.models.layout import projections
 from autotune.planner import attention
 from autotune.planner.common import Plan
-from autotune.planner.drafts import draft_model
+from autotune.planner.drafts import draft_model, launch_draft_path
 from autotune.planner.sglang_mamba import mamba_slot_bytes
 from autotune.sources import CALIBRATION_SETUP
 
@@ -134,11 +134,7 @@ class PerfModel:
         self.spec_family = family
         # A DFlash draft reads its weights once per drafted block: the listed draft's own per-rank
         # bytes where the launch names one the planner knows, else a generic ~0.5 B bf16 drafter.
-        vllm_spec = cfg.get("speculative_config")
-        listed = draft_model(
-            cfg.get("speculative_draft_model_path")
-            or (vllm_spec.get("model") if isinstance(vllm_spec, dict) else None)
-        )
+        listed = draft_model(launch_draft_path(cfg))
         self.draft_read_bytes = (
             listed.weights_per_rank(tp) if listed is not None else DFLASH_DRAFT_BYTES / tp
         )

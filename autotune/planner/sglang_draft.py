@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-from autotune.planner.drafts import DraftModel, draft_model
+from autotune.planner.drafts import DraftModel, noted_draft
 
 DRAFT_WEIGHTS_STATIC_SINCE = (0, 5, 14)
 DFLASH_SINCE = (0, 5, 11)
@@ -41,21 +41,10 @@ def dflash_draft(
     spec = str(cfg.get("speculative_algorithm") or "").upper()
     if spec != "DFLASH" or v < DFLASH_SINCE:
         return None
-    path = cfg.get("speculative_draft_model_path")
-    draft = draft_model(path)
-    if draft is None:
-        assumptions.append(
-            f"DFLASH draft {path!r} is not in the planner's draft list: its weights and KV "
-            "pool are not counted"
-        )
-        return None
-    if cfg.get("speculative_num_draft_tokens") is None:
+    draft = noted_draft(cfg.get("speculative_draft_model_path"), assumptions, dflash=True)
+    if draft is not None and cfg.get("speculative_num_draft_tokens") is None:
         block = cfg.get("speculative_dflash_block_size") or draft.block_size
         cfg["speculative_num_draft_tokens"] = int(block)
-    assumptions.append(
-        f"DFLASH draft {draft.name}: {draft.layers} layers, {draft.num_kv_heads} KV heads of "
-        f"{draft.head_dim}, {draft.total_bytes / 1e9:.2f} GB"
-    )
     return draft
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-from autotune.planner.drafts import DraftModel, draft_model
+from autotune.planner.drafts import DraftModel, noted_draft
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_kv import attention_bytes_per_token, kv_element_bytes
 
@@ -30,22 +30,9 @@ def separate_draft(spec_config: dict[str, Any], assumptions: list[str]) -> Draft
     """The listed draft model `speculative_config.model` names; a DFlash draft the list lacks is
     noted as unmodelled."""
     path = spec_config.get("model")
-    method = str(spec_config.get("method") or "")
     if not path:
         return None
-    draft = draft_model(path)
-    if draft is None:
-        if method == "dflash":
-            assumptions.append(
-                f"DFlash draft {path!r} is not in the planner's draft list: its weights and "
-                "KV cache are not counted"
-            )
-        return None
-    assumptions.append(
-        f"{draft.architecture} {draft.name}: {draft.layers} layers, {draft.num_kv_heads} KV "
-        f"heads of {draft.head_dim}, {draft.total_bytes / 1e9:.2f} GB"
-    )
-    return draft
+    return noted_draft(path, assumptions, dflash=str(spec_config.get("method") or "") == "dflash")
 
 
 def draft_kv(

@@ -5,7 +5,7 @@ Rows returned are detached copies."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
 from autotune.errors import StorageError, did_you_mean
 from autotune.store.models import (
@@ -19,6 +19,9 @@ from autotune.store.models import (
     TrialStatus,
 )
 from autotune.store.session import StoreSession, status_value
+
+# A calibration table keyed by (engine, GPU, model): memory shifts or speed runs.
+_Calib = TypeVar("_Calib", CalibrationRow, SpeedCalibrationRow)
 
 
 class StoreQueries(StoreSession):
@@ -179,34 +182,25 @@ class StoreQueries(StoreSession):
 
     def get_calibrations(self, *, engine: str, gpu: str, model: str) -> list[CalibrationRow]:
         """The calibrations of one (engine, GPU, model), oldest first."""
-        from sqlmodel import col, select
-
-        q = (
-            select(CalibrationRow)
-            .where(
-                CalibrationRow.engine == engine,
-                CalibrationRow.gpu == gpu,
-                CalibrationRow.model == model,
-            )
-            .order_by(col(CalibrationRow.created_at), col(CalibrationRow.id))
-        )
-        with self.session("read calibrations") as s:
-            return list(s.exec(q))
+        return self._target_rows(CalibrationRow, engine, gpu, model, "read calibrations")
 
     def get_speed_calibrations(
         self, *, engine: str, gpu: str, model: str
     ) -> list[SpeedCalibrationRow]:
         """The speed calibration runs of one (engine, GPU, model), oldest first."""
+        return self._target_rows(
+            SpeedCalibrationRow, engine, gpu, model, "read speed calibrations"
+        )
+
+    def _target_rows(
+        self, row: type[_Calib], engine: str, gpu: str, model: str, what: str
+    ) -> list[_Calib]:
         from sqlmodel import col, select
 
         q = (
-            select(SpeedCalibrationRow)
-            .where(
-                SpeedCalibrationRow.engine == engine,
-                SpeedCalibrationRow.gpu == gpu,
-                SpeedCalibrationRow.model == model,
-            )
-            .order_by(col(SpeedCalibrationRow.created_at), col(SpeedCalibrationRow.id))
+            select(row)
+            .where(row.engine == engine, row.gpu == gpu, row.model == model)
+            .order_by(col(row.created_at), col(row.id))
         )
-        with self.session("read speed calibrations") as s:
+        with self.session(what) as s:
             return list(s.exec(q))

@@ -80,14 +80,11 @@ def with_gpu_locks(
     try:
         with GpuLocks(gpus, label=label) as locks:
             if not locks.acquire(cancelled=cancelled):
-                return TrialResult(
-                    number=spec.number,
-                    status=TrialStatus.INTERRUPTED,
-                    reason=f"interrupted while waiting for GPU(s) {locks.indices}, in use by "
-                    "another sweep (sweep stopping)",
-                    worker=worker,
-                    repeat=spec.repeat,
-                    timings={"gpu_wait_s": locks.waited_s},
+                return stopped_waiting(
+                    spec,
+                    f"GPU(s) {locks.indices}, in use by another sweep",
+                    locks.waited_s,
+                    worker,
                 )
             res = run(locks.fds)
             if locks.waited_s >= 0.5:  # the wait is part of the trial's wall time
@@ -137,6 +134,20 @@ def trial_gpus(spec: TrialSpec) -> int:
         with contextlib.suppress(TypeError, ValueError):  # a ${env:...} reference: target.tp
             return max(1, int(value))
     return max(1, spec.tp)
+
+
+def stopped_waiting(
+    spec: TrialSpec, waiting_for: str, waited_s: float, worker: str
+) -> TrialResult:
+    """A trial the sweep stopped while it waited for GPUs (nothing launched)."""
+    return TrialResult(
+        number=spec.number,
+        status=TrialStatus.INTERRUPTED,
+        reason=f"interrupted while waiting for {waiting_for} (sweep stopping)",
+        worker=worker,
+        repeat=spec.repeat,
+        timings={"gpu_wait_s": waited_s},
+    )
 
 
 def too_many_gpus(
@@ -260,15 +271,7 @@ class InProcessExecutor:
         gpus = self._gpus.take(need, stopping)
         waited = round(time.monotonic() - t0, 3)
         if gpus is None:
-            return TrialResult(
-                number=spec.number,
-                status=TrialStatus.INTERRUPTED,
-                reason=f"interrupted while waiting for {need} free GPU(s) of this sweep "
-                "(sweep stopping)",
-                worker=worker,
-                repeat=spec.repeat,
-                timings={"gpu_wait_s": waited},
-            )
+            return stopped_waiting(spec, f"{need} free GPU(s) of this sweep", waited, worker)
         try:
             res = self._run_on(spec, worker, gpus, stopping)
         finally:
