@@ -204,3 +204,53 @@ def test_dp_attention_embedding_layout_is_the_releases(version: str, whole: bool
     src = _source(version, "sglang/srt/models/deepseek_v2.py")
     assert ("enable_tp=not is_dp_attention_enabled()" in src) is whole
     assert ("use_attn_tp_group=is_dp_attention_enabled()" in src) is not whole
+
+
+@pytest.mark.parametrize(
+    ("version", "path"),
+    [
+        ("0.5.9", "sglang/srt/server_args.py"),
+        ("0.5.18", "sglang/srt/server_args.py"),
+        ("0.5.19", "sglang/srt/arg_groups/platform_hook.py"),
+        ("0.5.23", "sglang/srt/arg_groups/platform_hook.py"),
+    ],
+)
+def test_rocm_forces_sixteen_kv_splits(version: str, path: str) -> None:
+    """attention.ROCM_KV_SPLITS (the roofline) and the space's rocm-kv-splits rule: on HIP,
+    _handle_amd_specifics sets triton_attention_num_kv_splits to 16 whatever is given."""
+    from autotune.planner.attention import ROCM_KV_SPLITS
+
+    src = " ".join(_source(version, path).split())
+    assert "_handle_amd_specifics" in src
+    assert (
+        f"self.triton_attention_num_kv_splits = {ROCM_KV_SPLITS}" in src
+        or f"triton_attention_num_kv_splits={ROCM_KV_SPLITS}" in src
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "by_bytes"), [("0.5.7", False), ("0.5.8", False), ("0.5.9", True)]
+)
+def test_swa_pool_split_is_the_releases(version: str, by_bytes: bool) -> None:
+    """planner.sglang_swa: 0.5.7 and 0.5.8 split the profiled tokens between the full and the
+    window pool by layer counts; 0.5.9 divides by F n_full + S n_swa and splits by bytes."""
+    src = " ".join(
+        _source(version, "sglang/srt/model_executor/model_runner_kv_cache_mixin.py").split()
+    )
+    by_layers = "denominator = swa_full_tokens_ratio * swa_layers_num + full_layers_num"
+    assert (by_layers in src) is not by_bytes
+    cell = "full_per_token * full_layers_num + swa_per_token * swa_layers_num"
+    split = (
+        "full_per_token * full_layers_num + swa_full_tokens_ratio * swa_per_token * swa_layers_num"
+    )
+    assert (cell in src and split in src) is by_bytes
+
+
+@pytest.mark.parametrize("version", ["0.5.3", "0.5.4.post1", "0.5.9"])
+def test_dsa_kv_is_fp8_on_blackwell(version: str) -> None:
+    """planner.sglang_kv.resolve_kv_dtype: for DSA (NSA) models SGLang picks fp8_e4m3 KV on
+    compute capability 10 and up (0.5.3 .. 0.5.4.post1 whatever is given; 0.5.9 when auto)."""
+    src = " ".join(_source(version, "sglang/srt/server_args.py").split())
+    forced = 'if major >= 10: self.kv_cache_dtype = "fp8_e4m3"' in src
+    auto = 'self.kv_cache_dtype = "fp8_e4m3" if major >= 10 else "bfloat16"' in src
+    assert forced or auto

@@ -84,3 +84,21 @@ def test_serve_defaults_are_the_releases(version: str) -> None:
             version,
             key,
         )
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_gpu_whose_nvml_reports_no_memory_gets_the_smallest_defaults(version: str) -> None:
+    """GB10 (nvml_memory=False in the catalog: its NVML states no memory total, as the public
+    DGX Spark logs show): the release's own defaults at a total of 0 are the planner's."""
+    gb10 = GPU_CATALOG["gb10-128g"]
+    assert not gb10.nvml_memory
+    usage = enum.Enum("UsageContext", "LLM_CLASS OPENAI_API_SERVER ENGINE_CONTEXT")
+    ns: dict[str, Any] = {
+        "UsageContext": usage,
+        "GiB_bytes": 1 << 30,
+        "current_platform": _Platform(0, gb10.cuda_name or gb10.label),
+    }
+    exec(_batch_defaults(version), ns)
+    tokens, seqs = ns["get_batch_defaults"](None, 1)
+    want = (seqs[usage.OPENAI_API_SERVER], tokens[usage.OPENAI_API_SERVER])  # type: ignore[attr-defined]
+    assert _defaults(0, gb10.cuda_name or gb10.name, version) == want
