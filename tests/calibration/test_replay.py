@@ -82,3 +82,11 @@ def test_gpu_names_and_free_memory_from_the_record() -> None:
     log = "[2025-01-01 00:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
     assert parse(_record(engine="sglang", log=log)).free_before_weights_gib == 78.5
     assert parse(_record(log=log)).free_before_weights_gib is None  # vLLM logs no such line
+
+
+def test_jetson_tinyllama_launch_has_its_card_and_waits_on_the_gpu() -> None:
+    # The committed TinyLlama card prices the model; Jetson AGX Orin (unified memory, the free
+    # memory at start whatever the host left) is not in the GPU catalog, so no prediction yet.
+    (rec,) = [r for r in RECORDS if r.name == "repo-tinyllama-1.1b-chat-jetson-agx-orin-tp1"]
+    r = replay(rec)
+    assert r.plan is None and "not in the catalog" in (r.skipped or "")

@@ -445,3 +445,17 @@ def test_nemotron_h_projections_are_its_blocks() -> None:
     assert shapes["in_proj"] == (7680 + 9728 + 96, 3136, 21)
     assert shapes["up_proj"] == (12544, 3136, 17) and "gate_up_proj" not in shapes
     assert shapes["qkv_proj"] == (40 * 128 + 2 * 8 * 128, 3136, 4)
+
+
+def test_tinyllama_chat_card_is_its_bf16_checkpoint() -> None:
+    # Llama 2 shapes at TinyLlama's sizes: untied 32000 x 2048 embeddings and LM head; per layer
+    # q/o 2048 x 2048, k/v 256 x 2048 (4 KV heads of 64), gate/up/down 5632 x 2048, two norms.
+    card = config_card("TinyLlama/TinyLlama-1.1B-Chat-v1.0")
+    assert card is not None and card.architecture == "LlamaForCausalLM"
+    assert (card.num_layers, card.num_kv_heads, card.head_dim) == (22, 4, 64)
+    per_layer = 2 * 2048 * 2048 + 2 * 256 * 2048 + 3 * 5632 * 2048 + 2 * 2048
+    params = 2 * 32000 * 2048 + 22 * per_layer + 2048
+    assert card.weights.total == 2 * params
+    # Its model.safetensors is 2,200,119,864 bytes at Hub revision fe8a4ea1 (header included).
+    assert 0 < 2_200_119_864 - card.weights.total < 64 * 1024
+    assert kv_cell(card) == 22 * 2 * 4 * 64 * 2
