@@ -17,6 +17,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
 PRIOR_SIGMA = 0.04  # launch-to-launch spread before the sweep has measured its own
@@ -48,6 +49,14 @@ class Estimate:
         if not self.margins:
             return True
         return statistics.fmean(self.margins) + z * sigma / math.sqrt(len(self.margins)) <= 0
+
+    def within_probability(self, sigma: float) -> float:
+        """How likely the configuration's true figures meet the spec's bounds, given its runs
+        (normal on the mean margin with the launch spread; 1 without bounds)."""
+        if not self.margins:
+            return 1.0
+        se = max(sigma / math.sqrt(len(self.margins)), 1e-9)
+        return NormalDist().cdf(-statistics.fmean(self.margins) / se)
 
     def at_risk(self, sigma: float) -> bool:
         """Within two launch spreads of a bound: the next launch may well break it."""
@@ -99,11 +108,24 @@ def pooled_sigma(estimates: Iterable[Estimate]) -> float:
 
 def winner(estimates: Sequence[Estimate], sigma: float, maximize: bool) -> Estimate | None:
     """The configuration with the best lower confidence bound among those within the spec's
-    bounds with confidence (ties: the earlier trial)."""
-    ok = [e for e in estimates if e.within_bounds(sigma)]
+    bounds with confidence (ties: the earlier trial).
+
+    Under bounds (a TTFT limit), a configuration that breaks them is worth nothing to the user,
+    so the lower bound is discounted by the chance that its runs met them by luck: of two
+    configurations within one launch spread of each other, the one further inside the limit
+    wins (the winner's curse picks the one whose lucky runs made both its figure and its
+    margin look better). When no configuration meets the bounds with confidence, the ones
+    that meet them on the mean of their runs are ranked the same way (`confident` then says
+    so in the note)."""
+    ok = [e for e in estimates if e.within_bounds(sigma)] or [e for e in estimates if e.feasible]
     if not ok:
         return None
-    return max(ok, key=lambda e: (e.bound(sigma, maximize), -e.number))
+
+    def rank(e: Estimate) -> tuple[float, int]:
+        p = e.within_probability(sigma)
+        return e.bound(sigma, maximize) + math.log(max(p, 1e-12)), -e.number
+
+    return max(ok, key=rank)
 
 
 def ambiguous(a: Estimate, b: Estimate, sigma: float, maximize: bool, z: float = 2.0) -> bool:
@@ -129,7 +151,14 @@ def selection_note(
         "ci95": [round(lo, 4), round(hi, 4)],
         "sigma": round(sigma, 5),
         "configurations_rerun": sum(1 for e in estimates if e.n > 1),
-    }
+    } | (
+        {
+            "bounds_confident": best.within_bounds(sigma),
+            "bounds_probability": round(best.within_probability(sigma), 3),
+        }
+        if best.margins
+        else {}
+    )
 
 
 def figures_by_repeat(measurements: Iterable[Any]) -> dict[int, dict[str, float]]:

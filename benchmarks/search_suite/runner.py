@@ -30,14 +30,24 @@ REAL_S_PER_SIM_S = 2e-4  # two workers: a 2-minute launch sleeps 24 ms
 
 @dataclass
 class Clock:
-    """Simulated seconds per worker slot."""
+    """Simulated seconds per worker slot, and when each launch ended."""
 
     by_worker: dict[str, float] = field(default_factory=dict)
+    ends: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, worker: str, secs: float) -> None:
         with self.lock:
             self.by_worker[worker] = self.by_worker.get(worker, 0.0) + secs
+            self.ends.append(self.by_worker[worker])
+
+    def steady_per_h(self) -> float:
+        """Launches per hour until the first worker has nothing left to launch: what a
+        sweep bounded by the clock (budget.until) gets, without the drain at the end of a
+        launch budget while the last long launch of the other worker runs on."""
+        first_idle = min(self.by_worker.values(), default=0.0)
+        done = sum(1 for t in self.ends if t <= first_idle + 1e-9)
+        return done / (first_idle / 3600) if first_idle else 0.0
 
     def makespan_h(self) -> float:
         return max(self.by_worker.values(), default=0.0) / 3600
@@ -113,6 +123,7 @@ class Run:
     launched: int
     hours: float  # simulated, wall (makespan over workers)
     busy_hours: float
+    steady_per_h: float  # launches per simulated hour before the first worker idles
     by_source: dict[str, int]
     selection: dict[str, Any] | None
     real_s: float
@@ -148,6 +159,7 @@ def run_ours(land: Landscape, seed: int, budget: int, *, workers: int = 1,
         launched=out.launched,
         hours=clock.makespan_h(),
         busy_hours=clock.busy_h(),
+        steady_per_h=clock.steady_per_h(),
         by_source=dict(notes.get("launches_by_source") or {}),
         selection=notes.get("selection"),
         real_s=time.monotonic() - t0,

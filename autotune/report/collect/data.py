@@ -288,6 +288,12 @@ class Selection(BaseModel):
     ci95: tuple[float, float] | None = None
     sigma: float | None = Field(None, description="pooled launch-to-launch spread (relative)")
     configurations_rerun: int = 0
+    bounds_confident: bool | None = Field(
+        None, description="the spec's bounds held with confidence (None: the spec has none)"
+    )
+    bounds_probability: float | None = Field(
+        None, description="chance the winner's true figures meet the spec's bounds"
+    )
     launches: dict[str, int] = Field(default_factory=dict, description="purpose -> launches")
 
 
