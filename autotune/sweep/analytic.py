@@ -17,6 +17,7 @@ from autotune.engines.base import Failure, FailureClass, LaunchReport
 from autotune.store.models import TrialStatus
 from autotune.sweep.executors import InProcessExecutor
 from autotune.sweep.trial import ScenarioMeasurement, TrialResult, TrialSpec
+from autotune.sweep.trial_bench import cut_reason
 
 
 def _workload(sc: Any, prompt_len: int | None = None) -> Any:
@@ -99,6 +100,7 @@ def evaluate_scenario(spec: TrialSpec, sc: Any) -> tuple[dict[str, Any], dict[st
                 "weights_gib",
             )
         }
+        facts["wall_s"] = r.get("duration_s")  # virtual seconds, this launch's luck included
         if not r.get("fits"):
             return facts, {}
         figs = _figures(r)
@@ -162,13 +164,22 @@ def analytic_trial(
                 reason="; ".join(facts.get("reasons") or ["does not fit"]),
             )
             break
+        wall = facts.get("wall_s")
+        if (
+            sc.label == spec.cut_scenario
+            and spec.cut_after_s is not None
+            and wall is not None
+            and wall > spec.cut_after_s
+        ):
+            res.status, res.reason = TrialStatus.PRUNED, cut_reason(sc.label, spec.cut_after_s)
+            break
         res.measurements.append(
             ScenarioMeasurement(
                 scenario=sc.label,
                 kind=sc.kind,
                 value=figures.get("main"),
                 figures=figures,
-                result={"analytic": True, "time": "virtual"},
+                result={"analytic": True, "time": "virtual", "wall_s": wall},
             )
         )
         value = figures.get("main")

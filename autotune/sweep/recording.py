@@ -54,6 +54,7 @@ class Verdict:
     probe: float | None = None  # a pruned trial's probe figure, reported as step 0
     done: Done | None = None  # what a later proposal of the configuration is told
     requeue: bool = False  # enqueue the configuration to run again
+    wall_s: float | None = None  # the cut scenario's benchmark seconds (search.cut_below)
 
 
 # -- the result --------------------------------------------------------------------------------
@@ -169,6 +170,14 @@ def verdict_of(
             values=values,
             constraints=cons,
             done=Done(number, values, cons, "complete"),
+            wall_s=next(
+                (
+                    m.result.get("wall_s")
+                    for m in res.measurements
+                    if m.scenario == setup.cut_scenario
+                ),
+                None,
+            ),
         )
     if status == TrialStatus.PRUNED:
         return Verdict(
@@ -383,6 +392,7 @@ def remember(state: SweepState, item: Running, verdict: Verdict) -> None:
         config=item.spec.config,
     )
     if not any(v > 0 for v in (verdict.constraints or {}).values()):
+        state.update_wall(verdict.wall_s)
         # after update_best: with noise-aware selection the estimates pick the incumbent
         from autotune.sweep.selection import add_result
 

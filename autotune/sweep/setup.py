@@ -76,6 +76,7 @@ class SweepSetup:
         *,
         repeat: int,
         best_probe: float | None,
+        best_wall_s: float | None = None,
     ) -> TrialSpec:
         """What a worker runs for `config` (repeat 0: the search run, 1..R: finalist re-runs,
         which are never pruned by the probe)."""
@@ -116,6 +117,8 @@ class SweepSetup:
             probe=self.probe if repeat == 0 else None,
             probe_threshold=threshold if repeat == 0 else None,
             probe_higher_is_better=self.probe_higher,
+            cut_scenario=self.cut_scenario if repeat == 0 else None,
+            cut_after_s=self.cut_after_s(best_wall_s) if repeat == 0 else None,
             startup_timeout_s=s.engine.startup_timeout_s,
             bench_timeout_s=s.engine.bench_timeout_s,
             stop_grace_s=s.engine.stop_grace_s,
@@ -143,6 +146,18 @@ class SweepSetup:
         )
         return probe.model_dump() if probe is not None else None
 
+    @property
+    def cut_scenario(self) -> str | None:
+        """The objective's scenario when a slow run of it can be stopped early (search.
+        cut_below): its figure is work over wall time and its work is fixed, so a run that has
+        taken 1/k of the best run's time can no longer reach k of the best's figure."""
+        return cut_scenario(self.spec, self.scenarios, self.refs)
+
+    def cut_after_s(self, best_wall_s: float | None) -> float | None:
+        if best_wall_s is None or self.cut_scenario is None:
+            return None
+        return best_wall_s / self.spec.search.cut_below
+
     def probe_threshold(self, best_probe: float | None) -> float | None:
         """The probe figure below which (above, for a lower-is-better figure) a trial is cut
         short: `workload.prune_below` of the best probe figure so far."""
@@ -150,6 +165,28 @@ class SweepSetup:
             return None
         k = self.spec.workload.prune_below
         return best_probe * k if self.probe_higher else best_probe / max(k, 1e-9)
+
+
+WORK_RATE_FIGURES = frozenset({"output_tok_s", "input_tok_s", "requests_per_s"})
+
+
+def cut_scenario(
+    spec: SweepSpec, scenarios: list[AnyScenario], refs: list[MetricRef]
+) -> str | None:
+    """See SweepSetup.cut_scenario: None when the sweep's objective cannot be cut."""
+    from autotune.bench.scenarios import AgentScenario, ThroughputScenario
+
+    if spec.search.cut_below <= 0 or len(refs) != 1 or refs[0].direction == "minimize":
+        return None
+    label, _, figure = refs[0].metric.rpartition(".")
+    sc = next((s for s in scenarios if s.label == label), None)
+    if sc is None or figure not in WORK_RATE_FIGURES:
+        return None
+    if figure != "input_tok_s" and not sc.ignore_eos:
+        return None  # the model may stop early: the work is not fixed
+    if isinstance(sc, ThroughputScenario) and sc.duration_s is None:
+        return label
+    return label if isinstance(sc, AgentScenario) else None
 
 
 def prepare(

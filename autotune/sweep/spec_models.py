@@ -270,6 +270,16 @@ class SearchSpec(_Section):
     confirm_share: float = Field(
         0.25, ge=0, le=0.9, description="most share of the launch budget spent on those re-runs"
     )
+    cut_below: float = Field(
+        0.5,
+        ge=0,
+        lt=1,
+        description="stop a search run's benchmark once its objective scenario has run 1/this "
+        "times as long as the best feasible run took for the same work: its throughput can no "
+        "longer reach this share of the best (the trial is pruned; 0: never). Only for "
+        "objectives that are work over wall time (output_tok_s, input_tok_s, requests_per_s) "
+        "of a scenario with a fixed amount of work (a request count, not duration_s)",
+    )
 
 
 class FinalistsSpec(_Section):

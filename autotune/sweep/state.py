@@ -82,6 +82,7 @@ class SweepState:
     durations: list[float] = field(default_factory=list)  # of launched trials, seconds
     duplicates: int = 0
     best_probe: float | None = None
+    best_wall_s: float | None = None  # the fastest feasible run of the cut scenario, seconds
     best_value: float | None = None  # of the first objective, feasible trials only
     incumbent: tuple[int, dict[str, Any]] | None = None  # (number, config) of the best
     feasible_results: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
@@ -113,7 +114,9 @@ class SweepState:
         return statistics.median(self.durations) if self.durations else None
 
     def trial_spec(self, number: int, config: Mapping[str, Any], *, repeat: int) -> TrialSpec:
-        return self.setup.trial_spec(number, config, repeat=repeat, best_probe=self.best_probe)
+        return self.setup.trial_spec(
+            number, config, repeat=repeat, best_probe=self.best_probe, best_wall_s=self.best_wall_s
+        )
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -124,6 +127,13 @@ class SweepState:
             self.best_probe = max(self.best_probe, value)
         else:
             self.best_probe = min(self.best_probe, value)
+
+    def update_wall(self, wall_s: float | None) -> None:
+        """A feasible run's benchmark time of the cut scenario: the fastest sets the cut."""
+        if isinstance(wall_s, int | float) and wall_s > 0:
+            self.best_wall_s = (
+                wall_s if self.best_wall_s is None else min(self.best_wall_s, wall_s)
+            )
 
     def update_best(
         self,

@@ -127,12 +127,22 @@ async def _bench_async(
         async with httpx.AsyncClient(limits=limits, trust_env=False, headers=headers) as client:
             model = await discover_model(client, base_url)
             for sc in scenarios:
+                cut = spec.cut_after_s if sc.label == spec.cut_scenario else None
+                t_sc = time.monotonic()
                 try:
-                    result = await run_scenario(client, base_url, sc, model=model)
+                    result = await asyncio.wait_for(
+                        run_scenario(client, base_url, sc, model=model), cut
+                    )
                 except ScenarioFailed as exc:
                     res.measurements.append(_measurement(exc.result, scale))
                     raise
+                except TimeoutError:
+                    if cut is None:
+                        raise
+                    res.reason = cut_reason(sc.label, cut)
+                    return
                 m = _measurement(result, scale)
+                m.result["wall_s"] = round(time.monotonic() - t_sc, 4)
                 res.measurements.append(m)
                 if sc.label == spec.probe and spec.probe_threshold is not None:
                     value = m.value
@@ -198,6 +208,15 @@ async def _watched(
             # Its outcome no longer matters.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+def cut_reason(label: str, after_s: float) -> str:
+    """Why a search run's benchmark was stopped early (search.cut_below)."""
+    return (
+        f"cut: {label!r} was still running after {after_s:.1f} s, longer than the best "
+        "feasible run took for the same work divided by search.cut_below: its throughput "
+        "can no longer reach that share of the best"
+    )
 
 
 def rescale(name: str, value: float | None, scale: float) -> float | None:

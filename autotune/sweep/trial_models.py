@@ -42,6 +42,12 @@ class TrialSpec(BaseModel):
         None, description="prune when the probe's main figure is worse than this"
     )
     probe_higher_is_better: bool = True
+    cut_scenario: str | None = Field(
+        None, description="the scenario whose benchmark stops at cut_after_s (search.cut_below)"
+    )
+    cut_after_s: float | None = Field(
+        None, description="past this many seconds its throughput cannot reach the cut-off"
+    )
     startup_timeout_s: float = 900.0
     bench_timeout_s: float = 3600.0
     stop_grace_s: float = 20.0

@@ -63,6 +63,7 @@ def _scaled(figs: dict[str, float | None], slowdown: float) -> dict[str, float |
 def table_trial(land: Landscape, clock: Clock, *, sleep: bool) -> Any:
     """A TrialFn answering from the landscape's table."""
     from autotune.bench.scenarios import MAIN_FIGURE, scenario_from_dict
+    from autotune.sweep.trial_bench import cut_reason
 
     def trial(spec: TrialSpec, *, worker: str = "table", **_: Any) -> TrialResult:
         res = TrialResult(number=spec.number, status=TrialStatus.RUNNING, worker=worker,
@@ -93,10 +94,16 @@ def table_trial(land: Landscape, clock: Clock, *, sleep: bool) -> Any:
                 base = e.figures[sc.label].get("main")
                 if base is not None:
                     figs["main"] = base / slow if higher else base * slow
+                run_s = e.bench_s * slow / max(len(spec.scenarios), 1)
+                cut = spec.cut_after_s if sc.label == spec.cut_scenario else None
+                if cut is not None and run_s > cut:  # search.cut_below stops it there
+                    secs += cut
+                    res.status, res.reason = TrialStatus.PRUNED, cut_reason(sc.label, cut)
+                    break
                 res.measurements.append(ScenarioMeasurement(
                     scenario=sc.label, kind=sc.kind, value=figs.get("main"), figures=figs,
-                    result={"table": True}))  # fmt: skip
-                secs += e.bench_s * slow / max(len(spec.scenarios), 1)
+                    result={"table": True, "wall_s": run_s}))  # fmt: skip
+                secs += run_s
                 v = figs.get("main")
                 if (sc.label == spec.probe and spec.probe_threshold is not None
                         and v is not None):  # fmt: skip

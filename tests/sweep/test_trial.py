@@ -172,3 +172,43 @@ def test_sim_trial_answers_the_quality_probe(tmp_path: Path, engine: str, versio
     fp8 = trial({"kv_cache_dtype": "fp8_e4m3"}, q.result["answers"])
     d = next(m for m in fp8.measurements if m.scenario == "quality")
     assert d.result["drift"] is not None and 0 < d.figures["mean_kl"] < 0.02
+
+
+def test_a_slow_run_is_cut_once_it_cannot_reach_the_share_of_the_best(tmp_path: Path) -> None:
+    """search.cut_below on a real server process: the throughput scenario stops when its
+    benchmark outlasts cut_after_s; the trial is pruned with the reason, the engine stopped, and
+    a run within the time keeps its wall seconds for the next cut."""
+    base: dict[str, Any] = dict(
+        sweep="t",
+        number=1,
+        config={"mem_fraction_static": 0.9, "kv_cache_dtype": "fp8_e4m3"},
+        engine_version="0.5.17",
+        model="qwen3.8-27b-awq-int4",
+        gpu="rtx-4080-super-32g",
+        simulate=True,
+        sim_time_scale=20,
+        sim_extra_args=["--sim-max-startup-s", "0.2"],
+        scenarios=[
+            {
+                "kind": "throughput",
+                "name": "tp",
+                "prompt_len": 128,
+                "output_len": 64,
+                "concurrency": 2,
+                "num_requests": 4,
+                "warmup_requests": 0,
+            }
+        ],
+        registry_path=str(tmp_path / "pids.jsonl"),
+        stop_grace_s=3,
+        cut_scenario="tp",
+    )
+    cut = run_trial(TrialSpec(**base, log_dir=str(tmp_path / "a"), cut_after_s=0.05))
+    assert cut.status == TrialStatus.PRUNED, (cut.failure, cut.log_tail)
+    assert cut.reason is not None and cut.reason.startswith("cut: 'tp'")
+    assert cut.measurements == []
+    assert cut.stop is not None and cut.stop["leftovers"] == [] and cut.stop["port_freed"]
+    kept = run_trial(TrialSpec(**base, log_dir=str(tmp_path / "b"), cut_after_s=600.0))
+    assert kept.status == TrialStatus.COMPLETE, (kept.failure, kept.log_tail)
+    (m,) = kept.measurements
+    assert 0.05 < m.result["wall_s"] < 600
