@@ -336,11 +336,11 @@ def markdown(names: list[str], out: dict[str, Any], budgets: list[int], seeds: i
     lines = [
         "# The search on hard landscapes (issue 22)",
         "",
-        "Run on the H200 machine's 16 CPU cores (the search needs no GPU), three calls "
-        "merged: `--seeds 20 --budgets 8 16 40 --no-anchors`, `--seeds 20 --budgets 100` "
-        "(the anchors too, scored on their first 8/16/40/100 launches), `--seeds 20 "
-        "--budgets 40 --workers 2 --no-anchors`, each `--jobs 16 --json F`; then "
-        "`--merge F... --json ... --md ...`. Launch noise "
+        "Run on the H200 machine's 16 CPU cores (the search needs no GPU), two calls "
+        "merged: `--seeds 20 --budgets 8 16 40 --no-anchors --workers-study 40` and "
+        "`--seeds 20 --budgets 100` (the anchors too, scored on their first 8/16/40/100 "
+        "launches), each `--jobs 16 --json F`; then `--merge F... --json ... --md ...`. "
+        "Launch noise "
         f"{NOISE['run_noise']:.0%} heavy-tailed, stragglers {NOISE['straggler_rate']:.0%}, "
         f"flaky starts {NOISE['flaky_start_rate']:.0%}.",
         "",

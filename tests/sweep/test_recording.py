@@ -45,6 +45,7 @@ def _setup() -> Any:
     return SimpleNamespace(
         refs=REFS,
         probe="probe",
+        cut_scenario=None,
         gpu=None,
         planner=SimpleNamespace(need_tokens=0),
         guarded=dict,
