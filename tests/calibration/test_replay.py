@@ -90,3 +90,42 @@ def test_jetson_tinyllama_launch_has_its_card_and_waits_on_the_gpu() -> None:
     (rec,) = [r for r in RECORDS if r.name == "repo-tinyllama-1.1b-chat-jetson-agx-orin-tp1"]
     r = replay(rec)
     assert r.plan is None and "not in the catalog" in (r.skipped or "")
+
+
+def _vllm_spec_method(record: LaunchRecord) -> str | None:
+    import ast
+
+    spec = record.args.get("speculative_config")
+    if not isinstance(spec, str):
+        return None
+    method = ast.literal_eval(spec).get("method")
+    return str(method) if method else None
+
+
+def test_a_launch_that_runs_mtp_names_a_card_with_its_mtp_layer() -> None:
+    """The README's rule for a borrowed card (an MTP layer loaded or not): vLLM puts the MTP
+    layer's attention in the target's full-attention KV group (16 + 1 layers per group on the
+    Qwen3.5 architecture), so a card without it undercounts a page by 1/17."""
+    from autotune.calibration.replay import card_of
+
+    mtp = [r for r in RECORDS if r.engine == "vllm" and _vllm_spec_method(r) == "mtp"]
+    assert len(mtp) >= 2
+    for record in mtp:
+        card = card_of(record)
+        assert card is not None and card.has_mtp, record.name
+
+
+def test_qwen36_autoround_mtp_launches_replay_with_the_mtp_group() -> None:
+    """club-3090's AutoRound Qwen3.6-27B on 2 x RTX 3090 (vLLM 0.20.1 and 0.22.0), MTP with 3
+    speculative tokens, fp8_e5m2 KV, prefix caching: 619,479 and 622,408 tokens logged."""
+    by_name = {r.name: r for r in RECORDS}
+    for name in (
+        "v-qwen3.6-27b-autoround-int4-rtx3090-tp2",
+        "v-qwen3.6-27b-autoround-int4-rtx3090-tp2-3",
+    ):
+        r = replay(by_name[name])
+        assert r.plan is not None and r.kv_ratio is not None, name
+        assert not any("needs MTP weights" in x for x in r.plan.reasons)
+        layout = r.plan.model_dump()
+        assert (layout["layers_per_group"], layout["block_size"]) == (17, 1600)
+        assert abs(r.kv_ratio - 1) < 0.05, (name, r.kv_ratio)
