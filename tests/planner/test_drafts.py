@@ -183,3 +183,34 @@ def test_the_int4_dflash2_pack_is_found_by_its_folder() -> None:
     )
     assert d.sharded_bytes + d.replicated_bytes == 1_200_000_000
     assert d.weights_per_rank(2) == d.sharded_bytes // 2 + d.replicated_bytes
+
+
+def test_vllm_0_27_1_cannot_load_a_dflash2_drafter_the_records_say_so() -> None:
+    """v0.27.1's model registry maps DFlashDraftModel but not DFlash2DraftModel (native from
+    v0.29.0, vllm#52816): a 0.27.1 launch with a DFlash2 drafter ran a patched engine, and its
+    record says what the planner cannot model."""
+    import zipfile
+
+    from autotune.calibration.records import load_records
+    from tests.wheels import engine_wheel_or_skip
+
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", "0.27.1")) as z:
+        registry = z.read("vllm/model_executor/models/registry.py").decode()
+    assert '"DFlashDraftModel"' in registry and '"DFlash2DraftModel"' not in registry
+    dflash2 = [
+        r
+        for r in load_records(RECORDS)
+        if r.engine == "vllm"
+        and r.version == "0.27.1"
+        and (d := draft_model(_spec_model(r))) is not None
+        and d.architecture == "DFlash2DraftModel"
+    ]
+    assert len(dflash2) == 2
+    assert all(any("DFlash2" in u for u in r.unmodelled) for r in dflash2)
+
+
+def _spec_model(record: object) -> object:
+    import ast
+
+    spec = getattr(record, "args", {}).get("speculative_config")
+    return ast.literal_eval(spec).get("model") if isinstance(spec, str) else None
