@@ -480,8 +480,11 @@ GPU_CATALOG.update(
                 arch="sm_86",
                 pcie_gbs=25.0,
             ),
-            # Navi 31 workstation card (96 CUs, 48 GB GDDR6 at 864 GB/s, AMD's product page);
-            # HIP reports the whole 49140 MiB. Tensor peak as the RX 7900 XTX's WMMA rate.
+            # Navi 31 workstation card (96 CUs, 48 GB GDDR6 at 864 GB/s, AMD's product page).
+            # HIP's total is 44.98 GiB: vLLM's total_gpu_memory in two public logs (AUGMXNT/
+            # llm-tracker.info-vault, "vLLM on RDNA3" 2024-12-07 and "SYCL for AMD" 2024-12-16,
+            # ROCm 6.2), and Unsloth Studio's "AMD Radeon PRO W7900 · 45 GiB" on Windows ROCm
+            # (unslothai/unsloth#7072, #9551). Tensor peak as the RX 7900 XTX's WMMA rate.
             _g(
                 name="w7900-48g",
                 label="Radeon PRO W7900 48G",
@@ -489,6 +492,7 @@ GPU_CATALOG.update(
                 device_names=("W7900",),
                 cuda_name="AMD Radeon PRO W7900",
                 memory_mib=49140,
+                driver_reserved_mib=49140 - 46060,  # 44.98 GiB
                 bandwidth_gbs=864,
                 fp16_tflops=122.6,
                 sm_count=96,
