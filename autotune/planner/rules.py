@@ -146,9 +146,14 @@ def default_mem_fraction(
     spec: str | None,
     v: tuple[int, int, int],
     vision_factor: float | None,
+    dp_attention: int = 1,
 ) -> float:
-    """SGLang's mem_fraction_static heuristic when the flag is not given (§1.4)."""
+    """SGLang's mem_fraction_static heuristic when the flag is not given (§1.4);
+    `dp_attention`: the DP-attention size (1: off)."""
+    from autotune.planner.sglang_history import dp_attention_reserve_mib
+
     reserved = 512 + max(cps, 2048) * 1.5 + max_bs * 2 + tp / 8 * 1024
+    reserved += dp_attention_reserve_mib(dp_attention, max_bs)
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     reserved += speculative_reserve_mib(spec, v)
@@ -188,16 +193,25 @@ def resolve(
     vision_factor: float | None,
     amd_instinct: bool = False,
     architecture: str = "",
+    dsa: bool = False,
 ) -> Resolved:
+    """`dsa`: the model has DeepSeek's sparse-attention indexer (NSA in SGLang's terms)."""
     v = planning_version(version)
     notes: list[str] = []
     spec = speculative_algorithm(config)
     mrr_user = config.get("max_running_requests")
     mfs_cfg = config.get("mem_fraction_static")
+    dp = dp_attention_size(config)
     if v < (0, 5, 9):
-        cps, max_bs, mfs = _history_memory(config, version, gpu_mem_mib, tp, spec, vision_factor)
+        cps, max_bs, mfs = _history_memory(
+            config, version, gpu_mem_mib, tp, spec, vision_factor, dp
+        )
+        fixed = _nsa_fixed_mem_fraction(version, architecture, dsa)
+        if fixed is not None:
+            mfs, mfs_cfg = fixed, fixed
+            notes.append(f"0.5.3: DeepSeek NSA model: mem_fraction_static fixed at {fixed}")
     else:
-        cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor)
+        cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor, dp)
     steps, topk, draft = speculative_shape(config, spec)
     mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
     page = int(config.get("page_size") or 1)
@@ -244,6 +258,24 @@ def resolve(
     )
 
 
+def dp_attention_size(config: dict[str, Any]) -> int:
+    """The DP-attention size SGLang runs: dp_size with --enable-dp-attention, else 1."""
+    return int(config.get("dp_size") or 1) if config.get("enable_dp_attention") else 1
+
+
+# The architectures 0.5.3's is_deepseek_nsa names (with index_topk in the config: `dsa`).
+NSA_ARCHITECTURES = frozenset({"DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM"})
+
+
+def _nsa_fixed_mem_fraction(version: str, architecture: str, dsa: bool) -> float | None:
+    if not dsa or architecture not in NSA_ARCHITECTURES:
+        return None
+    from autotune.planner import sglang_history as history
+
+    rel = history.release(version)
+    return None if rel is None else history.nsa_fixed_mem_fraction(rel)
+
+
 def _memory(
     config: dict[str, Any],
     v: tuple[int, int, int],
@@ -251,6 +283,7 @@ def _memory(
     tp: int,
     spec: str | None,
     vision_factor: float | None,
+    dp_attention: int = 1,
 ) -> tuple[int, int, float]:
     """(chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static): the user's, else the
     GPU-size defaults and the mem-fraction heuristic (§1.4)."""
@@ -260,7 +293,11 @@ def _memory(
     mfs_cfg = config.get("mem_fraction_static")
     if mfs_cfg is not None:
         return cps, max_bs, float(mfs_cfg)
-    return cps, max_bs, default_mem_fraction(gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor)
+    return (
+        cps,
+        max_bs,
+        default_mem_fraction(gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor, dp_attention),
+    )
 
 
 def _mamba_ratio(version: str, v: tuple[int, int, int]) -> float:
@@ -292,6 +329,7 @@ def _history_memory(
     tp: int,
     spec: str | None,
     vision_factor: float | None,
+    dp_attention: int = 1,
 ) -> tuple[int, int, float]:
     """(chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static) as a release before
     0.5.9 resolves them (planner.sglang_history)."""
@@ -303,7 +341,7 @@ def _history_memory(
     max_bs = int(config.get("cuda_graph_max_bs") or bs_default)
     mfs_cfg = config.get("mem_fraction_static")
     if mfs_cfg is None:
-        mfs = history.default_mem_fraction(rel, gpu_mem_mib, tp, cps, max_bs, spec)
+        mfs = history.default_mem_fraction(rel, gpu_mem_mib, tp, cps, max_bs, spec, dp_attention)
     else:
         mfs = float(mfs_cfg)
     if vision_factor is not None:

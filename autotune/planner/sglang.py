@@ -232,6 +232,7 @@ def _resolve_launch(
         vision_factor=vf,
         amd_instinct=gpu.vendor == "amd" and gpu.arch.startswith("gfx9"),
         architecture=card.architecture,
+        dsa=card.latent_attention is not None and card.latent_attention.index_head_dim is not None,
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:

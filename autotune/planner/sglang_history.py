@@ -8,8 +8,9 @@ comparing each function across every release 0.3.0 .. 0.5.9 to find where it cha
 
 - default mem_fraction_static: by TP size only (<= 0.4.5.post2), special cases above 80 GiB
   (0.4.5.post3 .. 0.4.7), a reserve table by GPU size (0.4.7.post1 .. 0.5.2), the reserved-memory
-  formula of later releases (0.5.3+); vision-language models scaled (model_runner, <= 0.4.8.post1
-  even when the user set it);
+  formula of later releases (0.5.3+, with a reserve for DP attention); vision-language models
+  scaled (model_runner, <= 0.4.8.post1 even when the user set it); fixed at 0.8 for DeepSeek
+  NSA models in 0.5.3;
 - chunked_prefill_size and the CUDA-graph max batch size by GPU memory;
 - max_running_requests: the request pool held one extra slot in 0.3.1.post2 .. 0.4.6.post5;
 - speculative (EAGLE family) targets log `profile + mrr * (steps * topk + draft) + 100` tokens
@@ -83,9 +84,16 @@ def gpu_size_defaults(rel: Release, gpu_mib: int, tp: int) -> tuple[int, int]:
 
 
 def default_mem_fraction(
-    rel: Release, gpu_mib: int, tp: int, cps: int, max_bs: int, spec: str | None
+    rel: Release,
+    gpu_mib: int,
+    tp: int,
+    cps: int,
+    max_bs: int,
+    spec: str | None,
+    dp_attention: int = 1,
 ) -> float:
-    """The release's mem_fraction_static when the flag is not given (text model, pp 1)."""
+    """The release's mem_fraction_static when the flag is not given (text model, pp 1);
+    `dp_attention`: the DP-attention size (1: off)."""
     if rel < (4, 5, 3):
         return _tp_table(tp, 0.83 if rel < (3, 6, 0) else 0.82 if rel < (4, 0, 0) else 0.81)
     if rel < (4, 6, 2):
@@ -98,6 +106,7 @@ def default_mem_fraction(
             reserved += 6 * _GIB if spec == "STANDALONE" and rel >= (5, 2, 0) else 2 * _GIB
         return round((gpu_mib - reserved) / gpu_mib, 3)
     reserved = 512 + max(cps, 2048) * 1.5 + max_bs * 2 + tp / 8 * _GIB
+    reserved += dp_attention_reserve_mib(dp_attention, max_bs)
     if gpu_mib > 60 * _GIB:
         reserved = max(reserved, 10 * _GIB)
     if spec == "STANDALONE":
@@ -105,6 +114,23 @@ def default_mem_fraction(
     elif spec not in (None, "NGRAM"):
         reserved += 2 * _GIB
     return round((gpu_mib - reserved) / gpu_mib, 3)
+
+
+def dp_attention_reserve_mib(dp_size: int, max_bs: int) -> float:
+    """What the heuristic holds back for DP attention's padding (0.5.3 on; not in 0.5.3rc0):
+    3 MiB per graph batch size and DP rank, 1.5 more above a graph batch size of 300
+    (server_args._handle_gpu_memory_settings; arg_groups/memory_hook.reserve_for_graph_mb from
+    0.5.19), before the 10 GiB floor."""
+    if dp_size <= 1:
+        return 0.0
+    return max_bs * dp_size * (3 + (1.5 if max_bs > 300 else 0))
+
+
+def nsa_fixed_mem_fraction(rel: Release) -> float | None:
+    """0.5.3 fixes mem_fraction_static at 0.8 for DeepSeek NSA (DSA) models, over the user's
+    value too, beside forcing DP attention and page 64 (server_args, "Setting mem fraction
+    static to 0.8 for DeepSeek NSA."); 0.5.3.post1 dropped the fixed fraction."""
+    return 0.8 if rel == (5, 3, 0) else None
 
 
 def _above_80_gib(rel: Release, gpu_mib: int, tp: int, spec: str | None) -> float:

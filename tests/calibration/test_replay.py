@@ -129,3 +129,25 @@ def test_qwen36_autoround_mtp_launches_replay_with_the_mtp_group() -> None:
         layout = r.plan.model_dump()
         assert (layout["layers_per_group"], layout["block_size"]) == (17, 1600)
         assert abs(r.kv_ratio - 1) < 0.05, (name, r.kv_ratio)
+
+
+def _named(name: str) -> LaunchRecord:
+    return next(r for r in RECORDS if r.name == name)
+
+
+def test_deepseek_v32_pr_launch_differs_from_main_by_the_release_facts() -> None:
+    """sglang PR #11309's two launches on one 8xB200 box: on main (0.5.3) the fraction is fixed
+    at 0.8 for DeepSeek NSA; the PR's branch ran as 0.5.3.post1 released it (the indexer key in
+    the budget's cell, the default fraction with its DP-attention reserve). Replayed so, the two
+    launches leave the same share of their pools unexplained (no weights line in either
+    excerpt), where 0.5.3's rules give the PR's launch the main launch's pool."""
+    main = replay(_named("field-deepseek-v3.2-exp-b200-tp8-dp8-main"))
+    pr = _named("field-deepseek-v3.2-exp-b200-tp8-dp8")
+    assert pr.unmodelled  # the record says it is the PR's build, not 0.5.3
+    as_released = replay(pr)
+    as_post1 = replay(pr.model_copy(update={"version": "0.5.3.post1"}))
+    assert main.plan is not None and as_released.plan is not None and as_post1.plan is not None
+    assert main.plan.mem_fraction_static == as_released.plan.mem_fraction_static == 0.8
+    assert as_released.plan.kv_pool_tokens == main.plan.kv_pool_tokens
+    assert as_post1.plan.mem_fraction_static == 0.751
+    assert as_post1.kv_ratio == pytest.approx(main.kv_ratio or 0, abs=0.03)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import zipfile
 from types import SimpleNamespace
 
@@ -254,3 +255,83 @@ def test_dsa_kv_is_fp8_on_blackwell(version: str) -> None:
     forced = 'if major >= 10: self.kv_cache_dtype = "fp8_e4m3"' in src
     auto = 'self.kv_cache_dtype = "fp8_e4m3" if major >= 10 else "bfloat16"' in src
     assert forced or auto
+
+
+def _dp_reserve_body(version: str) -> list[ast.stmt]:
+    """The statements the release's mem-fraction heuristic runs under DP attention."""
+    for path in ("sglang/srt/arg_groups/memory_hook.py", "sglang/srt/server_args.py"):
+        try:
+            tree = ast.parse(_source(version, path))
+        except KeyError:
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.If)
+                and re.search(r"enable_dp_attention|attn_dp_enabled", ast.unparse(node.test))
+                and "reserved_mem +=" in ast.unparse(node)
+            ):
+                return node.body
+    raise AssertionError(f"{version}: no DP-attention reserve in the mem-fraction heuristic")
+
+
+@pytest.mark.parametrize("version", ["0.5.3", "0.5.9", "0.5.19", "0.5.23"])
+def test_dp_attention_reserve_is_the_releases(version: str) -> None:
+    """sglang_history.dp_attention_reserve_mib (both heuristics, rules and history): what the
+    default mem fraction holds back under DP attention, run from the release's own code."""
+    body = ast.Module(body=_dp_reserve_body(version), type_ignores=[])
+    code = compile(body, version, "exec")
+    for max_bs, dp in itertools.product((80, 256, 512), (2, 4, 8)):
+        graphs = SimpleNamespace(max_bs=max_bs)
+        cfg = SimpleNamespace(dp_size=dp, attn_dp_size=dp)
+        this = SimpleNamespace(cuda_graph_max_bs=max_bs, dp_size=dp)
+        ns: dict[str, object] = {
+            "reserved_mem": 0.0,
+            "self": this,
+            "cfg": cfg,
+            "decode_cuda_graph_config": graphs,
+        }
+        exec(code, ns)
+        assert h.dp_attention_reserve_mib(dp, max_bs) == pytest.approx(ns["reserved_mem"])
+
+
+def test_dp_attention_reserve_began_in_0_5_3() -> None:
+    """0.5.3rc0's heuristic (the reserve table) has no DP-attention term; 0.5.3's has."""
+    assert "dp_size * 3" not in _source("0.5.3rc0", "sglang/srt/server_args.py")
+    assert "dp_size * 3" in _source("0.5.3", "sglang/srt/server_args.py")
+    # B200 (183,359 MiB), TP 8 = DP 8, the release's defaults (16K chunks, graphs to 512):
+    # 0.852 without DP attention, 0.751 with it.
+    assert h.default_mem_fraction((5, 3, 0), 183359, 8, 16384, 512, None) == 0.852
+    assert h.default_mem_fraction((5, 3, 0), 183359, 8, 16384, 512, None, 8) == 0.751
+
+
+@pytest.mark.parametrize(("version", "fixed"), [("0.5.3", True), ("0.5.3.post1", False)])
+def test_nsa_mem_fraction_fixed_only_in_0_5_3(version: str, fixed: bool) -> None:
+    """rules.resolve: 0.5.3 sets mem_fraction_static to 0.8 for DeepSeek NSA models (the user's
+    value too); 0.5.3.post1 keeps the heuristic. The architectures are is_deepseek_nsa's."""
+    from autotune.planner.rules import NSA_ARCHITECTURES, resolve
+
+    src = _source(version, "sglang/srt/server_args.py")
+    nsa = _if_chain(src, "is_deepseek_nsa(hf_config)")
+    assert ("self.mem_fraction_static = 0.8" in ast.unparse(nsa)) is fixed
+    config = _source(version, "sglang/srt/configs/model_config.py")
+    fn = next(
+        n
+        for n in ast.walk(ast.parse(config))
+        if isinstance(n, ast.FunctionDef) and n.name == "is_deepseek_nsa"
+    )
+    listed = next(n for n in ast.walk(fn) if isinstance(n, ast.List))
+    assert set(ast.literal_eval(listed)) == NSA_ARCHITECTURES
+    for mfs in (None, 0.9):
+        r = resolve(
+            {"mem_fraction_static": mfs, "enable_dp_attention": True, "dp_size": 8},
+            gpu_mem_mib=183359,
+            tp=8,
+            hybrid=False,
+            version=version,
+            context_default=163840,
+            vision_factor=None,
+            architecture="DeepseekV32ForCausalLM",
+            dsa=True,
+        )
+        expected = 0.8 if fixed else (mfs or 0.751)
+        assert r.mem_fraction_static == pytest.approx(expected), (version, mfs)
