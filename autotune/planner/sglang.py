@@ -32,6 +32,7 @@ from autotune.planner.common import (
     dp_attention_weights,
     weights_per_rank,
 )
+from autotune.planner.sglang_alloc import load_overhead_bytes
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_kv import (
     KV_DTYPE_BYTES,
@@ -148,6 +149,7 @@ def plan_sglang(
     attn_tp = max(tp // dp, 1)
     old_embed = (sglang_history.release(version) or (5, 8, 0)) < (5, 8, 0)
     weights = weights_per_rank(card, tp, load_mtp=False)
+    weights += load_overhead_bytes(card, tp, gpu.vendor, v)
     weights += dp_attention_weights(card, tp, attn_tp, embed_whole=old_embed)
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
     draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
