@@ -52,9 +52,13 @@ def _row(r: Replay) -> str:
         _fmt(r.kv_ratio, ".3f"),
         _fmt(r.observed.weights_gib, ".2f"),
         _fmt(plan.weights_gib if plan else None, ".2f"),
-        "fit" if rec.name in FITTED else (r.skipped or ""),
+        "fit" if rec.name in FITTED else (r.skipped or _unstated(rec)),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _unstated(rec: LaunchRecord) -> str:
+    return f"unstated: {', '.join(rec.unstated)}" if rec.unstated else ""
 
 
 def _within(errors: list[float], of: int) -> str:
@@ -76,13 +80,14 @@ def _distribution(replays: list[Replay], engine: str) -> list[str]:
     errors = [abs((r.kv_ratio or 0) - 1) for r in scored]
     plain = [abs((r.kv_ratio or 0) - 1) for r in scored if not r.record.unmodelled]
     stated = [r for r in mine if not r.unstated]
+    stated_errors = [abs((r.kv_ratio or 0) - 1) for r in stated if r.kv_ratio is not None]
     return [
         f"{engine}: {len(mine)} records (fitted ones left out), {len(scored)} predicted; KV tokens "
         f"|error| median {statistics.median(errors):.1%}, max {max(errors):.1%}",
         f"  of the predicted: {_within(errors, len(errors))}",
         f"  of all records (unpredicted = miss): {_within(errors, len(mine))}",
         f"  of the {len(stated)} whose source states the launch's inputs (unpredicted = miss): "
-        f"{_within(errors, len(stated))}",
+        f"{_within(stated_errors, len(stated))}",
         f"  of the predicted with nothing unmodelled: {_within(plain, max(len(plain), 1))}",
     ]
 
@@ -101,6 +106,7 @@ def _misses(replays: list[Replay]) -> list[str]:
     return [
         f"- {r.record.name} ({r.record.engine} {r.record.version}): {r.kv_ratio:.3f}"
         + (f"; unmodelled: {'; '.join(r.record.unmodelled)}" if r.record.unmodelled else "")
+        + (f"; unstated: {', '.join(r.record.unstated)}" if r.record.unstated else "")
         for r in off
     ]
 

@@ -56,6 +56,12 @@ class LaunchRecord(BaseModel):
         "does not model, as the source states it (a KV connector, TunableOp tuning during the "
         "profiling run, a vGPU profile, an external draft model)",
     )
+    unstated: list[str] = Field(
+        default_factory=list,
+        description="inputs that size this launch's pool and that the source does not show "
+        "(a flag set through an unseen variable, a value cut from the excerpt): the planner "
+        "still predicts from the engine's defaults, and the record counts as unstated",
+    )
     path: Path | None = Field(default=None, exclude=True)
 
     @field_validator("posted", mode="before")

@@ -123,7 +123,8 @@ class Replay:
     plan: Plan | None
     skipped: str | None = None  # why no prediction
     # The source does not state an input of the launch (its KV dtype, which of a GPU's memory
-    # sizes): no planner could predict it. A missing card or catalog entry is ours, not this.
+    # sizes, the record's `unstated` list): no planner could predict it (for the list, the plan
+    # is the engine's defaults). A missing card or catalog entry is ours, not this.
     unstated: bool = False
 
     @property
@@ -196,4 +197,4 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         )
     except AutotuneError as exc:
         return Replay(record, observed, None, f"planner refused: {exc}")
-    return Replay(record, observed, plan)
+    return Replay(record, observed, plan, unstated=bool(record.unstated))

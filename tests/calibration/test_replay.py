@@ -74,6 +74,11 @@ def test_replay_says_why_it_cannot_predict() -> None:
     assert no_dtype.skipped == "the KV cache dtype is not stated" and no_dtype.unstated
     assert not replay(_record(model="acme/unknown-7b")).unstated
     assert replay(_record(gpu=None)).skipped == "the GPU is not stated"
+    # A flag the source hides (set through an unseen variable): predicted from the engine's
+    # defaults, and counted as unstated.
+    hidden = replay(_record(unstated=["mem_fraction_static"]))
+    assert hidden.plan is not None and hidden.skipped is None and hidden.unstated
+    assert not replay(_record()).unstated
 
 
 def test_gpu_names_and_free_memory_from_the_record() -> None:
