@@ -16,13 +16,14 @@ def gpus(json_out: bool = JSON_OPTION) -> None:
         return
     for g in GPU_CATALOG.values():
         fp8 = f"{g.fp8_tflops:g}" if g.fp8_tflops else "-"
+        fp4 = f"{g.fp4_tflops:g}" if g.fp4_tflops else "-"
         if g.fabric_gbs:
             link = f"fabric {g.fabric_gbs:g} GB/s"
         else:
             link = f"PCIe {g.pcie_gen} x{g.pcie_lanes}" + ("" if g.p2p else " no P2P")
         typer.echo(
             f"{g.name:20s} {g.memory_mib:>7d} MiB {g.bandwidth_gbs:>6g} GB/s "
-            f"fp16 {g.fp16_tflops:>6g} fp8 {fp8:>6s} TFLOP/s  {link:18s} {g.label}"
+            f"fp16 {g.fp16_tflops:>6g} fp8 {fp8:>6s} fp4 {fp4:>6s} TFLOP/s  {link:18s} {g.label}"
         )
 
 

@@ -42,6 +42,8 @@ LINK_FACTS: dict[str, LinkFacts] = {
     "h200-141g": LinkFacts(5, _NVLINK4),
     "h20-96g": LinkFacts(5, _NVLINK4),
     "h800-80g": LinkFacts(5, 200.0),  # NVLink cut to 400 GB/s bidirectional
+    "a800-80g": LinkFacts(4, 200.0),  # A100 SXM4 with NVLink cut to 400 GB/s bidirectional
+    "a800-pcie-80g": LinkFacts(4),  # peers over PCIe (a two-card bridge is not modelled)
     "b200-180g": LinkFacts(5, 900.0),  # NVLink 5: 1.8 TB/s bidirectional
     "l40s-48g": LinkFacts(4),
     "a40-48g": LinkFacts(4),  # its NVLink bridge pairs two cards only; not modelled
@@ -50,6 +52,8 @@ LINK_FACTS: dict[str, LinkFacts] = {
     "t4-16g": LinkFacts(3),
     "rtx-a5000-24g": LinkFacts(4),
     "rtx-a6000-48g": LinkFacts(4),
+    "rtx-pro-6000-se-96g": LinkFacts(5),
+    "rtx-pro-6000-ws-96g": LinkFacts(5),
     "w7900-48g": LinkFacts(4),
     "gb10-128g": LinkFacts(5),  # one GPU per box; a second box is reached over the network
     # Infinity Fabric: 7 xGMI links per GPU in a full mesh. MI300X 64 GB/s per link and

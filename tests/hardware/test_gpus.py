@@ -88,6 +88,34 @@ def test_w7900_total_is_what_vllm_logged() -> None:
 def test_public_launch_device_names_resolve() -> None:
     assert match_device("NVIDIA GB10", 124611) == get_gpu("gb10-128g")
     assert match_device("AMD Radeon PRO W7900", 49140) == get_gpu("w7900-48g")
+    # nvidia-smi names and totals in public logs (A800 SXM and PCIe both 81920 MiB; both RTX
+    # PRO 6000 editions 97887 MiB): the longer matching name wins at equal memory.
+    assert match_device("NVIDIA A800-SXM4-80GB", 81920) == get_gpu("a800-80g")
+    assert match_device("NVIDIA A800 80GB PCIe", 81920) == get_gpu("a800-pcie-80g")
+    server = match_device("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887)
+    assert server == get_gpu("rtx-pro-6000-se-96g")
+    workstation = match_device("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 97887)
+    assert workstation == get_gpu("rtx-pro-6000-ws-96g")
+    # The 300 W Max-Q card has its own peaks and is not in the catalog.
+    assert match_device("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 97887) is None
+
+
+def test_a800_is_an_a100_with_a_narrower_nvlink() -> None:
+    a100, a800, pcie = get_gpu("a100-80g"), get_gpu("a800-80g"), get_gpu("a800-pcie-80g")
+    assert (a800.fp16_tflops, a800.sm_count, a800.arch) == (a100.fp16_tflops, 108, "sm_80")
+    assert a800.fabric_gbs == 200.0 and a100.fabric_gbs == 300.0  # 400 vs 600 GB/s both ways
+    assert pcie.fabric_gbs is None and pcie.bandwidth_gbs < a800.bandwidth_gbs
+
+
+def test_rtx_pro_6000_editions() -> None:
+    ws, se = get_gpu("rtx-pro-6000-ws-96g"), get_gpu("rtx-pro-6000-se-96g")
+    # Workstation: 4,000 fp4 TOPS with sparsity -> dense fp4 2,000, fp8 1,000, fp16 500.
+    assert (ws.fp4_tflops, ws.fp8_tflops, ws.fp16_tflops) == (2000.0, 1000.0, 500.0)
+    # Server: the Workstation's peaks at its fp32 ratio (120 / 125 TFLOP/s).
+    assert se.fp16_tflops == ws.fp16_tflops * 120 / 125
+    assert (se.bandwidth_gbs, ws.bandwidth_gbs) == (1597, 1792)
+    for g in (ws, se):
+        assert (g.sm_count, g.arch, g.pcie_gen, g.fabric_gbs) == (188, "sm_120", 5, None)
 
 
 def test_detection_takes_the_drivers_reserved_share(monkeypatch: pytest.MonkeyPatch) -> None:
