@@ -46,7 +46,7 @@ from autotune.planner.sglang_mamba import (
     mamba_pool,
     mamba_slot_bytes,
 )
-from autotune.planner.sglang_swa import swa_pools
+from autotune.planner.sglang_swa import hybrid_by_architecture, swa_pools
 from autotune.sources import cite
 
 __all__ = [
@@ -163,7 +163,14 @@ def plan_sglang(
     rel = sglang_history.release(version)
     indexer_in_cell = rel is None or rel >= (5, 3, 1)
     cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions, indexer_in_cell)
-    swa = swa_pools(card, KV_DTYPE_BYTES[kv_dtype], attn_tp, v, cfg.get("swa_full_tokens_ratio"))
+    swa = swa_pools(
+        card,
+        KV_DTYPE_BYTES[kv_dtype],
+        attn_tp,
+        v,
+        cfg.get("swa_full_tokens_ratio"),
+        by_architecture=hybrid_by_architecture(card, v, cfg, gpu.arch),
+    )
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = swa.cell
     if draft is not None:

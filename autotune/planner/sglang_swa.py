@@ -16,6 +16,12 @@ pool holds r x the full pool's tokens). From the releases' `model_runner_kv_cach
   after 2025-12-19): both pools hold the profiled tokens; the 0.5.7 cell.
 
 The full pool's tokens are the launch's KV tokens (`max_total_num_tokens`).
+
+Which models get the two pools: window layers with their own shape (MiMo-V2), and from 0.5.8
+gpt-oss (`GptOssForCausalLM` in `is_hybrid_swa_model`, model_config; 0.5.19 lists it among
+`SWA_SINK_ARCHS`), whose window layers share the full layers' shape. 0.5.8 and 0.5.9 turn it
+off for gpt-oss on the trtllm_mha attention backend (gpt-oss's default on sm_10x), 0.5.8 also
+with speculative decoding (server_args); `--disable-hybrid-swa-memory` turns it off.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ from dataclasses import dataclass
 from autotune.models.card import ModelCard
 
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
+# Architectures SGLang gives the two pools whatever their window layers' shape, from a release.
+HYBRID_SWA_ARCHITECTURES: dict[str, tuple[int, int, int]] = {"GptOssForCausalLM": (0, 5, 8)}
+_BACKEND_KEYS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
 @dataclass(frozen=True)
@@ -73,16 +82,39 @@ class SwaPools:
         return full * self.full_per_token * self.n_full + swa * self.swa_per_token * self.n_swa
 
 
+def hybrid_by_architecture(
+    card: ModelCard, version: tuple[int, int, int], cfg: dict[str, object], gpu_arch: str
+) -> bool:
+    """Whether the release gives the card's architecture the two pools (module doc)."""
+    since = HYBRID_SWA_ARCHITECTURES.get(card.architecture)
+    if since is None or version < since or cfg.get("disable_hybrid_swa_memory"):
+        return False
+    if version < (0, 5, 10):
+        backends = {cfg.get(k) for k in _BACKEND_KEYS} - {None}
+        if not backends and gpu_arch.startswith("sm_10"):
+            backends = {"trtllm_mha"}  # gpt-oss's default where is_sm100_supported()
+        if "trtllm_mha" in backends:
+            return False
+        if version < (0, 5, 9) and cfg.get("speculative_algorithm"):
+            return False
+    return True
+
+
 def swa_pools(
     card: ModelCard,
     kv_bytes: float,
     attn_tp: int,
     version: tuple[int, int, int],
     ratio: float | None,
+    *,
+    by_architecture: bool = False,
 ) -> SwaPools | None:
-    """The two pools of a card whose window layers have their own shape, else None."""
+    """The two pools of a card whose window layers have their own shape, or whose architecture
+    the release gives them (`by_architecture`), else None."""
     local = card.local_attention
-    if local is None or not local.own_shape or card.latent_attention is not None:
+    if local is None or card.latent_attention is not None:
+        return None
+    if not (local.own_shape or by_architecture):
         return None
     swa_heads = max(1, (local.num_kv_heads or card.num_kv_heads) // attn_tp)
     swa_dims = (local.head_dim or card.head_dim) + (local.v_head_dim or card.value_head_dim)

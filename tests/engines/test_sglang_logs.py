@@ -255,3 +255,14 @@ def test_collector_prefixes_and_free_memory_from_the_end_line() -> None:
     r = parse_startup(DOCKER)
     assert r.kv_pool_tokens == 327_852 and r.weights_gib == 8.62
     assert r.free_before_weights_gib == pytest.approx(22.09 + 8.62)
+
+
+def test_swa_pools_give_the_full_pools_tokens() -> None:
+    # sglang PR 19718's comment (gpt-oss-120b, 0.5.9): the window pool's line comes first.
+    log = """[2026-03-06 08:43:46] Use sliding window memory pool. full_layer_tokens=318715, swa_layer_tokens=254972
+[2026-03-06 08:43:46] KV Cache is allocated. #tokens: 254972, K size: 4.38 GB, V size: 4.38 GB
+[2026-03-06 08:43:46] KV Cache is allocated. #tokens: 318715, K size: 5.47 GB, V size: 5.47 GB
+"""
+    report = parse_startup(log)
+    assert report.kv_pool_tokens == 318715
+    assert parse_startup("\n".join(log.splitlines()[1:])).kv_pool_tokens == 254972

@@ -14,6 +14,9 @@ Older releases, as public logs show them (checked against the 0.3.0 .. 0.5.8 whe
   0.4.3.post2), and no KV line at all before that (the summary line gives the pool);
 - the summary line without `chunked_prefill_size=` (< 0.4.2) and `available_gpu_mem=` (< 0.4.7);
 - `Mamba Cache is allocated. conv_state size: ...` without `max_mamba_cache_size` (0.5.2).
+Two SWA pools (0.5.7 .. 0.5.23): `Use sliding window memory pool. full_layer_tokens=N,
+swa_layer_tokens=M` comes before both pools' `KV Cache is allocated` lines (window pool first);
+the launch's KV tokens are the full pool's N (max_total_num_tokens).
 All "GB" on device-side lines are GiB (free bytes / 2**30); host pools use decimal GB.
 Per-rank lines are read from rank 0 only (each TP rank repeats them with its own prefix).
 """
@@ -59,6 +62,9 @@ _KV_RE = re.compile(
     r"(?:dtype: (?P<dtype>\S+), )?(?:#tokens: (?P<tokens>\d+), )?"
     r"(?:K size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB"
     r"|KV size: (?P<kv>\d+(?:\.\d+)?) GB)"
+)
+_SWA_POOLS_RE = re.compile(
+    r"^Use sliding window memory pool\. full_layer_tokens=(?P<full>\d+), swa_layer_tokens=\d+"
 )
 _MAMBA_RE = re.compile(
     r"Mamba Cache is allocated\. (?:max_mamba_cache_size: (?P<n>\d+), )?"
@@ -126,8 +132,8 @@ def _rank0_messages(log_text: str) -> Iterator[str]:
 
 def _kv_pool(values: Figures, m: re.Match[str]) -> None:
     if m["label"] is None and "kv_k_gib" not in values:
-        if m["tokens"] is not None:
-            values["kv_pool_tokens"] = int(m["tokens"])
+        if m["tokens"] is not None:  # an SWA pools line gave the full pool's already
+            values.setdefault("kv_pool_tokens", int(m["tokens"]))
         values["kv_dtype"] = m["dtype"]
         values["kv_k_gib"] = float(m["k"] if m["k"] is not None else m["kv"])
         values["kv_v_gib"] = float(m["v"]) if m["v"] is not None else None
@@ -175,6 +181,7 @@ _READERS: tuple[Reader, ...] = (
     ((_WEIGHTS_RE,), _weights_end),
     ((_WEIGHTS_OLD_RE,), _weights_end_old),
     ((_BEGIN_RE,), keep_first(free_before_weights_gib=("gib", float))),
+    ((_SWA_POOLS_RE,), keep_first(kv_pool_tokens=("full", int))),
     ((_KV_RE,), _kv_pool),
     ((_MAMBA_RE,), _mamba_pool),
     ((_GRAPH_RE,), add_up("graph_gib", "gib")),
