@@ -1,7 +1,9 @@
 """The configurations a fresh sweep queues before the sampler takes over: trial 0 = the engine's
 defaults (the baseline every result is compared with), the FIELD-NOTES K configurations that
 apply to the target (completed where a rule demands a value they leave unset, checked against
-the space and the planner), and for `sampler: grid` every configuration of the space.
+the space and the planner), the planner's room seed, and for `sampler: grid` every configuration
+of the space. A fresh sweep also queues the winners of earlier sweeps on the same target in the
+same database right after the baseline (`search.warm_start`, sweep/warm.py).
 
 Known-good configurations are stated for a model card on a GPU (FIELD-NOTES K); a target without
 either (a GGUF model, a CPU run) has none to try."""
@@ -20,7 +22,7 @@ from autotune.space.rules import ConfigValue, same
 from autotune.sweep.known_good import Seed, applicable
 from autotune.sweep.planning import TrialPlanner
 from autotune.sweep.spec import SweepSpec
-from autotune.sweep.study import enqueue
+from autotune.sweep.study import config_key, enqueue
 
 if TYPE_CHECKING:
     from autotune.planner.dispatch import TargetModel
@@ -176,11 +178,36 @@ def describe(seeds: list[Seed]) -> list[Mapping[str, Any]]:
     return [s.model_dump(exclude={"config"}) for s in seeds if s.id != "grid"]
 
 
+def with_warm_starts(state: SweepState, seeds: list[Seed]) -> list[Seed]:
+    """`seeds` with the winners of earlier sweeps on this target (sweep/warm.py) right after
+    the baseline: they are the best guesses there are. One that repeats another seed is left
+    out (noted)."""
+    from autotune.sweep.warm import warm_seeds
+
+    setup = state.setup
+    if setup.spec.search.sampler == "grid":
+        return seeds  # the grid enqueues every configuration anyway
+    taken = {config_key(s.config): s.id for s in seeds if s.enqueued}
+    warm = warm_seeds(
+        state.store,
+        setup.spec,
+        setup.space,
+        setup.planner,
+        gpu_name=setup.gpu_name,
+        metric=setup.refs[0].metric,
+        complete=lambda c: complete_by_rules(c, setup.space, setup.planner),
+        taken=taken,
+    )
+    head = [s for s in seeds if s.id == "baseline"]
+    return head + warm + [s for s in seeds if s.id != "baseline"]
+
+
 def queue_seeds(state: SweepState) -> None:
     """Queue a fresh sweep's seeds in the study (Optuna hands enqueued trials out before it
     samples) and note them (the report lists each, with why one was left out)."""
     setup = state.setup
     seeds = seed_configs(setup.spec, setup.space, setup.planner, setup.card, setup.gpu)
+    seeds = with_warm_starts(state, seeds)
     for s in seeds:
         if s.enqueued:
             enqueue(state.study, setup.space, s.config, s.id)

@@ -251,6 +251,15 @@ class SearchSpec(_Section):
         description="queue the configuration whose memory knobs (fraction, KV dtype, mamba "
         "slots, host cache) hold the most of the workload at once, by the planner alone",
     )
+    warm_start: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="queue right after the baseline up to this many winners (then runners-up) "
+        "of earlier sweeps in the same database on the same engine, model, GPU and TP, the "
+        "same engine version and objective first, then the newest; values this space does "
+        "not hold are dropped (0: none)",
+    )
     n_startup_trials: int = Field(8, ge=0, description="random trials before TPE models")
     refine: float = Field(
         0.25,

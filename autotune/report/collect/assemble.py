@@ -21,6 +21,7 @@ from autotune.report.collect.selection import (
     pick_winner,
     read_finalists,
     read_selection,
+    read_warm_starts,
 )
 from autotune.report.collect.spec import (
     is_simulated,
@@ -93,6 +94,7 @@ def collect(store: Store, sweep_name: str, *, redactor: Redactor | None = None) 
     data.importances = importances(store, row, refs)
     row_notes = row.notes if isinstance(row.notes, Mapping) else {}
     data.narrowed = [str(n) for n in row_notes.get("narrowed") or []]
+    data.warm_starts = read_warm_starts(row, trials)
     data.quality = quality_report(store, row_notes, spec, trials, winner)
     by_number = {t.number: t for t in trials}
     for f in data.finalists:

@@ -297,6 +297,17 @@ class Selection(BaseModel):
     launches: dict[str, int] = Field(default_factory=dict, description="purpose -> launches")
 
 
+class WarmStart(BaseModel):
+    """A configuration of an earlier sweep on the same target queued as a seed (sweep/warm.py),
+    or left out and why."""
+
+    id: str = Field(description="warm:<earlier sweep>#<its trial number>")
+    source: str
+    queued: bool
+    reason: str | None = None
+    trial: int | None = Field(None, description="this sweep's trial that launched it")
+
+
 class ReportData(BaseModel):
     sweep: str
     status: str
@@ -323,6 +334,7 @@ class ReportData(BaseModel):
     top: list[RankedTrial] = Field(default_factory=list)
     finalists: list[Finalist] = Field(default_factory=list)
     selection: Selection | None = None
+    warm_starts: list[WarmStart] = Field(default_factory=list)
     pareto: list[ParetoPoint] = Field(default_factory=list)
     pareto_axes: tuple[str, str] = ("TTFT p95 (s)", "throughput (tok/s)")
     failures: list[FailureGroup] = Field(default_factory=list)

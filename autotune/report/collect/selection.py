@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from autotune.report.collect.data import Direction, Finalist, Selection, TrialInfo, num
+from autotune.report.collect.data import (
+    Direction,
+    Finalist,
+    Selection,
+    TrialInfo,
+    WarmStart,
+    num,
+)
 from autotune.report.collect.study import baseline_from_study
 
 if TYPE_CHECKING:
@@ -107,3 +114,25 @@ def pick_winner(
         return None
     sign = 1.0 if direction == "maximize" else -1.0
     return max(done, key=lambda t: (sign * (t.value or 0.0), -(t.number or 0)))
+
+
+def read_warm_starts(row: SweepRow, trials: Sequence[TrialInfo]) -> list[WarmStart]:
+    """The configurations of earlier sweeps the sweep was seeded with (notes.seeds, ids
+    `warm:...`), each with the trial that launched it."""
+    meta = row.notes if isinstance(row.notes, Mapping) else {}
+    out: list[WarmStart] = []
+    for seed in meta.get("seeds") or []:
+        if not isinstance(seed, Mapping) or not str(seed.get("id", "")).startswith("warm:"):
+            continue
+        sid = str(seed["id"])
+        launched = next((t.number for t in trials if t.source == sid), None)
+        out.append(
+            WarmStart(
+                id=sid,
+                source=str(seed.get("source") or ""),
+                queued=bool(seed.get("enqueued")),
+                reason=seed.get("reason"),
+                trial=launched,
+            )
+        )
+    return out
