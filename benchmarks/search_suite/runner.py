@@ -137,9 +137,13 @@ class Run:
 
 
 def run_ours(land: Landscape, seed: int, budget: int, *, workers: int = 1,
-             overrides: dict[str, Any] | None = None) -> Run:  # fmt: skip
-    """The default search with `budget` launches; the winner it returns."""
+             overrides: dict[str, Any] | None = None, store_path: Path | None = None,
+             name: str | None = None) -> Run:  # fmt: skip
+    """The default search with `budget` launches; the winner it returns. `store_path`: a
+    database that outlives the run (earlier sweeps in it are warm starts; else a fresh one)."""
     data = spec_data(land.name, seed=seed, budget=budget)
+    if name is not None:
+        data["name"] = name
     for dotted, v in (overrides or {}).items():
         node = data
         *parents, last = dotted.split(".")
@@ -149,7 +153,7 @@ def run_ours(land: Landscape, seed: int, budget: int, *, workers: int = 1,
     clock = Clock()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(path=Path(tmp) / "s.db")
+        store = Store(path=store_path or Path(tmp) / "s.db")
         out = run_sweep(
             parse_spec(data),
             store=store,
