@@ -49,6 +49,18 @@ def load_state(state: SweepState) -> None:
             for m in state.store.get_measurements(row.id or 0):
                 if m.scenario == state.setup.probe and m.value is not None:
                     state.update_probe(m.value)
+        restore_cut(state, row)
+
+
+def restore_cut(state: SweepState, row: TrialRow) -> None:
+    """A feasible complete run's benchmark time of the cut scenario (search.cut_below)."""
+    label = state.setup.cut_scenario
+    cons = (row.launch or {}).get("constraints") or {}
+    if label is None or row.status != TrialStatus.COMPLETE or any(v > 0 for v in cons.values()):
+        return
+    for m in state.store.get_measurements(row.id or 0):
+        if m.scenario == label and m.repeat == 0:
+            state.update_wall(((m.metrics or {}).get("result") or {}).get("wall_s"))
 
 
 def _count_launch(state: SweepState, row: TrialRow) -> None:

@@ -93,3 +93,24 @@ def test_an_analytic_sweep_cuts_runs_far_behind_the_best(store: Any, tmp_path: P
 def test_cut_below_0_runs_every_benchmark_to_the_end(store: Any, tmp_path: Path) -> None:
     rows = _sweep(store, tmp_path, 0.0)
     assert rows and all(r.status != TrialStatus.PRUNED for r in rows)
+
+
+def test_a_resumed_sweep_cuts_from_the_fastest_stored_run(store: Any, tmp_path: Path) -> None:
+    """The cut survives a resume: the fastest feasible run's stored wall seconds come back."""
+    from types import SimpleNamespace
+
+    from autotune.sweep.resume import restore_cut
+
+    rows = _sweep(store, tmp_path, 0.5)
+    walls: list[float] = []
+    state = SimpleNamespace(
+        setup=SimpleNamespace(cut_scenario="tp"), store=store, update_wall=walls.append
+    )
+    for row in rows:
+        restore_cut(state, row)  # type: ignore[arg-type]
+    complete = [r for r in rows if r.status == TrialStatus.COMPLETE]
+    assert len(walls) == len(complete) > 0
+    stored = [
+        m.metrics["result"]["wall_s"] for r in complete for m in store.get_measurements(r.id)
+    ]
+    assert min(walls) == min(stored) > 0
