@@ -44,6 +44,22 @@ def test_cheap_scenarios_run_first() -> None:
     assert [s.label for s in order_scenarios([heavy, probe], "as_written")] == ["big", "probe"]
 
 
+def _sim_spec(tmp_path: Path, **fields: Any) -> TrialSpec:
+    """A trial of the simulated Qwen3.8-27B AWQ on an RTX 4080 SUPER 32G (SGLang 0.5.17)."""
+    return TrialSpec(
+        sweep="t",
+        engine_version="0.5.17",
+        model="qwen3.8-27b-awq-int4",
+        gpu="rtx-4080-super-32g",
+        simulate=True,
+        sim_time_scale=20,
+        sim_extra_args=["--sim-max-startup-s", "0.2"],
+        registry_path=str(tmp_path / "pids.jsonl"),
+        stop_grace_s=3,
+        **fields,
+    )
+
+
 def test_sim_trial_measures_and_reports_the_launch(tmp_path: Path) -> None:
     from autotune.hardware import get_gpu
     from autotune.models import load_card
@@ -55,16 +71,10 @@ def test_sim_trial_measures_and_reports_the_launch(tmp_path: Path) -> None:
         "enable_metrics": True,
         "max_mamba_cache_size": 12,
     }
-    spec = TrialSpec(
-        sweep="t",
+    spec = _sim_spec(
+        tmp_path,
         number=3,
         config=config,
-        engine_version="0.5.17",
-        model="qwen3.8-27b-awq-int4",
-        gpu="rtx-4080-super-32g",
-        simulate=True,
-        sim_time_scale=20,
-        sim_extra_args=["--sim-max-startup-s", "0.2"],
         scenarios=[
             {
                 "kind": "decode",
@@ -76,8 +86,6 @@ def test_sim_trial_measures_and_reports_the_launch(tmp_path: Path) -> None:
             }
         ],
         log_dir=str(tmp_path / "logs"),
-        registry_path=str(tmp_path / "pids.jsonl"),
-        stop_grace_s=3,
     )
     res = run_trial(spec)
     assert res.status == TrialStatus.COMPLETE, (res.failure, res.log_tail)
@@ -178,37 +186,34 @@ def test_a_slow_run_is_cut_once_it_cannot_reach_the_share_of_the_best(tmp_path: 
     """search.cut_below on a real server process: the throughput scenario stops when its
     benchmark outlasts cut_after_s; the trial is pruned with the reason, the engine stopped, and
     a run within the time keeps its wall seconds for the next cut."""
-    base: dict[str, Any] = dict(
-        sweep="t",
-        number=1,
-        config={"mem_fraction_static": 0.9, "kv_cache_dtype": "fp8_e4m3"},
-        engine_version="0.5.17",
-        model="qwen3.8-27b-awq-int4",
-        gpu="rtx-4080-super-32g",
-        simulate=True,
-        sim_time_scale=20,
-        sim_extra_args=["--sim-max-startup-s", "0.2"],
-        scenarios=[
-            {
-                "kind": "throughput",
-                "name": "tp",
-                "prompt_len": 128,
-                "output_len": 64,
-                "concurrency": 2,
-                "num_requests": 4,
-                "warmup_requests": 0,
-            }
-        ],
-        registry_path=str(tmp_path / "pids.jsonl"),
-        stop_grace_s=3,
-        cut_scenario="tp",
-    )
-    cut = run_trial(TrialSpec(**base, log_dir=str(tmp_path / "a"), cut_after_s=0.05))
+
+    def spec(log: str, cut_after_s: float) -> TrialSpec:
+        return _sim_spec(
+            tmp_path,
+            number=1,
+            config={"mem_fraction_static": 0.9, "kv_cache_dtype": "fp8_e4m3"},
+            scenarios=[
+                {
+                    "kind": "throughput",
+                    "name": "tp",
+                    "prompt_len": 128,
+                    "output_len": 64,
+                    "concurrency": 2,
+                    "num_requests": 4,
+                    "warmup_requests": 0,
+                }
+            ],
+            log_dir=str(tmp_path / log),
+            cut_scenario="tp",
+            cut_after_s=cut_after_s,
+        )
+
+    cut = run_trial(spec("a", 0.05))
     assert cut.status == TrialStatus.PRUNED, (cut.failure, cut.log_tail)
     assert cut.reason is not None and cut.reason.startswith("cut: 'tp'")
     assert cut.measurements == []
     assert cut.stop is not None and cut.stop["leftovers"] == [] and cut.stop["port_freed"]
-    kept = run_trial(TrialSpec(**base, log_dir=str(tmp_path / "b"), cut_after_s=600.0))
+    kept = run_trial(spec("b", 600.0))
     assert kept.status == TrialStatus.COMPLETE, (kept.failure, kept.log_tail)
     (m,) = kept.measurements
     assert 0.05 < m.result["wall_s"] < 600
