@@ -15,7 +15,8 @@ anchor once at the largest budget and is scored on its first n launches (its can
 a fixed order). Median, 10th percentile and worst over the seeds.
 
     .venv/bin/python benchmarks/search_landscapes.py --seeds 20 --jobs 16 \\
-        --json benchmarks/results/search_landscapes.json --md benchmarks/results/search_landscapes.md
+        --json benchmarks/results/search_landscapes.json --md benchmarks/results/search_landscapes.md \\
+        --plot benchmarks/results/search_landscapes.png
     .venv/bin/python benchmarks/search_landscapes.py --only mixed-ttft-a100 --seeds 3 --budgets 8 40
 """
 
@@ -150,6 +151,7 @@ def main() -> None:
                     help="no runs: report the runs stored by earlier --json files together")  # fmt: skip
     ap.add_argument("--json", type=Path)
     ap.add_argument("--md", type=Path)
+    ap.add_argument("--plot", type=Path, help="the curves: median share by launches (PNG)")
     a = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     names = a.only or list(LANDSCAPES)
@@ -210,6 +212,43 @@ def _write(a: argparse.Namespace, names: list[str], results: list[dict[str, Any]
                                       "runs": results}, indent=1, default=str) + "\n")  # fmt: skip
     if a.md:
         a.md.write_text(markdown(names, out, budgets, seeds, workers))
+    if a.plot:
+        curves(names, out, budgets, a.plot)
+
+
+def curves(names: list[str], out: dict[str, Any], budgets: list[int], path: Path) -> None:
+    """Median captured share by launches, ours (with its 10th percentile as a band) and each
+    anchor's, one panel per landscape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = 4
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        f = out[name]
+        xs = [b for b in budgets if str(b) in f["ours"]]
+        ax.plot(xs, [f["ours"][str(b)]["median"] for b in xs], "o-", lw=2, label="ours")
+        ax.fill_between(xs, [f["ours"][str(b)]["p10"] for b in xs],
+                        [f["ours"][str(b)]["median"] for b in xs], alpha=0.2)  # fmt: skip
+        for m, v in f["anchors"].items():
+            ax_xs = [b for b in budgets if str(b) in v]
+            ax.plot(ax_xs, [v[str(b)]["median"] for b in ax_xs], "--", label=m)
+        ax.set_xscale("log")
+        ax.set_xticks(budgets, [str(b) for b in budgets])
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("launches")
+        ax.set_ylabel("captured share (median)")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def report(names: list[str], results: list[dict[str, Any]], budgets: list[int],
@@ -343,6 +382,9 @@ def markdown(names: list[str], out: dict[str, Any], budgets: list[int], seeds: i
         "Launch noise "
         f"{NOISE['run_noise']:.0%} heavy-tailed, stragglers {NOISE['straggler_rate']:.0%}, "
         f"flaky starts {NOISE['flaky_start_rate']:.0%}.",
+        "",
+        "The curves (median share by launches; ours with its 10th percentile as a band, the "
+        "anchors dashed): search_landscapes.png, written by `--plot` with the merge.",
         "",
         "Captured share = (true value of the returned winner - defaults) / (optimum - defaults), "
         f"true values noise-free; {seeds} seeds; every launch counts. Cells: median / 10th "
