@@ -201,3 +201,20 @@ def test_adapter_delegates() -> None:
     assert adapter.parse_startup(HYBRID) == parse_startup(HYBRID)
     assert adapter.is_ready_line("main: model loaded")
     assert adapter.classify_failure(PORT, 1, was_ready=False).cls is FailureClass.PORT_IN_USE
+
+
+def test_a_repacked_host_copy_counts_once() -> None:
+    """On a CPU with AMX the pinned llama.cpp repacks the weights into an AMX buffer while the
+    mapped CPU buffer still spans their file range (lines from the CPU integration test's tiny
+    model on such a host): the weights are 4.09 MiB, not the 8.18 the two lines add up to."""
+    amx = (
+        "0.00.055.281 I load_tensors:          AMX model buffer size =     4.09 MiB\n"
+        "0.00.055.287 I load_tensors:   CPU_Mapped model buffer size =     4.09 MiB\n"
+    )
+    d = parse_startup_details(amx)
+    assert d.model.total_mib == pytest.approx(8.18)
+    assert d.model.device_mib() == 0 and d.model.weights_mib() == pytest.approx(4.09)
+    assert parse_startup(amx).weights_gib == pytest.approx(4.09 / 1024, abs=1e-6)
+    # offloaded layers on a GPU stay on top of the host's share
+    gpu = amx + "0.00.055.290 I load_tensors:        CUDA0 model buffer size =   100.00 MiB\n"
+    assert parse_startup_details(gpu).model.weights_mib() == pytest.approx(104.09)

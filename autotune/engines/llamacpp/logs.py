@@ -87,6 +87,13 @@ def is_ready_line(line: str) -> bool:
     return _READY_RE.search(line.rstrip()) is not None
 
 
+# ggml-cpu's extra buffer types (amx.cpp, repack.cpp, kleidiai.cpp of the pinned llama.cpp): the
+# weights they take are repacked copies of tensors whose file range the mapped CPU buffer can
+# still span (llama_model_loader::get_mapping_range maps first..last of the CPU context's
+# tensors), so the two overlap rather than add up.
+REPACK_BUFFERS = frozenset({"AMX", "CPU_REPACK", "CPU_KLEIDIAI"})
+
+
 @dataclass
 class Buffers:
     """MiB per buffer name (`CPU`, `CPU_Mapped`, `CUDA0`, `CUDA_Host`) of one kind."""
@@ -101,12 +108,25 @@ class Buffers:
         return sum(self.by_device.values())
 
     def device_mib(self) -> float:
-        """MiB on accelerators (CUDA0, ...; not CPU* buffers nor pinned `*_Host` memory)."""
+        """MiB on accelerators (CUDA0, ...; not CPU* or repack buffers nor pinned `*_Host`
+        memory)."""
         return sum(
             v
             for k, v in self.by_device.items()
-            if not k.upper().startswith("CPU") and not k.endswith("_Host")
+            if not k.upper().startswith("CPU")
+            and not k.endswith("_Host")
+            and k not in REPACK_BUFFERS
         )
+
+    def weights_mib(self) -> float:
+        """The model's weights: device buffers plus the host's, where a repacked copy (AMX on
+        an AMX CPU, CPU_REPACK) and the mapped file range it overlaps count once (the larger)."""
+        repack = sum(v for k, v in self.by_device.items() if k in REPACK_BUFFERS)
+        if not repack:
+            return self.total_mib
+        device = self.device_mib()
+        host = self.total_mib - device - repack
+        return device + max(host, repack)
 
 
 @dataclass
@@ -219,14 +239,15 @@ def _gib(mib: float | None) -> float | None:
 def parse_startup(log_text: str) -> LaunchReport:
     """What a launch got, as the engine-neutral LaunchReport.
 
-    Mapping: weights_gib = every model buffer (host and device); kv_* from the KV cache size line
+    Mapping: weights_gib = every model buffer (host and device; a repacked host copy and the
+    mapped range it overlaps once, Buffers.weights_mib); kv_* from the KV cache size line
     (kv_pool_tokens = cells x streams); mamba_* from the recurrent-state cache of hybrid models
     (slots = its cells, conv = R, ssm = S); context_len = the context of one slot;
     max_running_requests = slots; max_total_num_tokens = the context's n_ctx. Compute buffers
     have no LaunchReport field; `parse_startup_details` has them.
     """
     s = parse_startup_details(log_text)
-    weights = s.model.total_mib if s.model.by_device else None
+    weights = s.model.weights_mib() if s.model.by_device else None
     return LaunchReport(
         weights_gib=_gib(weights),
         kv_dtype=s.kv_type_k if s.kv_type_k == s.kv_type_v else _pair(s.kv_type_k, s.kv_type_v),
