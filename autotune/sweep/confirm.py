@@ -33,6 +33,7 @@ from autotune.sweep.selection import enabled, reselect
 from autotune.sweep.state import Running
 from autotune.sweep.study import config_key, user_constraints
 from autotune.sweep.trial import started_nothing
+from autotune.sweep.trial_bench import CUT_PREFIX
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -168,7 +169,19 @@ def finish(state: SweepState) -> None:
         if best.row_id is not None:
             state.store.update_sweep(state.sweep_id, best_trial_id=best.row_id)
     state.notes["launches_by_source"] = launches_by_source(state)
+    cut = cut_runs(state)
+    if cut:
+        state.notes["cut_runs"] = cut
     state.save_notes()
+
+
+def cut_runs(state: SweepState) -> int:
+    """Search runs whose benchmark search.cut_below stopped early."""
+    return sum(
+        1
+        for row in state.store.get_trials(state.sweep_id, TrialStatus.PRUNED)
+        if str((row.launch or {}).get("reason") or "").startswith(CUT_PREFIX)
+    )
 
 
 def load(state: SweepState) -> None:

@@ -210,10 +210,13 @@ async def _watched(
                 await task
 
 
+CUT_PREFIX = "cut: "
+
+
 def cut_reason(label: str, after_s: float) -> str:
     """Why a search run's benchmark was stopped early (search.cut_below)."""
     return (
-        f"cut: {label!r} was still running after {after_s:.1f} s, longer than the best "
+        f"{CUT_PREFIX}{label!r} was still running after {after_s:.1f} s, longer than the best "
         "feasible run took for the same work divided by search.cut_below: its throughput "
         "can no longer reach that share of the best"
     )

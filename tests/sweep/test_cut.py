@@ -88,11 +88,18 @@ def test_an_analytic_sweep_cuts_runs_far_behind_the_best(store: Any, tmp_path: P
         assert "search.cut_below" in (r.launch or {}).get("reason", "")
     fast = [r for r in rows if r.config.get("max_running_requests") == 8]
     assert all(r.status == TrialStatus.COMPLETE for r in fast)
+    # the notes count them and the report says so
+    assert (store.get_sweep("t").notes or {})["cut_runs"] == len(cut)
+    from autotune.report.writer import write_report
+
+    text = Path(write_report(store, "t", tmp_path / "report", plots=False).report_md).read_text()
+    assert f"{len(cut)} search run" in text and "stopped early" in text
 
 
 def test_cut_below_0_runs_every_benchmark_to_the_end(store: Any, tmp_path: Path) -> None:
     rows = _sweep(store, tmp_path, 0.0)
     assert rows and all(r.status != TrialStatus.PRUNED for r in rows)
+    assert "cut_runs" not in (store.get_sweep("t").notes or {})
 
 
 def test_a_resumed_sweep_cuts_from_the_fastest_stored_run(store: Any, tmp_path: Path) -> None:

@@ -295,6 +295,7 @@ class Selection(BaseModel):
         None, description="chance the winner's true figures meet the spec's bounds"
     )
     launches: dict[str, int] = Field(default_factory=dict, description="purpose -> launches")
+    cut_runs: int = Field(0, description="search runs stopped early by search.cut_below")
 
 
 class WarmStart(BaseModel):

@@ -80,6 +80,7 @@ def read_selection(row: SweepRow) -> Selection | None:
     out = Selection.model_validate(dict(sel) if isinstance(sel, Mapping) else {})
     if isinstance(launches, Mapping):
         out.launches = {str(k): int(v) for k, v in launches.items()}
+    out.cut_runs = int(meta.get("cut_runs") or 0)
     return out
 
 
