@@ -28,7 +28,7 @@ from autotune.sweep.confidence import (
     winner,
     worst_margin,
 )
-from autotune.sweep.resume import row_launched
+from autotune.sweep.resume import row_feasible, row_launched
 from autotune.sweep.selection import enabled, reselect
 from autotune.sweep.state import Running
 from autotune.sweep.study import config_key, user_constraints
@@ -133,9 +133,9 @@ def estimates_from_store(state: SweepState) -> list[Estimate]:
     bounds = state.setup.spec.objective.constraints
     by_key: dict[str, Estimate] = {}
     for row in state.store.get_trials(state.sweep_id, TrialStatus.COMPLETE):
-        cons = (row.launch or {}).get("constraints") or {}
-        if row.value is None or any(v > 0 for v in cons.values()):
+        if row.value is None or not row_feasible(row):  # (the first test narrows the type)
             continue
+        cons = (row.launch or {}).get("constraints") or {}
         runs = figures_by_repeat(state.store.get_measurements(row.id or 0))
         est = by_key.setdefault(
             config_key(row.config), Estimate(row.number or 0, dict(row.config), row_id=row.id)

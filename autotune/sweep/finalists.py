@@ -13,6 +13,7 @@ from autotune.store.models import TrialStatus
 from autotune.sweep.confidence import figures_by_repeat
 from autotune.sweep.control import POLL_S, check_deadline, wait_any
 from autotune.sweep.recording import collect, store_measurements
+from autotune.sweep.resume import row_feasible
 from autotune.sweep.state import Running
 from autotune.sweep.study import config_key
 from autotune.sweep.trial import started_nothing
@@ -30,10 +31,7 @@ def finalist_rows(state: SweepState) -> list[TrialRow]:
     """Top-k complete, feasible trials by the first objective, one per configuration."""
     maximize = state.setup.maximize
     rows = [
-        r
-        for r in state.store.get_trials(state.sweep_id, TrialStatus.COMPLETE)
-        if r.value is not None
-        and not any(v > 0 for v in ((r.launch or {}).get("constraints") or {}).values())
+        r for r in state.store.get_trials(state.sweep_id, TrialStatus.COMPLETE) if row_feasible(r)
     ]
     rows.sort(key=lambda r: (-(r.value or 0.0) if maximize else (r.value or 0.0), r.number or 0))
     seen: set[str] = set()

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from autotune.errors import EngineError, TrialInfeasible
 from autotune.store.models import SweepStatus, TrialStatus
+from autotune.sweep.resume import row_feasible
 
 if TYPE_CHECKING:
     from autotune.store.models import TrialRow
@@ -119,13 +120,7 @@ def best_feasible(rows: Sequence[TrialRow], *, maximize: bool) -> TrialRow | Non
     """The complete trial with the best main value that breaks no constraint, or None:
     a trial that breaks one is never the winner."""
     sign = 1.0 if maximize else -1.0
-    ok = [
-        r
-        for r in rows
-        if r.status == TrialStatus.COMPLETE.value
-        and r.value is not None
-        and not any(v > 0 for v in ((r.launch or {}).get("constraints") or {}).values())
-    ]
+    ok = [r for r in rows if row_feasible(r)]
     return max(ok, key=lambda r: (sign * (r.value or 0.0), -(r.number or 0)), default=None)
 
 

@@ -365,3 +365,25 @@ def longest_request_tokens(scenarios: Sequence[Any]) -> int:
         else:
             need = max(need, int(getattr(s, "prompt_len", 0)) + out)
     return need
+
+
+def vet_seed(
+    space: SearchSpace,
+    planner: TrialPlanner,
+    cfg: Mapping[str, Any],
+    *,
+    source: str,
+    extra: Mapping[str, Any] | None = None,
+) -> tuple[dict[str, Any], str | None]:
+    """A seed's values of `space`'s parameters as it would launch: validated against the
+    space, resolved (plus `extra` flags the space does not search) and gated by the planner.
+    (the configuration, why it cannot be queued or None)."""
+    from autotune.errors import ConfigError
+
+    try:
+        space.validate_config(dict(cfg), source=source)
+    except ConfigError as exc:
+        return dict(cfg), f"outside this sweep's space: {exc}"
+    config = {**space.resolve(dict(cfg)), **(extra or {})}
+    verdict = planner.assess(config)
+    return config, None if verdict.fits else "; ".join(verdict.reasons)

@@ -37,6 +37,16 @@ def row_launched(row: TrialRow) -> bool:
     )
 
 
+def row_feasible(row: TrialRow) -> bool:
+    """Whether a stored trial is a complete one with a value and no bound broken."""
+    cons = (row.launch or {}).get("constraints") or {}
+    return (
+        row.status == TrialStatus.COMPLETE.value
+        and row.value is not None
+        and not any(v > 0 for v in cons.values())
+    )
+
+
 def load_state(state: SweepState) -> None:
     """Counts, best values, the planner correction and the dedupe map from the rows."""
     for row in state.store.get_trials(state.sweep_id):
@@ -55,8 +65,7 @@ def load_state(state: SweepState) -> None:
 def restore_cut(state: SweepState, row: TrialRow) -> None:
     """A feasible complete run's benchmark time of the cut scenario (search.cut_below)."""
     label = state.setup.cut_scenario
-    cons = (row.launch or {}).get("constraints") or {}
-    if label is None or row.status != TrialStatus.COMPLETE or any(v > 0 for v in cons.values()):
+    if label is None or not row_feasible(row):
         return
     for m in state.store.get_measurements(row.id or 0):
         if m.scenario == label and m.repeat == 0:

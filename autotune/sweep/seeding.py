@@ -20,7 +20,7 @@ from autotune.space.engine_fields import ENGINE_FIELDS
 from autotune.space.models import SearchSpace
 from autotune.space.rules import ConfigValue, same
 from autotune.sweep.known_good import Seed, applicable
-from autotune.sweep.planning import TrialPlanner
+from autotune.sweep.planning import TrialPlanner, vet_seed
 from autotune.sweep.spec import SweepSpec
 from autotune.sweep.study import config_key, enqueue
 
@@ -93,16 +93,8 @@ def _known_good(
                 reason = f"{key} is not an engine field"
         if reason is None:
             cfg, filled = complete_by_rules(cfg, space, planner)
-            try:
-                space.validate_config(cfg, source=seed.id)
-            except ConfigError as exc:
-                reason = f"outside this sweep's space: {exc}"
-        if reason is None:
-            config = {**space.resolve(cfg), **extra}
-            verdict = planner.assess(config)
-            if not verdict.fits:
-                reason = "; ".join(verdict.reasons)
-            else:
+            config, reason = vet_seed(space, planner, cfg, source=seed.id, extra=extra)
+            if reason is None:
                 note = f" (completed: {', '.join(filled)})" if filled else ""
                 out.append(
                     Seed(

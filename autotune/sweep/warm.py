@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from autotune.errors import ConfigError
 from autotune.space.rules import same
 from autotune.store.models import TrialStatus
 from autotune.sweep.known_good import Seed
+from autotune.sweep.planning import vet_seed
+from autotune.sweep.resume import row_feasible
 from autotune.sweep.study import config_key
 
 if TYPE_CHECKING:
@@ -121,11 +122,6 @@ def sources(store: Store, spec: SweepSpec, gpu_name: str, metric: str) -> list[S
     return sorted(out, key=lambda s: s.rank)
 
 
-def _feasible(row: TrialRow) -> bool:
-    cons = (row.launch or {}).get("constraints") or {}
-    return row.value is not None and not any(v > 0 for v in cons.values())
-
-
 def winner(store: Store, source: Source) -> TrialRow | None:
     """The trial the earlier sweep chose: its noise-aware selection's winner, else its best."""
     row = source.row
@@ -144,7 +140,7 @@ def runner_up(store: Store, source: Source, first: TrialRow) -> TrialRow | None:
     rows = [
         t
         for t in store.get_trials(source.row.id or 0, TrialStatus.COMPLETE)
-        if _feasible(t) and config_key(t.config) != config_key(first.config)
+        if row_feasible(t) and config_key(t.config) != config_key(first.config)
     ]
     sign = -1.0 if source.direction == "minimize" else 1.0
     return max(rows, key=lambda t: (sign * (t.value or 0.0), -(t.number or 0)), default=None)
@@ -193,20 +189,15 @@ def _seed(cand: Candidate, space: SearchSpace, planner: TrialPlanner, complete: 
     cfg, dropped = project(cand.trial.config, space)
     cfg, filled = complete(cfg)
     source = cand.text()
-    try:
-        space.validate_config(cfg, source=cand.id)
-    except ConfigError as exc:
-        return Seed(id=cand.id, source=source, config=cfg, reason=f"outside this space: {exc}")
-    config = space.resolve(cfg)
-    verdict = planner.assess(config)
+    config, reason = vet_seed(space, planner, cfg, source=cand.id)
     if dropped:
         source += f"; dropped: {', '.join(dropped)}"
     if filled:
         # the values only: the rules' ids are the project's own (the report shows this text)
         values = ", ".join(f.split(" (rule ")[0] for f in filled)
         source += f"; completed as the rules require: {values}"
-    if not verdict.fits:
-        return Seed(id=cand.id, source=source, config=config, reason="; ".join(verdict.reasons))
+    if reason is not None:
+        return Seed(id=cand.id, source=source, config=config, reason=reason)
     return Seed(id=cand.id, source=source, config=config, enqueued=True)
 
 
