@@ -13,7 +13,8 @@ from autotune.engines.llamacpp import (
     parse_startup,
     parse_startup_details,
 )
-from autotune.engines.llamacpp.logs import strip_prefix
+from autotune.engines.llamacpp.binary import PINNED_VERSION, cache_root
+from autotune.engines.llamacpp.logs import REPACK_BUFFERS, strip_prefix
 
 # tiny-hybrid (Qwen3.5 layout), --parallel 3 --ctx-size 1536 --kv-unified (lines trimmed)
 HYBRID = """\
@@ -218,3 +219,40 @@ def test_a_repacked_host_copy_counts_once() -> None:
     # offloaded layers on a GPU stay on top of the host's share
     gpu = amx + "0.00.055.290 I load_tensors:        CUDA0 model buffer size =   100.00 MiB\n"
     assert parse_startup_details(gpu).model.weights_mib() == pytest.approx(104.09)
+
+
+def _pinned(name: str) -> str:
+    path = cache_root() / PINNED_VERSION / "share" / name
+    if not path.is_file():
+        pytest.skip(
+            f"no {path}: rerun scripts/build-llama-server (llama.cpp source is not in git)"
+        )
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.llamacpp
+def test_repack_buffers_are_the_pinned_ggml_cpus_extra_buffer_types() -> None:
+    """REPACK_BUFFERS are the names of the buffer types the pinned ggml-cpu lists as extra
+    (ggml_backend_cpu_get_extra_buffer_types), and the loader maps the whole file range of a
+    CPU context's tensors (first..last offset), which is why a repacked copy overlaps it."""
+    import re
+
+    cpu = _pinned("ggml-cpu.cpp")
+    body = cpu[cpu.index("ggml_backend_cpu_get_extra_buffer_types() {") :]
+    body = body[: body.index("return bufts;\n    }();")]
+    extra = set(re.findall(r"bufts\.push_back\((ggml_backend_\w+)_buffer_type\(\)\)", body))
+    assert extra  # the list is read
+    names = set()
+    for file in ("amx.cpp", "repack.cpp", "kleidiai.cpp", "ime.cpp"):
+        for fn, name in re.findall(
+            r"static const char \* (ggml_backend_\w+)_buffer_type_get_name\([^)]*\)\s*\{"
+            r"[^}]*?return \"([A-Z0-9_]+)\"",
+            _pinned(file),
+        ):
+            if fn in extra:
+                names.add(name)
+    assert names == REPACK_BUFFERS
+    loader = _pinned("llama-model-loader.cpp")
+    mapping = loader[loader.index("void llama_model_loader::get_mapping_range") :][:900]
+    assert re.search(r"\*first = std::min\(\*first, weight->offs\)", mapping)
+    assert re.search(r"\*last\s*= std::max\(\*last,\s*weight->offs \+ ggml_nbytes", mapping)

@@ -43,7 +43,19 @@ DEFAULT_JOBS = 2
 # Source files kept next to the binary (share/): the vocab-only GGUF that gives the random test
 # models a real tokenizer (autotune.testing.gguf_models), and the option/type tables the flag
 # tests check the adapter against (tests/engines/test_llamacpp_flags.py).
-SHARE_FILES = ("models/ggml-vocab-llama-spm.gguf", "common/arg.cpp", "common/speculative.cpp")
+SHARE_FILES = (
+    "models/ggml-vocab-llama-spm.gguf",
+    "common/arg.cpp",
+    "common/speculative.cpp",
+    # ggml-cpu's extra (repacking) buffer types and the loader's mapped range: the log parser's
+    # REPACK_BUFFERS are checked against them (tests/engines/test_llamacpp_logs.py)
+    "ggml/src/ggml-cpu/ggml-cpu.cpp",
+    "ggml/src/ggml-cpu/amx/amx.cpp",
+    "ggml/src/ggml-cpu/repack.cpp",
+    "ggml/src/ggml-cpu/kleidiai/kleidiai.cpp",
+    "ggml/src/ggml-cpu/spacemit/ime.cpp",
+    "src/llama-model-loader.cpp",
+)
 
 # ggml adds a backend's folder only when its GGML_<NAME> option is on; this recipe builds CPU and
 # CUDA, so a slim sdist drops the others (CUDA's sources stay: HIP and MUSA reuse them but are

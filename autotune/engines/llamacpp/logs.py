@@ -87,11 +87,11 @@ def is_ready_line(line: str) -> bool:
     return _READY_RE.search(line.rstrip()) is not None
 
 
-# ggml-cpu's extra buffer types (amx.cpp, repack.cpp, kleidiai.cpp of the pinned llama.cpp): the
+# ggml-cpu's extra buffer types (ggml_backend_cpu_get_extra_buffer_types of the pinned llama.cpp): the
 # weights they take are repacked copies of tensors whose file range the mapped CPU buffer can
 # still span (llama_model_loader::get_mapping_range maps first..last of the CPU context's
 # tensors), so the two overlap rather than add up.
-REPACK_BUFFERS = frozenset({"AMX", "CPU_REPACK", "CPU_KLEIDIAI"})
+REPACK_BUFFERS = frozenset({"AMX", "CPU_REPACK", "CPU_KLEIDIAI", "CPU_RISCV64_SPACEMIT"})
 
 
 @dataclass
