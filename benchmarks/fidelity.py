@@ -52,7 +52,9 @@ def _row(r: Replay) -> str:
         _fmt(r.kv_ratio, ".3f"),
         _fmt(r.observed.weights_gib, ".2f"),
         _fmt(plan.weights_gib if plan else None, ".2f"),
-        "fit" if rec.name in FITTED else (r.skipped or _unstated(rec)),
+        "fit"
+        if rec.name in FITTED
+        else (r.skipped or "; ".join(filter(None, (r.note, _unstated(rec))))),
     ]
     return "| " + " | ".join(cells) + " |"
 

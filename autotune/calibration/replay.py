@@ -5,7 +5,10 @@ The planner is given what the engine itself measured before loading weights when
 it (SGLang's `Load weight begin. avail mem=`, or `Load weight end`'s free memory plus its
 `mem usage`) and the device total vLLM <= 0.9.2 prints; otherwise it starts from the GPU
 catalog's capacity, as it does before a first launch. Either way the weights, the KV cell and the engine's
-budget rules are the planner's own.
+budget rules are the planner's own. A launch whose GPU is not named (or not in the catalog) but
+whose log states that free memory is planned on a stand-in of that size (`stand_in_gpu`):
+SGLang's budget is a share of the free memory it measured, and the card's size class only picks
+the engine's size-dependent defaults. Such a replay still counts as unstated.
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ class Replay:
     observed: LaunchReport
     plan: Plan | None
     skipped: str | None = None  # why no prediction
+    note: str | None = None  # what the prediction assumed beyond the record (a stand-in GPU)
     # The source does not state an input of the launch (its KV dtype, which of a GPU's memory
     # sizes, the record's `unstated` list): no planner could predict it (for the list, the plan
     # is the engine's defaults). A missing card or catalog entry is ours, not this.
@@ -151,12 +155,24 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
     from autotune.planner.dispatch import plan_for
 
     observed = parse(record)
-    if record.gpu is None:  # no planner could place it, card or not
+    free = None if blind else observed.free_before_weights_gib  # SGLang logs it; vLLM: None
+    note: str | None = None
+    if record.gpu is None and free is None:  # no planner could place it, card or not
         return Replay(record, observed, None, "the GPU is not stated", unstated=True)
     card = card_of(record)
     if card is None:
-        return Replay(record, observed, None, f"no card for {record.card or record.model}")
+        return Replay(
+            record,
+            observed,
+            None,
+            f"no card for {record.card or record.model}",
+            unstated=record.gpu is None,
+        )
     gpu = gpu_of(record)
+    if gpu is None and free is not None and (record.gpu is None or not gpus_named(record)):
+        gpu = stand_in_gpu(record.gpu_vendor, free)
+        what = "not stated" if record.gpu is None else f"{record.gpu!r}, not in the catalog"
+        note = f"GPU {what}: planned on {gpu.label}"
     if gpu is None:
         if not gpus_named(record):
             return Replay(record, observed, None, f"GPU {record.gpu!r} is not in the catalog")
@@ -184,7 +200,6 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         # V0's engine-config line states it: entry points such as benchmark_throughput.py pass
         # enable_chunked_prefill=False explicitly, which the long-context default never overrides.
         config.setdefault("enable_chunked_prefill", chunked.group(1) == "True")
-    free = None if blind else observed.free_before_weights_gib  # SGLang logs it; vLLM: None
     try:
         plan = plan_for(
             record.engine,
@@ -196,5 +211,33 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
             gpu_free_gib=free,
         )
     except AutotuneError as exc:
-        return Replay(record, observed, None, f"planner refused: {exc}")
-    return Replay(record, observed, plan, unstated=bool(record.unstated))
+        return Replay(record, observed, None, f"planner refused: {exc}", note)
+    unstated = bool(record.unstated) or record.gpu is None
+    return Replay(record, observed, plan, note=note, unstated=unstated)
+
+
+def stand_in_gpu(vendor: str, free_gib: float) -> GPUSpec:
+    """A GPU the record does not name, from the free memory its engine measured before the
+    weights: the vendor's catalog card whose capacity less the planner's reserve is nearest,
+    resized so that capacity less that reserve is the logged free memory (no desktop); a
+    stock card, not a modded one, where sizes tie."""
+    from autotune.hardware.gpus import GPU_CATALOG
+    from autotune.planner.sglang import DEFAULT_RESERVE_MIB
+
+    mib = round(free_gib * 1024) + DEFAULT_RESERVE_MIB
+    same = sorted(
+        (g for g in GPU_CATALOG.values() if g.vendor == vendor and "modded" not in g.label),
+        key=lambda g: g.name,
+    )
+    if not same:
+        raise AutotuneError(f"no catalog GPU of vendor {vendor!r} to stand in")
+    like = min(same, key=lambda g: abs(g.memory_mib - mib))
+    return like.model_copy(
+        update={
+            "name": f"unnamed-{vendor}-{mib}m",
+            "label": f"a {mib / 1024:.1f} GiB card like {like.label} (free memory from the log)",
+            "device_names": (),
+            "memory_mib": mib,
+            "desktop_reserve_mib": 0,
+        }
+    )

@@ -74,6 +74,7 @@ def test_replay_says_why_it_cannot_predict() -> None:
     assert no_dtype.skipped == "the KV cache dtype is not stated" and no_dtype.unstated
     assert not replay(_record(model="acme/unknown-7b")).unstated
     assert replay(_record(gpu=None)).skipped == "the GPU is not stated"
+    assert replay(_record(gpu=None, model="acme/unknown-7b")).unstated
     # A flag the source hides (set through an unseen variable): predicted from the engine's
     # defaults, and counted as unstated.
     hidden = replay(_record(unstated=["mem_fraction_static"]))
@@ -87,6 +88,34 @@ def test_gpu_names_and_free_memory_from_the_record() -> None:
     log = "[2025-01-01 00:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
     assert parse(_record(engine="sglang", log=log)).free_before_weights_gib == 78.5
     assert parse(_record(log=log)).free_before_weights_gib is None  # vLLM logs no such line
+
+
+def test_an_unnamed_gpu_is_planned_on_a_stand_in_of_the_logged_free_memory() -> None:
+    # SGLang's budget is a share of the free memory it measured before the weights; a log that
+    # states it places the launch without the GPU's name. Qwen3-14B bf16 on one card, SGLang
+    # 0.4.6 (xorbitsai/inference#3481): 19.67 GB free after 27.57 GB of weights.
+    log = (
+        "[2025-05-19 01:06:14] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, "
+        "avail mem=19.67 GB, mem usage=27.57 GB.\n"
+        "[2025-05-19 01:06:14] KV Cache is allocated. #tokens: 91749, K size: 7.00 GB, "
+        "V size: 7.00 GB\n"
+    )
+    rec = _record(engine="sglang", version="0.4.6.post4", gpu=None, gpu_count=1, tp=1,
+                  model="Qwen/Qwen3-14B", family="dense", log=log)  # fmt: skip
+    r = replay(rec)
+    assert r.plan is not None and r.unstated  # predicted, still not a stated input
+    assert "not stated" in (r.note or "") and "modded" not in (r.note or "")
+    assert r.kv_ratio == pytest.approx(1.0, abs=0.01)
+    assert r.plan.pre_weights_free_gib == pytest.approx(19.67 + 27.57, abs=0.01)
+    # --blind ignores the logged free memory: no GPU, no prediction.
+    assert replay(rec, blind=True).skipped == "the GPU is not stated"
+    # The stand-in's capacity less the planner's reserve is the logged free memory.
+    from autotune.calibration.replay import stand_in_gpu
+    from autotune.planner.sglang import DEFAULT_RESERVE_MIB
+
+    g = stand_in_gpu("amd", 190.0)
+    assert g.vendor == "amd" and g.memory_mib - DEFAULT_RESERVE_MIB == 190 * 1024
+    assert g.arch == "gfx942"  # the nearest AMD card by size: MI300X
 
 
 def test_jetson_tinyllama_launch_has_its_card_and_waits_on_the_gpu() -> None:
