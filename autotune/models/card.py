@@ -59,12 +59,15 @@ class LinearAttention(_Frozen):
     `key_head_dim` = ssm_state_size, `num_value_heads` = mamba_num_heads, `value_head_dim` =
     mamba_head_dim. Both then keep a conv window of (2 * key + value width) channels and an SSM
     state of value heads x value dim x key dim (vLLM's MambaStateShapeCalculator
-    .gated_delta_net_state_shape and .mamba2_state_shape)."""
+    .gated_delta_net_state_shape and .mamba2_state_shape). LFM2's short convolution
+    (`short_conv`) is the shape SGLang's Lfm2Config.mamba2_cache_params gives it: one group of
+    state size 0 and one head of hidden_size, so a conv window of hidden_size channels and no
+    SSM state."""
 
-    kind: Literal["gated_delta_net", "mamba2"] = "gated_delta_net"
+    kind: Literal["gated_delta_net", "mamba2", "short_conv"] = "gated_delta_net"
     num_key_heads: int
     num_value_heads: int
-    key_head_dim: int
+    key_head_dim: int = Field(ge=0)
     value_head_dim: int
     conv_kernel: int
     ssm_dtype: str = "float32"

@@ -323,7 +323,7 @@ def _kv_pool_tokens(
     """KV pool tokens: what `rest` holds after the mamba pool, in whole pages; no pool (weights
     or the mamba pool taking it all) is a reason."""
     rest, weights_gib = budget.rest_gib, budget.weights_gib + budget.draft_gib
-    kv_rest = rest * GIB - mamba.pool_bytes - mamba.spec_bytes
+    kv_rest = rest * GIB - mamba.kv_budget_bytes - mamba.spec_bytes
     kv_tokens = int(kv_rest // cell) if kv_rest > 0 else 0
     max_total = cfg.get("max_total_tokens")
     if max_total is not None and kv_tokens > int(max_total):

@@ -1,6 +1,11 @@
 """SGLang's hybrid (mamba/linear-attention) state cache on one rank (sglang-internals §2.3):
 its slot size, how many slots the static budget holds, and the page sizes its radix caches
-refuse."""
+refuse.
+
+The pool holds max_mamba_cache_size + 1 slots (one padding slot); releases before 0.5.9 take
+only the max_mamba_cache_size slots out of the KV budget (MambaPool.kv_budget_bytes). Slot
+shapes: Gated DeltaNet, Mamba-2 (Nemotron-H, GraniteMoeHybrid) and LFM2's short convolution,
+which SGLang prices as a Mamba-2 state of one group of state size 0 (conv window only)."""
 
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ def mamba_slot_bytes(card: ModelCard, tp: int, ssm_dtype: str | None = None) -> 
     if la is None:
         return 0, 0
     n = len(card.linear_layers)
-    groups = tp if la.kind == "mamba2" and la.num_key_heads % tp else la.num_key_heads
+    mamba2 = la.kind in ("mamba2", "short_conv")  # Mamba2StateShape.create for both
+    groups = tp if mamba2 and la.num_key_heads % tp else la.num_key_heads
     conv_dim = la.num_value_heads * la.value_head_dim + 2 * groups * la.key_head_dim
     conv = conv_dim // tp * (la.conv_kernel - 1) * int(DTYPE_BYTES[la.conv_dtype]) * n
     ssm_b = DTYPE_BYTES[ssm_dtype or la.ssm_dtype]
@@ -38,6 +44,12 @@ class MambaPool:
     slots: int  # max_mamba_cache_size (<= 0 when nothing fits)
     spec_bytes: int  # speculative decoding's intermediate state
     pool_bytes: int  # (slots + 1) slots
+    budget_bytes: int = -1  # what the KV budget loses to the pool; -1: pool_bytes
+
+    @property
+    def kv_budget_bytes(self) -> int:
+        """The bytes SGLang takes out of the KV budget for the pool (module docstring)."""
+        return self.pool_bytes if self.budget_bytes < 0 else self.budget_bytes
 
     @property
     def slot_bytes(self) -> int:
@@ -92,7 +104,11 @@ def mamba_pool(
                 f"{slots_per_req} per request ({r.mamba_strategy}); use at least {slots_per_req}"
             )
     mamba_bytes = (max(n_slots, 0) + 1) * per_slot if card.is_hybrid else 0
-    return MambaPool(conv_b, ssm_b, slots_per_req, n_slots, spec_bytes, mamba_bytes)
+    # Before 0.5.9 handle_max_mamba_cache returns the rest less max_mamba_cache_size slots
+    # (0.5.6.post2 model_runner.py, 0.5.8 model_runner_kv_cache_mixin.py): the pool's extra
+    # padding slot comes out of the non-static slack, not the KV budget.
+    budget = max(n_slots, 0) * per_slot if card.is_hybrid and v < (0, 5, 9) else -1
+    return MambaPool(conv_b, ssm_b, slots_per_req, n_slots, spec_bytes, mamba_bytes, budget)
 
 
 def mamba_slots(

@@ -82,7 +82,7 @@ def mamba_page_bytes(
     if la is None:
         return 0, 0
     groups = la.num_key_heads
-    if la.kind == "mamba2" and groups % tp:
+    if la.kind in ("mamba2", "short_conv") and groups % tp:
         groups = tp
     conv_dim = groups * la.key_head_dim * 2 + la.num_value_heads * la.value_head_dim
     conv_b = DTYPE_BYTES[conv_dtype or card.dtype]

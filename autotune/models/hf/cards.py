@@ -93,7 +93,9 @@ def card_from_dir(path: Path) -> ModelCard:
             num_kv_heads=f.get_int("num_key_value_heads", heads),
             head_dim=head_dim,
             # Qwen3-Next/3.5 gate attention output (SGLang's default for these configs is on).
-            attn_output_gate=f.get_bool("attn_output_gate", hybrid),
+            attn_output_gate=f.get_bool(
+                "attn_output_gate", linear is not None and linear.kind == "gated_delta_net"
+            ),
             full_attention_layers=full,
             linear_attention=linear,
             max_position_embeddings=f.get_int(

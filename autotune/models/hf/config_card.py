@@ -15,7 +15,9 @@ attention, sliding-window layers (`layer_types`; MiMo-V2's `hybrid_layer_pattern
 head shape), gpt-oss attention sinks and biases, Mllama cross-attention layers and its vision
 tower's global layers, Gemma 4's full-attention layers with their own head width and KV heads
 (`global_head_dim`, `num_global_key_value_heads`, `attention_k_eq_v`), its dense MLP beside the
-experts (`enable_moe_block`, `top_k_experts`) and its vision tower.
+experts (`enable_moe_block`, `top_k_experts`) and its vision tower; GraniteMoeHybrid's Mamba-2
+layers (`layer_types` mamba, Nemotron-H's mixer) beside a shared MLP, and LFM2's short
+convolution layers (`conv`, or the attention ids in `full_attn_idxs`).
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ from autotune.models.hf.fields import (
     ConfigFields,
     block_pattern,
     config_dtype,
+    dense_intermediate,
     full_attention_layers,
     linear_attention,
     rotary_dim,
 )
-from autotune.models.hf.nemotron_h import block_parts, shared_intermediate
+from autotune.models.hf.nemotron_h import block_parts, mamba2_params, shared_intermediate
 from autotune.models.hf.pack_parts import bytes_per_param, ct_bytes, modelopt_bytes, module_names
 from autotune.models.hf.quantization import quantization_from_config
 from autotune.models.hf.vision_config import vision_from_config
@@ -99,9 +102,9 @@ def moe_layer_ids(f: ConfigFields, num_layers: int) -> tuple[int, ...]:
 
 
 def _num_experts(f: ConfigFields) -> int | None:
-    return (
-        f.opt_int("n_routed_experts") or f.opt_int("num_local_experts") or f.opt_int("num_experts")
-    )
+    # GraniteMoeHybrid's dense checkpoints state num_local_experts 0
+    local = f.opt_int("num_local_experts", minimum=0)
+    return f.opt_int("n_routed_experts") or local or f.opt_int("num_experts")
 
 
 def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | None:
@@ -128,12 +131,6 @@ def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | N
         shared_intermediate_size=shared,
         moe_layers=moe_layers,
     )
-
-
-def _dense_intermediate(f: ConfigFields) -> int:
-    """The dense MLP width: Llama 4 names it `intermediate_size_mlp` (its `intermediate_size`
-    is the expert width)."""
-    return f.opt_int("intermediate_size_mlp") or f.get_int("intermediate_size", 0, minimum=0)
 
 
 def _local_attention(f: ConfigFields, num_layers: int) -> LocalAttention | None:
@@ -210,6 +207,7 @@ class Extras:
     attention_bias: bool = False
     expert_bias: bool = False  # gpt-oss: biases on the experts and the router
     dense_beside_experts: bool = False  # Gemma 4 (enable_moe_block): a dense MLP in every layer
+    conv_bias: bool = False  # LFM2's short convolution has a bias
     quant: Mapping[str, Any] | None = None
     source: str = ""
     config: Mapping[str, Any] = field(default_factory=dict)  # the text config (Nemotron-H)
@@ -268,6 +266,18 @@ def _mixer_params(card: ModelCard, ex: Extras, layer: int, p: LayerParams) -> No
     if layer in card.full_attention_layers or la is None:
         p.attention, p.replicated = _attention_params(card, layer)
         p.kept += _attention_extras(card, ex)
+        return
+    if la.kind == "mamba2":  # GraniteMoeHybrid's mixer: Nemotron-H's Mamba-2 block
+        parts = dict.fromkeys(("linear_attention", "kept"), 0)
+        mamba2_params(card, parts)
+        p.linear_attention, p.kept = (
+            p.linear_attention + parts["linear_attention"],
+            p.kept + parts["kept"],
+        )
+        return
+    if la.kind == "short_conv":  # LFM2: in_proj to B, C, x; a depthwise conv; out_proj
+        p.linear_attention = 3 * h * h + h * h
+        p.kept += h * la.conv_kernel + (h if ex.conv_bias else 0)
         return
     key, value = la.num_key_heads * la.key_head_dim, la.num_value_heads * la.value_head_dim
     p.linear_attention = h * (2 * key + 2 * value) + value * h + (2 * key + value) * la.conv_kernel
@@ -390,6 +400,7 @@ def card_from_config(
             attention_bias=f.get_bool("attention_bias", False),
             expert_bias=arch == "GptOssForCausalLM",
             dense_beside_experts=f.get_bool("enable_moe_block", False),
+            conv_bias=f.get_bool("conv_bias", False),
             quant=q if isinstance(q, dict) else None,
             source=source,
             config=text,
@@ -421,6 +432,9 @@ def _skeleton(
     latent = _latent(f)
     full = full_attention_layers(text, f.source, f.prefix)
     hybrid = len(full) < num_layers
+    linear = (
+        linear_attention(text, f.source, f.prefix, config_dtype(config, text)) if hybrid else None
+    )
     dtype = config_dtype(config, text)
     mtp = f.opt_int("num_nextn_predict_layers", minimum=0) or f.opt_int(
         "mtp_num_hidden_layers", minimum=0
@@ -439,16 +453,19 @@ def _skeleton(
         dtype=dtype,
         num_layers=num_layers,
         hidden_size=hidden,
-        intermediate_size=_dense_intermediate(f),
+        intermediate_size=dense_intermediate(f, architecture, bool(_num_experts(f))),
         vocab_size=f.get_int("vocab_size"),
         num_attention_heads=heads,
         num_kv_heads=f.get_int("num_key_value_heads", heads),
         head_dim=head_dim,
         v_head_dim=f.opt_int("v_head_dim"),
-        attn_output_gate=f.get_bool("attn_output_gate", hybrid and pattern is None),
+        # Qwen3-Next/3.5 gate attention output; Mamba-2 and short-conv hybrids do not
+        attn_output_gate=f.get_bool(
+            "attn_output_gate", linear is not None and linear.kind == "gated_delta_net"
+        ),
         block_pattern=pattern,
         full_attention_layers=full,
-        linear_attention=linear_attention(text, f.source, f.prefix, dtype) if hybrid else None,
+        linear_attention=linear,
         latent_attention=latent,
         local_attention=_local_attention(f, num_layers),
         global_attention=_global_attention(f),

@@ -79,6 +79,12 @@ def block_pattern(text: Mapping[str, Any], source: Path, prefix: str = "") -> st
     return pattern
 
 
+# layer_types words for layers with a recurrent state rather than KV: Qwen3-Next/3.5 GDN,
+# GraniteMoeHybrid's Mamba-2 and LFM2's short convolution (SGLang's Lfm2Config.linear_layer_ids
+# takes "conv" and "short_conv").
+STATE_LAYER_TYPES = frozenset({"linear_attention", "mamba", "conv", "short_conv"})
+
+
 def full_attention_layers(
     text: Mapping[str, Any], source: Path, prefix: str = ""
 ) -> tuple[int, ...]:
@@ -97,8 +103,16 @@ def full_attention_layers(
     if types is not None:
         if not isinstance(types, list) or len(types) != n:
             raise f.error("layer_types", f"must be a list of {n} layer types, got {types!r}")
-        # Sliding-window attention is still attention; only linear_attention is GDN state.
-        return tuple(i for i, t in enumerate(types) if t != "linear_attention")
+        # Sliding-window attention is still attention; linear_attention (GDN), mamba
+        # (GraniteMoeHybrid) and conv (LFM2) layers keep a state instead of KV.
+        return tuple(i for i, t in enumerate(types) if t not in STATE_LAYER_TYPES)
+    idxs = text.get("full_attn_idxs")  # LFM2 configs that predate layer_types
+    if idxs is not None:
+        if not isinstance(idxs, list) or any(
+            isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < n for i in idxs
+        ):
+            raise f.error("full_attn_idxs", f"must list layer ids below {n}, got {idxs!r}")
+        return tuple(sorted(idxs))
     if text.get("linear_num_value_heads") is not None:
         raise f.error(
             "full_attention_interval",
@@ -119,6 +133,30 @@ def linear_attention(
     text: Mapping[str, Any], source: Path, prefix: str, conv_dtype: str
 ) -> LinearAttention:
     f = ConfigFields(text, source, prefix)
+    if text.get("mamba_n_heads") is not None:
+        # GraniteMoeHybrid (SGLang's GraniteMoeHybridConfig.mamba2_cache_params): its own field
+        # names; the state dtype is mamba2_state_dtype's default, float32, unless stated.
+        return LinearAttention(
+            kind="mamba2",
+            num_key_heads=f.get_int("mamba_n_groups", 1),
+            key_head_dim=f.get_int("mamba_d_state", 128),
+            num_value_heads=f.get_int("mamba_n_heads"),
+            value_head_dim=f.get_int("mamba_d_head", 64),
+            conv_kernel=f.get_int("mamba_d_conv", 4),
+            ssm_dtype=f.get_str("mamba_ssm_dtype") or "float32",
+            conv_dtype=conv_dtype,
+        )
+    if text.get("conv_L_cache") is not None:
+        # LFM2's short convolution as SGLang's Lfm2Config.mamba2_cache_params shapes it
+        return LinearAttention(
+            kind="short_conv",
+            num_key_heads=1,
+            key_head_dim=0,
+            num_value_heads=1,
+            value_head_dim=f.get_int("hidden_size"),
+            conv_kernel=f.get_int("conv_L_cache"),
+            conv_dtype=conv_dtype,
+        )
     if block_pattern(text, source, prefix) is not None:
         # Mamba-2 onto the shared shape (card.LinearAttention): groups x state size are the
         # "keys", heads x head dim the "values".
@@ -141,6 +179,32 @@ def linear_attention(
         ssm_dtype=f.get_str("mamba_ssm_dtype") or "float32",
         conv_dtype=conv_dtype,
     )
+
+
+def dense_intermediate(f: ConfigFields, architecture: str, experts: bool) -> int:
+    """The dense MLP width: Llama 4 names it `intermediate_size_mlp` (its `intermediate_size`
+    is the expert width); a GraniteMoeHybrid without experts runs its shared MLP alone
+    (shared_intermediate_size); LFM2 as SGLang's Lfm2MLP sizes it (lfm2_ff)."""
+    if architecture == "GraniteMoeHybridForCausalLM" and not experts:
+        return f.get_int("shared_intermediate_size")
+    if architecture == "Lfm2ForCausalLM":
+        return lfm2_ff(f)
+    return f.opt_int("intermediate_size_mlp") or f.get_int("intermediate_size", 0, minimum=0)
+
+
+def lfm2_ff(f: ConfigFields) -> int:
+    """SGLang's Lfm2MLP width: the config's intermediate_size (block_ff_dim in configs that
+    predate the rename), with block_auto_adjust_ff_dim taken to 2/3, times
+    block_ffn_dim_multiplier, rounded up to block_multiple_of."""
+    ff = f.opt_int("intermediate_size") or f.get_int("block_ff_dim")
+    if f.get_bool("block_auto_adjust_ff_dim", False):
+        ff = int(2 * ff / 3)
+        mult = f.data.get("block_ffn_dim_multiplier")
+        if isinstance(mult, int | float) and not isinstance(mult, bool):
+            ff = int(mult * ff)
+        step = f.get_int("block_multiple_of", 256)
+        ff = step * ((ff + step - 1) // step)
+    return ff
 
 
 def config_dtype(cfg: Mapping[str, Any], text: Mapping[str, Any]) -> str:

@@ -23,7 +23,9 @@ from typing import Any
 from autotune.models.card import ModelCard
 
 
-def _mamba2(card: ModelCard, parts: dict[str, int]) -> None:
+def mamba2_params(card: ModelCard, parts: dict[str, int]) -> None:
+    """One Mamba-2 mixer's parameters added to `parts` (its linear_attention and kept parts);
+    GraniteMoeHybrid's mixer is the same block."""
     la = card.linear_attention
     if la is None or la.kind != "mamba2":
         raise ValueError("a Nemotron-H M block needs the card's Mamba-2 linear_attention")
@@ -66,7 +68,7 @@ def block_parts(card: ModelCard, config: Mapping[str, Any], blocks: str) -> dict
     for c in blocks:
         parts["kept"] += card.hidden_size  # the block's norm
         if c == "M":
-            _mamba2(card, parts)
+            mamba2_params(card, parts)
         elif c == "*":
             _attention(card, parts)
         elif c == "-":

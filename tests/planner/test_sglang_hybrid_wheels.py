@@ -1,0 +1,128 @@
+"""The hybrid-state rules the planner applies to GraniteMoeHybrid and LFM2 (planner.sglang_mamba,
+models.hf.fields), against the releases: each case reads the release's PyPI wheel
+(tests.wheels: downloaded once, a skip without a registry) and runs or reads its own code."""
+
+from __future__ import annotations
+
+import ast
+import zipfile
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from autotune.models.config_cards import config_card
+from autotune.planner import rules
+from autotune.planner.sglang_mamba import mamba_pool, mamba_slot_bytes
+from tests.wheels import engine_wheel_or_skip
+
+# where handle_max_mamba_cache lives in each release before 0.5.9
+HANDLERS = {
+    "0.5.4.post1": "sglang/srt/model_executor/model_runner.py",
+    "0.5.6.post2": "sglang/srt/model_executor/model_runner.py",
+    "0.5.8": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py",
+}
+
+
+def _source(version: str, path: str) -> str:
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as z:
+        return z.read(path).decode()
+
+
+def _function(source: str, name: str) -> ast.FunctionDef:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise AssertionError(f"no {name}: the release changed its code")
+
+
+def _run_handler(version: str, rest_gib: float, per_req: int) -> tuple[int, float]:
+    """(max_mamba_cache_size, rest left for the KV pool) from the release's own
+    handle_max_mamba_cache, radix cache on, no speculation, no size given."""
+    fn = _function(_source(version, HANDLERS[version]), "handle_max_mamba_cache")
+    fn.decorator_list = []
+    for a in fn.args.args:
+        a.annotation = None  # `self: ModelRunner` names a class not imported here
+    fn.returns = None
+    ns: dict[str, Any] = {}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), ns)
+    params = SimpleNamespace(mamba_cache_per_req=per_req)
+    server = SimpleNamespace(
+        speculative_num_draft_tokens=None,
+        disable_radix_cache=False,
+        max_mamba_cache_size=None,
+        max_running_requests=None,
+        mamba_full_memory_ratio=0.9,
+        enable_dp_attention=False,
+        dp_size=1,
+    )
+    runner = SimpleNamespace(
+        mambaish_config=SimpleNamespace(mamba2_cache_params=params),
+        server_args=server,
+        hybrid_gdn_config=None,
+        spec_algorithm=SimpleNamespace(is_none=lambda: True),
+        dp_size=1,
+    )
+    left = ns["handle_max_mamba_cache"](runner, rest_gib)
+    return server.max_mamba_cache_size, left
+
+
+@pytest.mark.parametrize("version", list(HANDLERS))
+@pytest.mark.parametrize("model", ["ibm-granite/granite-4.0-h-micro", "LiquidAI/LFM2-700M"])
+def test_pool_and_kv_budget_are_the_releases(version: str, model: str) -> None:
+    card = config_card(model)
+    assert card is not None
+    per_req = sum(mamba_slot_bytes(card, 1))
+    rest_gib = 5.75
+    slots, left_gib = _run_handler(version, rest_gib, per_req)
+    v = rules.planning_version(version)
+    r = rules.resolve(
+        {},
+        gpu_mem_mib=16300,
+        tp=1,
+        hybrid=True,
+        version=version,
+        context_default=card.max_position_embeddings,
+        vision_factor=None,
+    )
+    pool = mamba_pool(card, {}, r, v, 1, rest_gib, [], [])
+    assert pool.slots == slots
+    assert rest_gib * 2**30 - pool.kv_budget_bytes == pytest.approx(left_gib * 2**30, abs=1)
+
+
+def _create_kwargs(source: str) -> dict[str, str]:
+    """The keyword arguments of the Mamba2StateShape.create call, as source text."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(
+            "Mamba2StateShape.create"
+        ):
+            return {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg}
+    raise AssertionError("no Mamba2StateShape.create call: the release changed its code")
+
+
+def test_lfm2_state_shape_is_the_releases() -> None:
+    """0.5.9 (the first release with LFM2): one group of state size 0, one head per rank of
+    hidden_size, conv_L_cache wide; the card's short_conv shape is those arguments."""
+    kwargs = _create_kwargs(_source("0.5.9", "sglang/srt/configs/lfm2.py"))
+    assert kwargs["intermediate_size"] == "hidden_size"
+    assert kwargs["head_dim"] == "hidden_size"
+    assert kwargs["n_groups"] == "1" and kwargs["state_size"] == "0"
+    assert kwargs["conv_kernel"] == "conv_kernel"
+    card = config_card("LiquidAI/LFM2-700M")
+    assert card is not None and card.linear_attention is not None
+    la = card.linear_attention
+    assert (la.kind, la.num_key_heads, la.key_head_dim) == ("short_conv", 1, 0)
+    assert la.value_head_dim == card.hidden_size
+
+
+def test_granite_state_shape_is_the_releases() -> None:
+    kwargs = _create_kwargs(_source("0.5.9", "sglang/srt/configs/granitemoehybrid.py"))
+    assert kwargs == {
+        "tp_world_size": "get_attention_tp_size()",
+        "intermediate_size": "self.mamba_intermediate_size",
+        "n_groups": "self.mamba_n_groups",
+        "num_heads": "self.mamba_n_heads",
+        "head_dim": "self.mamba_d_head",
+        "state_size": "self.mamba_d_state",
+        "conv_kernel": "self.mamba_d_conv",
+    }
