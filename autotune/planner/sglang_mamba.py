@@ -2,7 +2,7 @@
 its slot size, how many slots the static budget holds, and the page sizes its radix caches
 refuse.
 
-The pool holds max_mamba_cache_size + 1 slots (one padding slot); releases before 0.5.9 take
+The pool holds max_mamba_cache_size + 1 slots (one padding slot); releases before 0.5.17 take
 only the max_mamba_cache_size slots out of the KV budget (MambaPool.kv_budget_bytes). Slot
 shapes: Gated DeltaNet, Mamba-2 (Nemotron-H, GraniteMoeHybrid) and LFM2's short convolution,
 which SGLang prices as a Mamba-2 state of one group of state size 0 (conv window only)."""
@@ -104,10 +104,11 @@ def mamba_pool(
                 f"{slots_per_req} per request ({r.mamba_strategy}); use at least {slots_per_req}"
             )
     mamba_bytes = (max(n_slots, 0) + 1) * per_slot if card.is_hybrid else 0
-    # Before 0.5.9 handle_max_mamba_cache returns the rest less max_mamba_cache_size slots
-    # (0.5.6.post2 model_runner.py, 0.5.8 model_runner_kv_cache_mixin.py): the pool's extra
-    # padding slot comes out of the non-static slack, not the KV budget.
-    budget = max(n_slots, 0) * per_slot if card.is_hybrid and v < (0, 5, 9) else -1
+    # Before 0.5.17 handle_max_mamba_cache returns the rest less max_mamba_cache_size slots
+    # (0.5.6.post2 model_runner.py, 0.5.8..0.5.13 model_runner_kv_cache_mixin.py, 0.5.16
+    # mem_cache/kv_cache_configurator.py): the pool's extra padding slot comes out of the
+    # non-static slack, not the KV budget. 0.5.17 adds it ("+1: the pool's padding slot").
+    budget = max(n_slots, 0) * per_slot if card.is_hybrid and v < (0, 5, 17) else -1
     return MambaPool(conv_b, ssm_b, slots_per_req, n_slots, spec_bytes, mamba_bytes, budget)
 
 

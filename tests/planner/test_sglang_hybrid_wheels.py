@@ -126,3 +126,41 @@ def test_granite_state_shape_is_the_releases() -> None:
         "state_size": "self.mamba_d_state",
         "conv_kernel": "self.mamba_d_conv",
     }
+
+
+# Where the KV budget's mamba share is computed from 0.5.9 on (the function's name changes
+# nothing: the `mamba_state_memory = ...` assignment is read).
+BUDGET_SOURCES = {
+    "0.5.9": ("sglang/srt/model_executor/model_runner_kv_cache_mixin.py", False),
+    "0.5.13": ("sglang/srt/model_executor/model_runner_kv_cache_mixin.py", False),
+    "0.5.16": ("sglang/srt/mem_cache/kv_cache_configurator.py", False),
+    "0.5.17": ("sglang/srt/mem_cache/kv_cache_configurator.py", True),
+    "0.5.23": ("sglang/srt/mem_cache/kv_cache_configurator.py", True),
+}
+
+
+@pytest.mark.parametrize("version", list(BUDGET_SOURCES))
+def test_the_padding_slot_joins_the_kv_budget_from_0_5_17(version: str) -> None:
+    path, padded = BUDGET_SOURCES[version]
+    exprs = [
+        ast.unparse(node.value)
+        for node in ast.walk(ast.parse(_source(version, path)))
+        if isinstance(node, ast.Assign)
+        and any(ast.unparse(t) == "mamba_state_memory" for t in node.targets)
+    ]
+    assert exprs, f"{version}: no mamba_state_memory assignment in {path}"
+    assert all(("max_mamba_cache_size + 1" in e) == padded for e in exprs), exprs
+    card = config_card("ibm-granite/granite-4.0-h-micro")
+    assert card is not None
+    r = rules.resolve(
+        {},
+        gpu_mem_mib=16300,
+        tp=1,
+        hybrid=True,
+        version=version,
+        context_default=card.max_position_embeddings,
+        vision_factor=None,
+    )
+    pool = mamba_pool(card, {}, r, rules.planning_version(version), 1, 5.75, [], [])
+    per_slot = sum(mamba_slot_bytes(card, 1))
+    assert pool.kv_budget_bytes == (pool.slots + padded) * per_slot
