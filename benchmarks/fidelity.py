@@ -42,7 +42,7 @@ def _row(r: Replay) -> str:
     cells = [
         rec.name,
         rec.engine,
-        rec.version + ("*" if rec.version_from == "date" else ""),
+        rec.version + ("*" if rec.version_from in ("date", "build") else ""),
         (rec.gpu or "not stated")[:24],
         str(rec.tp),
         rec.family,

@@ -44,7 +44,7 @@ def main() -> None:
         toks = getattr(plan, "max_num_batched_tokens", None) if plan else None
         cells = [
             rec.name,
-            rec.version + ("*" if rec.version_from == "date" else ""),
+            rec.version + ("*" if rec.version_from in ("date", "build") else ""),
             str(rec.tp),
             str(seqs or "-"),
             str(toks or "-"),

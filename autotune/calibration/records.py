@@ -29,7 +29,7 @@ class LaunchRecord(BaseModel):
     posted: dt.date
     engine: Engine
     version: str
-    version_from: Literal["stated", "log", "date"]
+    version_from: Literal["stated", "log", "date", "build"]
     gpu: str | None = Field(description="as stated; null when the source names no GPU")
     gpu_vendor: Literal["nvidia", "amd"]
     gpu_count: int = Field(ge=1)

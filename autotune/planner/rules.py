@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.planner.sglang_graphs import GraphFacts, prefill_graph_reserve_mib
+
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
 
 # The release each architecture joined SGLang's extra_buffer list (0.5.14:
@@ -147,13 +149,15 @@ def default_mem_fraction(
     v: tuple[int, int, int],
     vision_factor: float | None,
     dp_attention: int = 1,
+    graph_mib: float = 0.0,
 ) -> float:
     """SGLang's mem_fraction_static heuristic when the flag is not given (§1.4);
-    `dp_attention`: the DP-attention size (1: off)."""
+    `dp_attention`: the DP-attention size (1: off); `graph_mib`: the prefill (piecewise) CUDA
+    graph's reserve (planner.sglang_graphs), before the 10 GiB floor."""
     from autotune.planner.sglang_history import dp_attention_reserve_mib
 
     reserved = 512 + max(cps, 2048) * 1.5 + max_bs * 2 + tp / 8 * 1024
-    reserved += dp_attention_reserve_mib(dp_attention, max_bs)
+    reserved += dp_attention_reserve_mib(dp_attention, max_bs) + graph_mib
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
     reserved += speculative_reserve_mib(spec, v)
@@ -194,8 +198,11 @@ def resolve(
     amd_instinct: bool = False,
     architecture: str = "",
     dsa: bool = False,
+    mla: bool = False,
+    hip: bool = False,
 ) -> Resolved:
-    """`dsa`: the model has DeepSeek's sparse-attention indexer (NSA in SGLang's terms)."""
+    """`dsa`: the model has DeepSeek's sparse-attention indexer (NSA in SGLang's terms); `mla`:
+    latent attention (SGLang's MLA backend); `hip`: a ROCm device."""
     v = planning_version(version)
     notes: list[str] = []
     spec = speculative_algorithm(config)
@@ -211,7 +218,8 @@ def resolve(
             mfs, mfs_cfg = fixed, fixed
             notes.append(f"0.5.3: DeepSeek NSA model: mem_fraction_static fixed at {fixed}")
     else:
-        cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor, dp)
+        graph = GraphFacts(architecture, mla, vision_factor is not None, hip, dsa)
+        cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor, dp, graph)
     steps, topk, draft = speculative_shape(config, spec)
     mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
     page = int(config.get("page_size") or 1)
@@ -284,20 +292,22 @@ def _memory(
     spec: str | None,
     vision_factor: float | None,
     dp_attention: int = 1,
+    graph: GraphFacts | None = None,
 ) -> tuple[int, int, float]:
     """(chunked_prefill_size, cuda_graph_max_bs, mem_fraction_static): the user's, else the
-    GPU-size defaults and the mem-fraction heuristic (§1.4)."""
+    GPU-size defaults and the mem-fraction heuristic (§1.4), with the prefill graph's reserve
+    for the model `graph` describes."""
     cps_default, bs_default = gpu_size_defaults(gpu_mem_mib, tp, v)
     cps = int(config.get("chunked_prefill_size") or cps_default)
     max_bs = graph_max_bs(config, bs_default, config.get("max_running_requests"), v)
     mfs_cfg = config.get("mem_fraction_static")
     if mfs_cfg is not None:
         return cps, max_bs, float(mfs_cfg)
-    return (
-        cps,
-        max_bs,
-        default_mem_fraction(gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor, dp_attention),
+    graph_mib = prefill_graph_reserve_mib(config, v, cps, graph or GraphFacts())
+    mfs = default_mem_fraction(
+        gpu_mem_mib, cps, max_bs, tp, spec, v, vision_factor, dp_attention, graph_mib
     )
+    return cps, max_bs, mfs
 
 
 def _mamba_ratio(version: str, v: tuple[int, int, int]) -> float:

@@ -242,6 +242,8 @@ def _resolve_launch(
         amd_instinct=gpu.vendor == "amd" and gpu.arch.startswith("gfx9"),
         architecture=card.architecture,
         dsa=card.latent_attention is not None and card.latent_attention.index_head_dim is not None,
+        mla=card.latent_attention is not None,
+        hip=gpu.vendor == "amd",
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:

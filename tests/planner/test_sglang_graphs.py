@@ -1,0 +1,71 @@
+"""planner.sglang_graphs: the prefill (piecewise) CUDA graph's reserve in SGLang's default
+mem_fraction_static, which switches turn it off, and what it does to a plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.planner import sglang_graphs as g
+
+V10, V13, V14 = (0, 5, 10), (0, 5, 13), (0, 5, 14)
+TEXT = g.GraphFacts(architecture="GptOssForCausalLM")
+
+
+def test_a_text_model_reserves_eight_mib_per_captured_size() -> None:
+    # 8192-token chunks: 8 + 14 + 8 + 8 + 12 + 8 sizes
+    assert len(g.capture_sizes(8192)) == 58
+    assert g.prefill_graph_reserve_mib({}, V10, 8192, TEXT) == 58 * 8
+
+
+def test_mla_reserves_a_fixed_one_and_a_half_gib() -> None:
+    mla = g.GraphFacts(architecture="DeepseekV3ForCausalLM", mla=True)
+    assert g.prefill_graph_reserve_mib({}, V13, 16384, mla) == 1536
+
+
+@pytest.mark.parametrize(
+    ("config", "model"),
+    [
+        ({"disable_piecewise_cuda_graph": True}, TEXT),
+        ({"enable_dp_attention": True, "dp_size": 2}, TEXT),
+        ({"enable_hierarchical_cache": True}, TEXT),
+        ({"pp_size": 2}, TEXT),
+        ({}, g.GraphFacts(architecture="Qwen3NextForCausalLM")),
+        ({}, g.GraphFacts(architecture="Qwen2_5_VLForConditionalGeneration", multimodal=True)),
+        ({}, g.GraphFacts(hip=True)),
+        ({}, g.GraphFacts(architecture="DeepseekV32ForCausalLM", mla=True, dsa=True)),
+    ],
+)
+def test_switches_and_models_that_turn_it_off(
+    config: dict[str, object], model: g.GraphFacts
+) -> None:
+    assert g.prefill_graph_reserve_mib(config, V10, 8192, model) == 0.0
+
+
+def test_enforce_skips_the_rules_and_0_5_14_reads_its_own_flags() -> None:
+    hip = g.GraphFacts(hip=True)
+    assert g.prefill_graph_reserve_mib({"enforce_piecewise_cuda_graph": True}, V10, 4096, hip) > 0
+    assert g.prefill_graph_reserve_mib({"disable_prefill_cuda_graph": True}, V14, 4096, TEXT) == 0
+    assert (
+        g.prefill_graph_reserve_mib({"cuda_graph_backend_prefill": "disabled"}, V14, 4096, TEXT)
+        == 0
+    )
+
+
+def test_the_maximum_follows_max_total_tokens_and_from_0_5_13_the_context() -> None:
+    capped = {"max_total_tokens": 1024}
+    assert g.prefill_graph_reserve_mib(capped, V10, 8192, TEXT) == len(g.capture_sizes(1024)) * 8
+    ctx = {"context_length": 2048}
+    assert g.prefill_graph_reserve_mib(ctx, V10, 8192, TEXT) == 58 * 8
+    assert g.prefill_graph_reserve_mib(ctx, V13, 8192, TEXT) == len(g.capture_sizes(2048)) * 8
+
+
+def test_a_plan_on_0_5_10_has_less_static_memory_than_on_0_5_9() -> None:
+    """gpt-oss-120b on an RTX PRO 6000 (97,887 MiB): 0.863 on 0.5.9; 0.5.10 reserves 464 MiB more
+    for the piecewise graph (58 sizes of 8192-token chunks): (97887 - 13904) / 97887 = 0.858."""
+    from autotune.hardware.gpus import get_gpu
+    from autotune.models.config_cards import config_card
+    from autotune.planner.sglang import plan_sglang
+
+    card, gpu = config_card("openai/gpt-oss-120b"), get_gpu("rtx-pro-6000-se-96g")
+    assert plan_sglang(card, gpu, version="0.5.9").mem_fraction_static == 0.863
+    assert plan_sglang(card, gpu, version="0.5.10").mem_fraction_static == 0.858
