@@ -46,6 +46,7 @@ from autotune.planner.sglang_mamba import (
     mamba_pool,
     mamba_slot_bytes,
 )
+from autotune.planner.sglang_mla import absorbed_bytes
 from autotune.planner.sglang_swa import hybrid_by_architecture, swa_pools
 from autotune.sources import cite
 
@@ -151,6 +152,7 @@ def plan_sglang(
     weights = weights_per_rank(card, tp, load_mtp=False)
     weights += load_overhead_bytes(card, tp, gpu.vendor, v)
     weights += dp_attention_weights(card, tp, attn_tp, embed_whole=old_embed)
+    weights += absorbed_bytes(card, attn_tp, gpu.vendor, sglang_history.release(version))
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
     draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
     static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0
