@@ -1,5 +1,5 @@
 """What SGLang's default mem_fraction_static holds back for the prefill (piecewise) CUDA graph,
-0.5.10 .. 0.5.14.
+from 0.5.10.
 
 0.5.10 turned the piecewise CUDA graph on by default (`--disable-piecewise-cuda-graph`, default
 False; 0.5.9 had `--enable-piecewise-cuda-graph`, default False), and the heuristic of
@@ -26,8 +26,18 @@ recorder, context parallelism, graph debugging (0.5.11+) and DSA prefill context
 (0.5.13+). `--enforce-piecewise-cuda-graph` (0.5.10 .. 0.5.13) or an explicit prefill backend
 (0.5.14) skips those rules.
 
-From 0.5.15 the prefill graph's default backend on CUDA is `breakable`, with its own rules:
-not modelled here (no reserve).
+From 0.5.15 the prefill graph's default backend on CUDA is `breakable` (elsewhere tc_piecewise,
+which ROCm turns off, or from 0.5.22 none), with the same reserve and sizes but its own
+auto-disable rules (`_disable_breakable_cudagraph_if_incompatible`, from 0.5.19
+arg_groups/cuda_graph_hook.py; the reserve moved to memory_hook.reserve_for_graph_mb): MLA
+(0.5.15 .. 0.5.16; 0.5.17 unless DSA), NemotronH (0.5.17), DeepSeek V4, KDA linear attention
+(0.5.20+; Kimi Linear here), context and decode-context parallelism, two-batch overlap
+(0.5.17+), LoRA and DP attention (0.5.15 .. 0.5.16), an MoE all-to-all backend (0.5.15 ..
+0.5.16; from 0.5.17 one other than deepep, megamoe or flashinfer), multimodal models (from
+0.5.16 unless listed as breakable-safe). 0.5.17 adds 1 GiB with DeepEP; 0.5.19 counts no
+prefill graph on a PD decode server. The context-length cap holds in 0.5.13 .. 0.5.16. Not
+modelled: pipeline parallelism's smaller default (0.5.19+), model-specific defaults (Inkling,
+MuseGlimmer), post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING).
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ from dataclasses import dataclass
 from typing import Any
 
 FIRST = (0, 5, 10)
-LAST = (0, 5, 14)
+LAST = (0, 5, 14)  # the last release of tc_piecewise by default on CUDA
+BREAKABLE = (0, 5, 15)
 MLA_RESERVE_MIB = 1.5 * 1024
 PER_SIZE_MIB = 8
 _BASE_ARCHS = frozenset({"Qwen3NextForCausalLM", "BailingMoeV2_5ForCausalLM", "LLaDAModelLM"})
@@ -56,6 +67,33 @@ MULTIMODAL_SUPPORTED = frozenset(
         "MiniMaxM3SparseForConditionalGeneration",
     }
 )
+_QWEN35_VL = frozenset({"Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"})
+_MM_18 = _QWEN35_VL | {
+    "InternS2MobiusForConditionalGeneration",
+    "KimiK25ForConditionalGeneration",
+    "KimiK3ForConditionalGeneration",
+    "MuseGlimmerForConditionalGeneration",
+}
+_MM_19 = _MM_18 | {"Cohere2VisionForConditionalGeneration", "PaddleOCRVLForConditionalGeneration"}
+_MM_20 = _MM_19 | {"Glm5NextForConditionalGeneration"}
+_MM_22 = _MM_20 | {
+    "MiniMaxM3SparseForCausalLM",
+    "MiniMaxM3SparseForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+}
+# model_config.multimodal_breakable_cuda_graph_supported_model_archs, by release (none in 0.5.15).
+MULTIMODAL_BREAKABLE: dict[tuple[int, int, int], frozenset[str]] = {
+    (0, 5, 15): frozenset(),
+    (0, 5, 16): _QWEN35_VL,
+    (0, 5, 18): frozenset(_MM_18),
+    (0, 5, 19): frozenset(_MM_19),
+    (0, 5, 20): frozenset(_MM_20),
+    (0, 5, 22): frozenset(_MM_22),
+    (0, 5, 23): frozenset(_MM_22 | {"MuseSparkForConditionalGeneration"}),
+}
+NEMOTRON_H = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
+DEEPSEEK_V4 = _V4_ARCHS | {"DeepseekV4ForCausalLMDSpark"}
+_A2A_OK = frozenset({"none", "deepep", "megamoe", "flashinfer"})
 # Switches that turn the graph off when set (truthy), and the first release that reads them.
 _OFF_SWITCHES: tuple[tuple[str, tuple[int, int, int]], ...] = (
     ("enable_dp_attention", FIRST),
@@ -104,6 +142,34 @@ def disabled_archs(v: tuple[int, int, int]) -> frozenset[str]:
     return DISABLED_ARCHS[since]
 
 
+def _table(
+    table: dict[tuple[int, int, int], frozenset[str]], v: tuple[int, int, int]
+) -> frozenset[str]:
+    return table[max(k for k in table if k <= v)]
+
+
+def _breakable_ok(config: dict[str, Any], v: tuple[int, int, int], m: GraphFacts) -> bool:
+    """Whether 0.5.15+'s breakable-graph rules leave it on (module docstring)."""
+    old = v < (0, 5, 17)
+    if m.mla and (old or (v == (0, 5, 17) and not m.dsa)):
+        return False
+    if (v == (0, 5, 17) and m.architecture in NEMOTRON_H) or m.architecture in DEEPSEEK_V4:
+        return False
+    if v >= (0, 5, 20) and m.architecture == "KimiLinearForCausalLM":
+        return False
+    if m.multimodal and m.architecture not in _table(MULTIMODAL_BREAKABLE, v):
+        return False
+    switches = ["lora_paths", "enable_lora", "enable_dp_attention"] if old else []
+    if v >= (0, 5, 17):
+        switches.append("enable_two_batch_overlap")
+    if any(config.get(k) for k in switches):
+        return False
+    if int(config.get("attn_cp_size") or 1) > 1 or int(config.get("dcp_size") or 1) > 1:
+        return False
+    a2a = str(config.get("moe_a2a_backend") or "none")
+    return a2a == "none" if old else a2a in _A2A_OK
+
+
 def _user_choice(config: dict[str, Any], v: tuple[int, int, int]) -> bool | None:
     """On/off as the user's flags fix it, skipping the compatibility rules; None: not fixed."""
     if v < LAST:
@@ -147,20 +213,23 @@ def prefill_graph_reserve_mib(
     config: dict[str, Any], v: tuple[int, int, int], cps: int, model: GraphFacts
 ) -> float:
     """MiB the release's mem-fraction heuristic reserves for the piecewise (prefill) CUDA graph
-    of `model` with chunked prefill `cps` (0 outside 0.5.10 .. 0.5.14 or where it is off)."""
-    if not FIRST <= v <= LAST:
+    of `model` with chunked prefill `cps` (0 before 0.5.10 or where it is off)."""
+    if v < FIRST or (v >= (0, 5, 19) and config.get("disaggregation_mode") == "decode"):
         return 0.0
     on = _user_choice(config, v)
-    if on is None:
+    if on is None and v >= BREAKABLE:
+        on = not model.hip and _breakable_ok(config, v, model)
+    elif on is None:
         on = _compatible(config, v, model)
     if not on:
         return 0.0
+    deepep = 1024.0 if v >= (0, 5, 17) and config.get("moe_a2a_backend") == "deepep" else 0.0
     if model.mla:
-        return MLA_RESERVE_MIB
+        return MLA_RESERVE_MIB + deepep
     sizes_key = "piecewise_cuda_graph_tokens" if v < LAST else "cuda_graph_bs_prefill"
     sizes = config.get(sizes_key)
     if isinstance(sizes, list | tuple) and sizes:
-        return float(len(sizes) * PER_SIZE_MIB)
+        return float(len(sizes) * PER_SIZE_MIB) + deepep
     max_key = "piecewise_cuda_graph_max_tokens" if v < LAST else "cuda_graph_max_bs_prefill"
     top = config.get(max_key)
     if top is None:
@@ -168,6 +237,6 @@ def prefill_graph_reserve_mib(
         if config.get("max_total_tokens") is not None:
             top = min(top, int(config["max_total_tokens"]))
     top = int(top)
-    if v >= (0, 5, 13) and config.get("context_length") is not None:
+    if (0, 5, 13) <= v <= (0, 5, 16) and config.get("context_length") is not None:
         top = min(top, int(config["context_length"]))
-    return float(len(capture_sizes(top)) * PER_SIZE_MIB)
+    return float(len(capture_sizes(top)) * PER_SIZE_MIB) + deepep

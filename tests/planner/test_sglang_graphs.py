@@ -69,3 +69,20 @@ def test_a_plan_on_0_5_10_has_less_static_memory_than_on_0_5_9() -> None:
     card, gpu = config_card("openai/gpt-oss-120b"), get_gpu("rtx-pro-6000-se-96g")
     assert plan_sglang(card, gpu, version="0.5.9").mem_fraction_static == 0.863
     assert plan_sglang(card, gpu, version="0.5.10").mem_fraction_static == 0.858
+
+
+def test_breakable_graph_from_0_5_15() -> None:
+    """0.5.15+ keeps the reserve with the breakable backend: a text model's 2048-token chunks
+    capture 42 sizes (the 42 counts club-3090 issue 1261's 0.5.19 log lists up to 2048);
+    multimodal Qwen3.5 packs join from 0.5.16, MLA only from 0.5.17 with DSA and 0.5.18 on."""
+    v15, v16, v17, v18 = (0, 5, 15), (0, 5, 16), (0, 5, 17), (0, 5, 18)
+    assert g.prefill_graph_reserve_mib({}, (0, 5, 19), 2048, TEXT) == 42 * 8
+    vl = g.GraphFacts(architecture="Qwen3_5ForConditionalGeneration", multimodal=True)
+    assert g.prefill_graph_reserve_mib({}, v15, 2048, vl) == 0
+    assert g.prefill_graph_reserve_mib({}, v16, 2048, vl) == 42 * 8
+    mla = g.GraphFacts(architecture="DeepseekV3ForCausalLM", mla=True)
+    dsa = g.GraphFacts(architecture="DeepseekV32ForCausalLM", mla=True, dsa=True)
+    assert g.prefill_graph_reserve_mib({}, v17, 8192, mla) == 0
+    assert g.prefill_graph_reserve_mib({}, v17, 8192, dsa) == 1536
+    assert g.prefill_graph_reserve_mib({}, v18, 8192, mla) == 1536
+    assert g.prefill_graph_reserve_mib({}, v18, 8192, g.GraphFacts(hip=True)) == 0

@@ -17,6 +17,9 @@ from autotune.planner import sglang_graphs as g
 from tests.wheels import engine_wheel_or_skip
 
 PIECEWISE = ("0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14")
+BREAKABLE_IN_SERVER_ARGS = ("0.5.15", "0.5.16", "0.5.17", "0.5.18")
+BREAKABLE_IN_HOOKS = ("0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+HOOK = "sglang/srt/arg_groups/cuda_graph_hook.py"
 GPUS_MIB = (24564, 46068, 81559, 97887, 143771, 183359)
 
 
@@ -34,20 +37,25 @@ def _function(source: str, name: str) -> ast.FunctionDef:
 
 def _sizes_fn(version: str) -> Any:
     """The release's own generator of captured token counts, as a function of the maximum."""
+    if version in BREAKABLE_IN_HOOKS:
+        fn = _function(_source(version, HOOK), "generate_prefill_cuda_graph_batch_sizes")
+        hook_ns: dict[str, Any] = {}
+        exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), hook_ns)
+        return hook_ns[fn.name]
     src = _source(version, "sglang/srt/server_args.py")
-    if version == "0.5.14":
+    if version >= "0.5.14":
         fn = _function(src, "_generate_prefill_cuda_graph_batch_sizes")
     else:
         fn = _function(src, "_generate_piecewise_cuda_graph_tokens")
     ns: dict[str, Any] = {}
     exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), ns)
     method = ns[fn.name]
-    if version == "0.5.14":
+    if version >= "0.5.14":
         return lambda top: method(None, top)
     return lambda top: method(SimpleNamespace(piecewise_cuda_graph_max_tokens=top))
 
 
-@pytest.mark.parametrize("version", PIECEWISE)
+@pytest.mark.parametrize("version", PIECEWISE + BREAKABLE_IN_SERVER_ARGS + BREAKABLE_IN_HOOKS)
 def test_capture_sizes_are_the_releases(version: str) -> None:
     sizes = _sizes_fn(version)
     for top in (512, 2048, 4096, 8192, 16384, 20000):
@@ -67,41 +75,68 @@ def _release_mfs(
     version: str, gpu_mib: int, cps: int, max_bs: int, *, mla: bool, on: bool
 ) -> float:
     """The release's default mem_fraction_static, its block run on a text model at TP 1 with the
-    piecewise (prefill) graph on or off and the sizes its own generator gives."""
+    piecewise (prefill) graph on or off and the sizes its own generator gives (0.5.16+: with
+    its own reserve_for_graph_mb / reserve_for_deepep_a2a_mb methods)."""
+    src = _source(version, "sglang/srt/server_args.py")
     sizes = _sizes_fn(version)(2048 if mla else cps)
     model = SimpleNamespace(is_multimodal=False)
+    backend = SimpleNamespace(DISABLED="disabled", BREAKABLE="breakable")
+    prefill = SimpleNamespace(
+        backend=("tc_piecewise" if version == "0.5.14" else "breakable") if on else "disabled",
+        bs=sizes,
+    )
+    decode = SimpleNamespace(backend="full", max_bs=max_bs)
+    resolved = SimpleNamespace(enable_dp_attention=False, moe_a2a_backend="none")
     this = SimpleNamespace(
         mem_fraction_static=None,
         chunked_prefill_size=cps,
         max_prefill_tokens=16384,
+        max_running_requests=None,
+        speculative_num_draft_tokens=None,
         cuda_graph_max_bs=max_bs,
+        cuda_graph_config=SimpleNamespace(decode=decode, prefill=prefill),
         tp_size=1,
         pp_size=1,
         dp_size=1,
         enable_dp_attention=False,
+        disaggregation_mode="null",
         speculative_algorithm=None,
         language_only=False,
+        language_model_only=False,
         disable_piecewise_cuda_graph=not on,
         piecewise_cuda_graph_tokens=sizes,
         use_mla_backend=lambda: mla,
         get_model_config=lambda: model,
+        post_capture_kv_sizing_planned=lambda: False,
+        _resolved=lambda: resolved,
     )
-    backend = SimpleNamespace(DISABLED="disabled")
     ns: dict[str, Any] = {
         "self": this,
         "gpu_mem": gpu_mib,
         "Backend": backend,
-        "decode_cuda_graph_config": SimpleNamespace(max_bs=max_bs),
-        "prefill_cuda_graph_config": SimpleNamespace(
-            backend="tc_piecewise" if on else "disabled", bs=sizes
-        ),
+        "resolved_view": lambda _: resolved,
+        "decode_cuda_graph_config": decode,
+        "prefill_cuda_graph_config": prefill,
     }
+    for name in ("reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"):
+        if f"def {name}(" in src:
+            fn = _function(src, name)
+            fn.body = [b for b in fn.body if not isinstance(b, ast.ImportFrom)]
+            exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), ns)
+            setattr(this, name, lambda f=ns[name]: f(this))
     block = _mem_block(version)
-    exec(compile(ast.Module(body=[block], type_ignores=[]), version, "exec"), ns)
+    for node in ast.walk(block):  # module imports inside the block: their names are in `ns`
+        for field in ("body", "orelse"):
+            stmts = getattr(node, field, None)
+            if isinstance(stmts, list):
+                kept = [b for b in stmts if not isinstance(b, ast.ImportFrom)]
+                setattr(node, field, kept or [ast.Pass()])
+    module = ast.fix_missing_locations(ast.Module(body=[block], type_ignores=[]))
+    exec(compile(module, version, "exec"), ns)
     return float(this.mem_fraction_static)
 
 
-@pytest.mark.parametrize("version", PIECEWISE)
+@pytest.mark.parametrize("version", PIECEWISE + BREAKABLE_IN_SERVER_ARGS)
 def test_default_mem_fraction_with_the_prefill_graph_is_the_releases(version: str) -> None:
     """rules.resolve's default mem_fraction_static, prefill-graph reserve included, equals the
     release's own block on every GPU size, for an MLA and a non-MLA model, graph on and off."""
@@ -109,8 +144,10 @@ def test_default_mem_fraction_with_the_prefill_graph_is_the_releases(version: st
     for gpu_mib, mla, on in itertools.product(GPUS_MIB, (False, True), (True, False)):
         cps, max_bs = rules.gpu_size_defaults(gpu_mib, 1, v)
         config = {} if on else {"disable_piecewise_cuda_graph": True}
-        if on is False and version == "0.5.14":
+        if on is False and version >= "0.5.14":
             config = {"disable_prefill_cuda_graph": True}
+        if on and mla and "0.5.15" <= version <= "0.5.17":
+            continue  # the breakable graph is off for (non-DSA) MLA there: below
         r = rules.resolve(
             config,
             gpu_mem_mib=gpu_mib,
@@ -156,7 +193,7 @@ def test_only_0_5_10_turns_it_off_for_speculative_decoding(version: str) -> None
 def test_the_default_switched_on_in_0_5_10_and_to_breakable_in_0_5_15() -> None:
     """0.5.9 needs --enable-piecewise-cuda-graph (nothing reserved); 0.5.10 .. 0.5.13 have it on
     unless --disable-piecewise-cuda-graph; 0.5.14's prefill graph defaults to tc_piecewise and
-    0.5.15's to breakable on CUDA (not modelled: no reserve)."""
+    0.5.15's to breakable on CUDA."""
     assert "enable_piecewise_cuda_graph: bool = False" in _source(
         "0.5.9", "sglang/srt/server_args.py"
     )
@@ -166,6 +203,94 @@ def test_the_default_switched_on_in_0_5_10_and_to_breakable_in_0_5_15() -> None:
     cfg = "sglang/srt/model_executor/cuda_graph_config.py"
     assert "PhaseConfig(backend=Backend.TC_PIECEWISE)" in " ".join(_source("0.5.14", cfg).split())
     assert "return Backend.BREAKABLE if is_cuda()" in _source("0.5.15", cfg)
-    for version in ("0.5.9", "0.5.15"):
-        v = rules.planning_version(version)
-        assert g.prefill_graph_reserve_mib({}, v, 8192, g.GraphFacts()) == 0.0
+    v9 = rules.planning_version("0.5.9")
+    assert g.prefill_graph_reserve_mib({}, v9, 8192, g.GraphFacts()) == 0.0
+    v15 = rules.planning_version("0.5.15")
+    assert g.prefill_graph_reserve_mib({}, v15, 8192, g.GraphFacts()) == 58 * 8
+
+
+@pytest.mark.parametrize("version", BREAKABLE_IN_HOOKS)
+def test_hook_reserve_is_the_releases(version: str) -> None:
+    """0.5.19+: memory_hook.reserve_for_graph_mb, run on a breakable prefill graph, holds back
+    what prefill_graph_reserve_mib gives beside the decode graph's 2 MiB per batch size."""
+    fn = _function(
+        _source(version, "sglang/srt/arg_groups/memory_hook.py"), "reserve_for_graph_mb"
+    )
+    floor = _source(version, "sglang/srt/arg_groups/memory_hook.py")
+    assert floor.index("reserve_for_graph_mb(server_args)") < floor.index("10 * 1024)")
+    v = rules.planning_version(version)
+    for mla, a2a, cps in itertools.product((False, True), ("none", "deepep"), (2048, 8192, 16384)):
+        top = 2048 if mla else cps
+        cfg = SimpleNamespace(
+            disaggregation_mode="null",
+            attn_dp_size=1,
+            cuda_graph_config=SimpleNamespace(
+                decode=SimpleNamespace(backend="full", max_bs=256),
+                prefill=SimpleNamespace(backend="breakable", bs=_sizes_fn(version)(top)),
+            ),
+        )
+        ns: dict[str, Any] = {
+            "Any": Any,
+            "Backend": SimpleNamespace(DISABLED="disabled", BREAKABLE="breakable"),
+            "resolving_view": lambda _, cfg=cfg: cfg,
+            "resolved_view": lambda _, a2a=a2a: SimpleNamespace(
+                moe_a2a_backend=a2a, enable_dp_attention=False
+            ),
+            "attn_dp_enabled_of": lambda _: False,
+            "use_mla_backend": lambda _, mla=mla: mla,
+        }
+        exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), ns)
+        got = ns["reserve_for_graph_mb"](None) - 256 * 2
+        model = g.GraphFacts(architecture="X", mla=mla, dsa=mla)
+        want = g.prefill_graph_reserve_mib({"moe_a2a_backend": a2a}, v, cps, model)
+        assert got == pytest.approx(want), (version, mla, a2a, cps)
+
+
+def _breakable_rules(version: str) -> list[str]:
+    """The names of the release's breakable-graph auto-disable rules."""
+    path = HOOK if version in BREAKABLE_IN_HOOKS else "sglang/srt/server_args.py"
+    for fn in ast.walk(ast.parse(_source(version, path))):
+        if isinstance(fn, ast.FunctionDef) and fn.name.endswith(
+            "disable_breakable_cudagraph_if_incompatible"
+        ):
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "rules":
+                    assert isinstance(node.value, ast.List)
+                    return [ast.unparse(e) for e in node.value.elts]
+    raise AssertionError(f"{version}: no breakable rules")
+
+
+@pytest.mark.parametrize("version", BREAKABLE_IN_SERVER_ARGS + BREAKABLE_IN_HOOKS)
+def test_breakable_rules_are_the_releases(version: str) -> None:
+    """Which switches and models the breakable prefill graph's rules turn it off for, per
+    release (the module docstring's list), and the multimodal models it keeps."""
+    v = rules.planning_version(version)
+    found = " ".join(_breakable_rules(version))
+    text = g.GraphFacts(architecture="LlamaForCausalLM")
+    checks = {
+        "LoRA": ({"enable_lora": True}, text),
+        "DP attention": ({"enable_dp_attention": True}, text),
+        "NemotronH": ({}, g.GraphFacts(architecture="NemotronHForCausalLM")),
+        "KDA": ({}, g.GraphFacts(architecture="KimiLinearForCausalLM")),
+        "two-batch overlap": ({"enable_two_batch_overlap": True}, text),
+        "DeepSeek-V4": ({}, g.GraphFacts(architecture="DeepseekV4ForCausalLM")),
+        "MLA attention": ({}, g.GraphFacts(architecture="DeepseekV3ForCausalLM", mla=True)),
+    }
+    for name, (config, model) in checks.items():
+        off = g.prefill_graph_reserve_mib(config, v, 8192, model) == 0.0
+        assert off is (name in found), (version, name)
+    src = _source(version, "sglang/srt/configs/model_config.py")
+    listed: set[str] = set()
+    for node in ast.walk(ast.parse(src)):
+        if (
+            isinstance(node, ast.Assign)
+            and ast.unparse(node.targets[0])
+            == "multimodal_breakable_cuda_graph_supported_model_archs"
+        ):
+            listed = set(ast.literal_eval(node.value))
+    for arch in listed | {"LlavaForConditionalGeneration"}:
+        vision = g.GraphFacts(architecture=arch, multimodal=True)
+        assert (g.prefill_graph_reserve_mib({}, v, 8192, vision) > 0) is (arch in listed), arch
+    assert "return Backend.BREAKABLE if is_cuda()" in _source(
+        version, "sglang/srt/model_executor/cuda_graph_config.py"
+    )
