@@ -143,6 +143,15 @@ class VisionTower(_Frozen):
     hidden_size: int
 
 
+class RopeScaling(_Frozen):
+    """config.json's `rope_scaling`: engines derive the default context length from it (vLLM
+    multiplies max_position_embeddings, or a yarn config's original length, by the factor)."""
+
+    kind: str = Field(description="rope_type (or the older `type` key): linear, yarn, llama3...")
+    factor: float = 1.0
+    original_max_position_embeddings: int | None = None
+
+
 class WeightBytes(_Frozen):
     """Bytes of each component as loaded on one GPU at TP 1 (not file sizes)."""
 
@@ -217,6 +226,7 @@ class ModelCard(_Frozen):
     )
     experts: Experts | None = None
     max_position_embeddings: int = 262144
+    rope_scaling: RopeScaling | None = None
     rotary_dim: int | None = Field(
         default=None,
         description="rotated dims per head (head_dim x partial_rotary_factor; MLA: the rope "

@@ -217,6 +217,29 @@ def auto_chunked_prefill(
     return not any(excluded)
 
 
+# Rope types whose factor _get_and_verify_max_len (config.py) leaves out of the derived length:
+# none in 0.4.1 (it multiplies every config's factor), "su" in 0.5.0, and "su", "longrope",
+# "llama3" in 0.6.3.post1 .. 0.6.6.post1 (the wheels read; releases between take the rule of the
+# last one read before them). No release before 0.5.3 runs a llama3 config (its rope type is
+# unknown to them), so "llama3" is left out everywhere.
+_UNSCALED_ROPE = (("0.6.3", {"su", "longrope", "llama3"}), ("0.5.0", {"su", "llama3"}))
+
+
+def derived_max_model_len(card: ModelCard, version: str) -> int:
+    """The default max_model_len a V0-era release derives from the config: max_position_
+    embeddings (a yarn config's original_max_position_embeddings) times the rope-scaling
+    factor, unless the release leaves the type out (_UNSCALED_ROPE). deepseek-coder's linear
+    factor 4 makes its 16K config a 64K default."""
+    rs = card.rope_scaling
+    left_out = next((k for first, k in _UNSCALED_ROPE if at_least(version, first)), {"llama3"})
+    if rs is None or rs.kind in left_out:
+        return card.max_position_embeddings
+    base = card.max_position_embeddings
+    if rs.kind == "yarn" and rs.original_max_position_embeddings:
+        base = rs.original_max_position_embeddings
+    return int(base * rs.factor)
+
+
 def v0_batched_tokens(
     card: ModelCard, cfg: dict[str, Any], version: str, chunked: bool, limits: tuple[int, int]
 ) -> int:

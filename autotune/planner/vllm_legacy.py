@@ -32,6 +32,7 @@ from autotune.planner.vllm_history import (
     at_least,
     auto_chunked_prefill,
     check_history_architecture,
+    derived_max_model_len,
     engine_of,
     history_block_size,
     history_bytes_per_token,
@@ -111,8 +112,9 @@ def non_torch_mib(engine: Engine, version: str, tp: int, vendor: str, arch: str 
 
 
 def history_weights_gib(card: ModelCard, cfg: dict[str, Any], tp: int) -> float:
-    """Weights on the busiest rank: the pipeline stage with the most layers (and the larger of
-    the embedding and the LM head), and fp8 linear weights with online `--quantization fp8`."""
+    """Weights on the busiest rank: the heaviest pipeline stage (stage_share of the decoder and
+    of the parts every TP rank holds whole, and the larger of the embedding and the LM head),
+    and fp8 linear weights with online `--quantization fp8`."""
     w = card.weights
     decoder = w.decoder
     if cfg.get("quantization") == "fp8" and card.quantization.scheme == "none":
@@ -121,11 +123,32 @@ def history_weights_gib(card: ModelCard, cfg: dict[str, Any], tp: int) -> float:
     if pp == 1:
         card = card.model_copy(update={"weights": w.model_copy(update={"decoder": decoder})})
         return vllm_weights_bytes(card, cfg, tp, load_mtp=False) / GIB
-    stage = -(-card.num_layers // pp)
-    sharded = decoder * stage // card.num_layers + max(w.embed_tokens, w.lm_head)
+    share = stage_share(card, pp)
+    sharded = int(decoder * share) + max(w.embed_tokens, w.lm_head)
     vision = vision_per_rank(w, tp, shards_vision(card, cfg))
-    whole = vision + w.replicated + rope_cache_bytes(card)
+    whole = vision + int(w.replicated * share) + rope_cache_bytes(card)
     return ((sharded + w.load_overhead) // tp + whole) / GIB
+
+
+def stage_share(card: ModelCard, pp: int) -> float:
+    """The heaviest pipeline stage's share of the decoder (estimate): V0's get_pp_indices gives
+    each stage num_layers // pp layers and the last one the rest. A layer weighs its attention
+    (the card's attention bytes over the layers; without them 4 x hidden x heads x head_dim
+    parameters) plus its MLP's share of the rest, by parameters: dense 3 x hidden x
+    intermediate, experts x 3 x hidden x moe_intermediate plus the shared expert, the dense
+    layers first (first_k_dense_replace). DeepSeek-V3's last stage of two: 31 expert layers."""
+    h, n, w, e = card.hidden_size, card.num_layers, card.weights, card.experts
+    moe_layers = e.moe_layers if e is not None else 0
+    moe = 0 if e is None else e.num_experts * e.moe_intermediate_size + e.shared_intermediate_size
+    mlp = [3 * h * (moe if i >= n - moe_layers else card.intermediate_size) for i in range(n)]
+    if w.attention:
+        rest = w.decoder - w.attention
+        weight = [w.attention / n + rest * m / sum(mlp) for m in mlp]
+    else:
+        weight = [4 * h * card.num_attention_heads * card.head_dim + m for m in mlp]
+    per = n // pp
+    bounds = [(r * per, (r + 1) * per if r < pp - 1 else n) for r in range(pp)]
+    return max(sum(weight[a:b]) for a, b in bounds) / sum(weight)
 
 
 def history_startup(
@@ -151,7 +174,8 @@ def history_limits(
     assumptions: list[str],
 ) -> BatchLimits:
     """max_num_seqs, max_model_len, chunked prefill and max_num_batched_tokens by release."""
-    max_len = int(cfg.get("max_model_len") or card.max_position_embeddings)
+    derived = derived_max_model_len(card, version)
+    max_len = int(cfg.get("max_model_len") or derived)
     if engine == "v1":  # chunked prefill always on
         seqs, tokens = v1_defaults(gpu, version)
         seqs = int(cfg.get("max_num_seqs") or seqs)
@@ -176,9 +200,15 @@ def history_limits(
             f"max_num_batched_tokens ({tokens}) must be greater than or equal to max_num_seqs "
             f"({seqs}): vLLM rejects it"
         )
-    if max_len > card.max_position_embeddings:
+    rs = card.rope_scaling
+    if rs is not None and derived != card.max_position_embeddings and not cfg.get("max_model_len"):
         assumptions.append(
-            f"max_model_len {max_len} exceeds the model's {card.max_position_embeddings}: vLLM "
+            f"max_model_len {derived}: vLLM {version} scales the config's length by its "
+            f"{rs.kind} rope-scaling factor {rs.factor:g}"
+        )
+    if max_len > derived:
+        assumptions.append(
+            f"max_model_len {max_len} exceeds the model's {derived}: vLLM "
             "refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
         )
     return BatchLimits(seqs, max_len, bool(chunked), tokens)

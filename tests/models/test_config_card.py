@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from autotune.errors import ConfigError, ModelLoadError
-from autotune.models.card import ModelCard
+from autotune.models.card import ModelCard, RopeScaling
 from autotune.models.config_cards import config_card, config_cards, read_card
 from autotune.models.hf.config_card import card_from_config
 from autotune.models.hf.pack_parts import bytes_per_param
@@ -459,3 +459,16 @@ def test_tinyllama_chat_card_is_its_bf16_checkpoint() -> None:
     # Its model.safetensors is 2,200,119,864 bytes at Hub revision fe8a4ea1 (header included).
     assert 0 < 2_200_119_864 - card.weights.total < 64 * 1024
     assert kv_cell(card) == 22 * 2 * 4 * 64 * 2
+
+
+def test_rope_scaling_read_from_either_key_and_checked() -> None:
+    linear = card({**LLAMA3_8B, "rope_scaling": {"factor": 4.0, "type": "linear"}})
+    assert linear.rope_scaling == RopeScaling(kind="linear", factor=4.0)
+    yarn = {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": 32768}
+    assert card({**LLAMA3_8B, "rope_scaling": yarn}).rope_scaling == RopeScaling(
+        kind="yarn", factor=4.0, original_max_position_embeddings=32768
+    )
+    assert card({**LLAMA3_8B, "rope_scaling": {"rope_type": "default"}}).rope_scaling is None
+    assert card(LLAMA3_8B).rope_scaling is None
+    with pytest.raises(ModelLoadError, match="rope_scaling"):
+        card({**LLAMA3_8B, "rope_scaling": {"type": "linear", "factor": "4"}})

@@ -16,6 +16,7 @@ from autotune.models.hf.fields import (
     config_dtype,
     full_attention_layers,
     linear_attention,
+    rope_scaling,
 )
 from autotune.models.hf.quantization import quantization_from_config
 from autotune.models.hf.reading import read_checkpoint
@@ -102,6 +103,7 @@ def card_from_dir(path: Path) -> ModelCard:
                 "max_position_embeddings",
                 ModelCard.model_fields["max_position_embeddings"].default,
             ),
+            rope_scaling=rope_scaling(f),
             tie_word_embeddings=tie,
             mtp_layers=mtp_layers_present(ckpt),
             vision=_vision(ckpt),

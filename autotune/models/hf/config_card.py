@@ -47,6 +47,7 @@ from autotune.models.hf.fields import (
     dense_intermediate,
     full_attention_layers,
     linear_attention,
+    rope_scaling,
     rotary_dim,
 )
 from autotune.models.hf.nemotron_h import block_parts, mamba2_params, shared_intermediate
@@ -474,6 +475,7 @@ def _skeleton(
         cross_attention_layers=tuple(cross) if isinstance(cross, list) else (),
         experts=_experts(f, len(moe_layer_ids(f, num_layers)), architecture),
         max_position_embeddings=f.get_int("max_position_embeddings", 262144),
+        rope_scaling=rope_scaling(f),
         rotary_dim=rotary_dim(f, architecture, head_dim),
         tie_word_embeddings=bool(tie),
         mtp_layers=mtp or 0,

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune.errors import ModelLoadError
-from autotune.models.card import LinearAttention
+from autotune.models.card import LinearAttention, RopeScaling
 
 
 class ConfigFields:
@@ -51,6 +51,24 @@ class ConfigFields:
         if not isinstance(v, str):
             raise self.error(key, f"must be a string, got {v!r}")
         return v
+
+
+def rope_scaling(f: ConfigFields) -> RopeScaling | None:
+    """`rope_scaling` as the config states it (`rope_type`, or the older `type` key; a
+    `default` type or no mapping: None)."""
+    rs = f.data.get("rope_scaling")
+    if not isinstance(rs, Mapping):
+        return None
+    kind = rs.get("rope_type", rs.get("type"))
+    if not isinstance(kind, str) or kind == "default":
+        return None
+    factor = rs.get("factor", 1.0)
+    original = rs.get("original_max_position_embeddings")
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or factor <= 0:
+        raise f.error("rope_scaling", f"has factor {factor!r}; expected a positive number")
+    if original is not None and (isinstance(original, bool) or not isinstance(original, int)):
+        raise f.error("rope_scaling", f"has original_max_position_embeddings {original!r}")
+    return RopeScaling(kind=kind, factor=float(factor), original_max_position_embeddings=original)
 
 
 # Nemotron-H's `layers_block_type` words as `hybrid_override_pattern` letters.
