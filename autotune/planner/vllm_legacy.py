@@ -280,12 +280,13 @@ def history_layout(
     limits: BatchLimits,
     mem: ProfiledMemory,
 ) -> KVLayout:
-    """One KV group of every attention layer on the busiest pipeline stage (sliding-window
+    """One KV group of every attention layer on the last pipeline stage (sliding-window
     layers sized as full attention); tokens = blocks x block_size."""
     bs = history_block_size(card, gpu, cfg, version)
     a1 = history_bytes_per_token(card, cfg, version, engine, tp)
     pp = int(cfg.get("pipeline_parallel_size") or 1)
-    layers = -(-len(card.full_attention_layers) // pp)
+    n = len(card.full_attention_layers)
+    layers = n - (pp - 1) * (n // pp)  # get_pp_indices: the last stage takes the rest
     per_block = bs * a1 * layers
     blocks = max(int(max(mem.kv_cache_gib, 0.0) * GIB // per_block), 0) if per_block else 0
     max_len = limits.max_model_len

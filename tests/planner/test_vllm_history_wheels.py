@@ -15,9 +15,10 @@ from autotune.calibration.replay import replay
 from autotune.engines.wheels import download_wheel
 from autotune.models.card import RopeScaling
 from autotune.models.config_cards import config_card
+from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_history import derived_max_model_len
 from autotune.planner.vllm_legacy import stage_share
-from tests.planner.test_vllm_history import DEEPSEEK, LLAMA_8B
+from tests.planner.test_vllm_history import DEEPSEEK, H100, LLAMA_8B
 from tests.wheels import pypi_reachable, wheel_cache
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "vllm"
@@ -98,6 +99,9 @@ def test_pipeline_stages_split_as_get_pp_indices_and_weigh_their_experts() -> No
     assert "layers_per_partition = num_hidden_layers // pp_size" in text
     assert "end_layer = num_hidden_layers" in text
     assert stage_share(LLAMA_8B, 2) == 0.5
+    five = plan_vllm(LLAMA_8B, H100, {"pipeline_parallel_size": 5, "max_model_len": 8192},
+                     version="0.6.6")  # fmt: skip
+    assert five.layers_per_group == 32 - 4 * (32 // 5) == 8  # not ceil(32 / 5) = 7
     assert stage_share(LLAMA_8B.model_copy(update={"num_layers": 61}), 2) == 31 / 61
     expert = 256 * 2048 + 2048
     dense_first = (31 * expert) / (58 * expert + 3 * 18432)
