@@ -37,6 +37,7 @@ from autotune.errors import ConfigError
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
+from autotune.planner.vllm_alloc import weight_padding_bytes
 from autotune.planner.vllm_draft import draft_kv, separate_draft
 from autotune.planner.vllm_history import (
     CURRENT_MODEL_SINCE,
@@ -255,7 +256,7 @@ def _current_parts(
         startup=startup,
         reasons=reasons,
         tp_mib=tp_non_torch_mib(gpu, tp),
-        padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp),
+        padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp) + weight_padding_bytes(card, tp),
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
         sm_count=gpu.sm_count,
     )

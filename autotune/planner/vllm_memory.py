@@ -245,8 +245,8 @@ def profiled_memory(
     draft_bytes: int = 0,
     sm_count: int,
 ) -> ProfiledMemory:
-    """Weights (plus what the kernels pad them by, `padding_bytes`, and a separate draft
-    model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes the Triton sampler's
+    """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
+    and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes the Triton sampler's
     buffer), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
     the budget that the headroom cannot hold are a reason."""
     requested = startup.requested_gib

@@ -1,0 +1,77 @@
+"""What PyTorch's CUDA caching allocator adds to vLLM's "Model loading took" beyond the weights'
+bytes. vLLM reads the weights' memory as allocated bytes (V1 gpu_model_runner.load_model's
+DeviceMemoryProfiler: platforms/cuda.py get_current_memory_usage = max_memory_allocated after
+reset_peak_memory_stats), and the allocator counts a whole block, not the bytes asked for, where
+it does not split the block.
+
+The allocator's rule (c10/cuda/CUDACachingAllocator.cpp, kMinLargeAlloc = 10 MiB,
+kRoundLarge = 2 MiB, kSmallSize = 1 MiB): a request of 10 MiB or more gets a fresh segment
+rounded up to 2 MiB; the block is split only when more than 1 MiB would remain, so a request
+within 1 MiB below a 2 MiB multiple is charged the whole segment. Checked on an H200 with torch
+2.11.0+cu130: a 231 MiB bf16 tensor counts 232 MiB, 115.5 MiB counts 116, 11.25 MiB counts 12,
+462 MiB and 10.5 MiB count their size; Qwen2.5-72B's per-rank tensors, 20 layers, count 20 MiB
+more at TP 2 (down_proj 231 MiB) and 30 MiB more at TP 4 (gate_up 231, down 115.5 MiB).
+
+Modelled for plain dense decoders in the model's own dtype (vLLM's Merged/QKV column-parallel
+and row-parallel layers: one tensor each for qkv, o, gate_up and down per layer, the vocab-
+parallel embedding and LM head); other layouts (experts, quantized packs, linear and latent
+attention) add 0 here. Requests below 10 MiB come from shared 20 MiB segments and are taken
+as exact.
+"""
+
+from __future__ import annotations
+
+from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.planner.common import MIB
+
+MIN_LARGE_ALLOC = 10 * MIB
+ROUND_LARGE = 2 * MIB
+SMALL_SIZE = 1 * MIB
+# vLLM's VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of 64
+# (layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE).
+VOCAB_PADDING = 64
+
+
+def block_padding(nbytes: int) -> int:
+    """Bytes the allocator charges beyond a fresh request of `nbytes`."""
+    if nbytes < MIN_LARGE_ALLOC:
+        return 0
+    rest = -nbytes % ROUND_LARGE
+    return rest if rest <= SMALL_SIZE else 0
+
+
+def _plain_dense(card: ModelCard) -> bool:
+    return (
+        card.quantization.scheme == "none"
+        and card.experts is None
+        and card.linear_attention is None
+        and card.latent_attention is None
+        and card.global_attention is None
+        and not card.attn_output_gate
+        and not card.cross_attention_layers
+    )
+
+
+def dense_tensor_bytes(card: ModelCard, tp: int) -> list[int]:
+    """One rank's large weight tensors of a plain dense decoder, in bytes (empty otherwise)."""
+    if not _plain_dense(card):
+        return []
+    width = DTYPE_BYTES.get(card.dtype, 2.0)
+    hidden, hd = card.hidden_size, card.head_dim
+    q_heads = max(card.num_attention_heads // tp, 1)
+    kv_heads = max(card.num_kv_heads // tp, 1)  # replicated below one head per rank
+    layer = [
+        (q_heads + 2 * kv_heads) * hd * hidden,  # qkv_proj
+        hidden * q_heads * card.value_head_dim,  # o_proj
+        2 * (card.intermediate_size // tp) * hidden,  # gate_up_proj
+        hidden * (card.intermediate_size // tp),  # down_proj
+    ]
+    vocab = -(-card.vocab_size // VOCAB_PADDING) * VOCAB_PADDING // tp
+    heads = 1 if card.tie_word_embeddings else 2
+    elems = [vocab * hidden] * heads + layer * card.num_layers
+    return [int(e * width) for e in elems]
+
+
+def weight_padding_bytes(card: ModelCard, tp: int) -> int:
+    """What the allocator adds to one rank's weights as vLLM reads them (0 where not modelled)."""
+    return sum(block_padding(b) for b in dense_tensor_bytes(card, tp))

@@ -1,0 +1,80 @@
+"""The caching allocator's block rounding in vLLM's weights figure: the rule against the H200
+measurements the module cites, the per-rank tensors of Qwen2.5-72B, the releases' reading of
+allocated bytes (0.10.1.1, 0.19.0, 0.25.1 wheels), and the public launches it explains."""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autotune.calibration.records import load_records
+from autotune.calibration.replay import replay
+from autotune.models.config_cards import config_card
+from autotune.planner.common import MIB
+from autotune.planner.vllm_alloc import (
+    VOCAB_PADDING,
+    block_padding,
+    dense_tensor_bytes,
+    weight_padding_bytes,
+)
+from tests.wheels import engine_wheel_or_skip
+
+VERSIONS = ("0.10.1.1", "0.19.0", "0.25.1")
+RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
+
+
+@pytest.mark.parametrize(
+    ("mib", "extra_mib"),
+    [(231, 1.0), (115.5, 0.5), (11.25, 0.75), (462, 0.0), (10.5, 0.0), (9, 0.0), (10, 0.0)],
+)
+def test_block_padding_is_the_h200_measurement(mib: float, extra_mib: float) -> None:
+    assert block_padding(int(mib * MIB)) == int(extra_mib * MIB)
+
+
+def test_qwen2_5_72b_per_rank_padding() -> None:
+    card = config_card("moonshotai/Kimi-Dev-72B")
+    assert card is not None
+    # Measured: 20 layers' tensors count 20 MiB more at TP 2 and 30 MiB more at TP 4.
+    assert weight_padding_bytes(card, 2) == 80 * MIB
+    assert weight_padding_bytes(card, 4) == 120 * MIB
+    sizes = dense_tensor_bytes(card, 2)
+    assert len(sizes) == 2 + 4 * card.num_layers
+    assert sum(sizes) == pytest.approx(card.weights.total / 2, rel=1e-3)
+
+
+def test_layouts_not_modelled_add_nothing() -> None:
+    moe = config_card("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert moe is not None and moe.experts is not None
+    assert dense_tensor_bytes(moe, 2) == []
+    assert weight_padding_bytes(moe, 2) == 0
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_releases_read_weights_as_allocated_bytes(version: str) -> None:
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        cuda = z.read("vllm/platforms/cuda.py").decode()
+        runner = z.read("vllm/v1/worker/gpu_model_runner.py").decode()
+        vocab = z.read("vllm/model_executor/layers/vocab_parallel_embedding.py").decode()
+        qwen2 = z.read("vllm/model_executor/models/qwen2.py").decode()
+    usage = cuda[cuda.index("def get_current_memory_usage") :][:400]
+    assert "reset_peak_memory_stats" in usage and "max_memory_allocated" in usage
+    assert "with DeviceMemoryProfiler() as m" in runner
+    assert "self.model_memory_usage = m.consumed_memory" in runner
+    assert re.search(rf"^DEFAULT_VOCAB_PADDING_SIZE = {VOCAB_PADDING}$", vocab, re.M)
+    # One tensor each for qkv, o, gate_up and down per layer.
+    for layer in ("QKVParallelLinear(", "MergedColumnParallelLinear(", "RowParallelLinear("):
+        assert layer in qwen2
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["more-qwen2.5-72b-instruct-h100-tp2", "repo-qwen2-7b-instruct-a100-80gb-tp1"],
+)
+def test_public_launches_weights(name: str) -> None:
+    record = next(r for r in load_records(RECORDS) if r.name == name)
+    r = replay(record)
+    assert r.plan is not None and r.observed.weights_gib is not None
+    assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=0.006)
