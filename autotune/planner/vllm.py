@@ -37,7 +37,7 @@ from autotune.errors import ConfigError
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
-from autotune.planner.vllm_alloc import weight_padding_bytes
+from autotune.planner.vllm_alloc import cublas_workspace_bytes, weight_padding_bytes
 from autotune.planner.vllm_draft import draft_kv, separate_draft
 from autotune.planner.vllm_history import (
     CURRENT_MODEL_SINCE,
@@ -258,6 +258,7 @@ def _current_parts(
         tp_mib=tp_non_torch_mib(gpu, tp),
         padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp) + weight_padding_bytes(card, tp),
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
+        workspace_bytes=cublas_workspace_bytes(gpu),
         sm_count=gpu.sm_count,
     )
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")

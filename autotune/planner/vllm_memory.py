@@ -243,20 +243,22 @@ def profiled_memory(
     tp_mib: int | None = None,
     padding_bytes: int = 0,
     draft_bytes: int = 0,
+    workspace_bytes: int = 0,
     sm_count: int,
 ) -> ProfiledMemory:
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
     and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes the Triton sampler's
-    buffer), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
-    the budget that the headroom cannot hold are a reason."""
+    buffer; `workspace_bytes`, what the run's first GEMM allocates beside them), non-torch
+    memory and graphs, and the KV memory they leave; graphs captured outside the budget that
+    the headroom cannot hold are a reason."""
     requested = startup.requested_gib
     weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes + draft_bytes) / GIB
     act = (
         activation_bytes(
             card, tp, max_tokens, max_num_seqs, version, sm_count, flashinfer_setting(cfg)
         )
-        / GIB
-    )
+        + workspace_bytes
+    ) / GIB
     if tp_mib is None:
         tp_mib = NON_TORCH_TP_MIB if tp > 1 else 0
     non_torch = (NON_TORCH_MIB + tp_mib) / 1024

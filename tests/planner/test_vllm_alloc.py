@@ -1,6 +1,8 @@
-"""The caching allocator's block rounding in vLLM's weights figure: the rule against the H200
-measurements the module cites, the per-rank tensors of Qwen2.5-72B, the releases' reading of
-allocated bytes (0.10.1.1, 0.19.0, 0.25.1 wheels), and the public launches it explains."""
+"""What torch allocates beyond the model's tensors in vLLM's figures: the caching allocator's block
+rounding in the weights (the rule against the H200 measurements the module cites, the per-rank
+tensors of Qwen2.5-72B, the releases' reading of allocated bytes in the 0.10.1.1, 0.19.0 and
+0.25.1 wheels) and cuBLAS's workspace in the profiling peak, with the public launches they
+explain."""
 
 from __future__ import annotations
 
@@ -12,11 +14,13 @@ import pytest
 
 from autotune.calibration.records import load_records
 from autotune.calibration.replay import replay
+from autotune.hardware import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner.common import MIB
 from autotune.planner.vllm_alloc import (
     VOCAB_PADDING,
     block_padding,
+    cublas_workspace_bytes,
     dense_tensor_bytes,
     weight_padding_bytes,
 )
@@ -78,3 +82,32 @@ def test_public_launches_weights(name: str) -> None:
     r = replay(record)
     assert r.plan is not None and r.observed.weights_gib is not None
     assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=0.006)
+
+
+def test_cublas_workspace_by_architecture() -> None:
+    assert cublas_workspace_bytes(get_gpu("h100-80g")) == 32 * MIB
+    assert cublas_workspace_bytes(get_gpu("h200-141g")) == 32 * MIB
+    assert cublas_workspace_bytes(get_gpu("a100-80g")) == 0  # not measured
+
+
+_PEAK = re.compile(r"torch peak memory increase: ([\d.]+)GiB")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "more-llama-3.1-8b-instruct-h100-tp2",
+        "more-qwen2.5-7b-instruct-h100-tp4",
+        "more-qwen2.5-72b-instruct-h100-tp2",
+        "more-llama-3.3-70b-instruct-fp8-dynamic-h100-tp2",
+    ],
+)
+def test_public_launches_torch_peak(name: str) -> None:
+    """0.19.0 logs the profiling run's torch peak (a DEBUG line): the sampler phase plus the
+    workspace, to the log's 0.01 GiB."""
+    record = next(r for r in load_records(RECORDS) if r.name == name)
+    logged = _PEAK.search(record.log)
+    assert logged is not None
+    r = replay(record)
+    assert r.plan is not None
+    assert r.plan.model_dump()["activation_gib"] == pytest.approx(float(logged[1]), abs=0.006)
