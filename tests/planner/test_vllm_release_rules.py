@@ -103,3 +103,40 @@ def test_decode_context_parallel_rules_are_the_releases() -> None:
     assert "max_model_len = cdiv(max_model_len, dcp_world_size * pcp_world_size)" in new
     capacity = _text("0.21.0", "vllm/v1/core/kv_cache_utils.py")
     assert "num_tokens = int(max_concurrency * max_model_len)" in capacity
+
+
+@pytest.mark.parametrize(
+    ("version", "uma_check"),
+    [
+        ("0.19.0", "shared_sysmem_device_mem_sms = ((8, 7), (11, 0), (12, 1))"),
+        ("0.19.1", "shared_sysmem_device_mem_sms = ((8, 7), (11, 0), (12, 1))"),
+        ("0.25.1", "if current_platform.is_integrated_gpu(device.index):"),
+    ],
+)
+def test_unified_memory_free_is_the_hosts(version: str, uma_check: str) -> None:
+    """The GB10 records' unmodelled entry: on an integrated GPU (Spark, sm 12.1) the snapshot's
+    free memory is psutil's available host memory, and the non-torch increase taken from the KV
+    budget is total - free - torch's reserved, from the worker's snapshot to the profile's end."""
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        src = z.read("vllm/utils/mem_utils.py").decode()
+    measure = ast.unparse(
+        next(
+            n
+            for n in ast.walk(ast.parse(src))
+            if isinstance(n, ast.FunctionDef) and n.name == "measure"
+        )
+    )
+    assert uma_check in src
+    assert "self.free_memory = psutil.virtual_memory().available" in measure
+    assert "self.cuda_memory = self.total_memory - self.free_memory" in measure
+    assert "self.non_torch_memory = self.cuda_memory - self.torch_memory" in measure
+    assert "result.non_torch_increase = diff_from_create.non_torch_memory" in src
+
+
+def test_0_10_1_1_snapshot_precedes_nccl() -> None:
+    """The cross-node record's unmodelled entry: 0.10.1.1's worker snapshots memory before it
+    starts the distributed environment, so NCCL's memory is in the non-torch increase."""
+    src = _function("0.10.1.1", "vllm/v1/worker/gpu_worker.py", "init_device")
+    assert src.index("self.init_snapshot = MemorySnapshot()") < src.index(
+        "init_worker_distributed_environment("
+    )
