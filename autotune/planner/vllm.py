@@ -179,7 +179,7 @@ def plan_vllm(
     """
     del host_free_gib
     cfg = dict(config or {})
-    version = planner_version(version)
+    build, version = version, planner_version(version)
     tp = _tensor_parallel(cfg, tp)
     check_version_for_model(card, version)
     reasons: list[str] = []
@@ -190,6 +190,7 @@ def plan_vllm(
             gpu,
             cfg,
             version=version,
+            build=build,
             tp=tp,
             gpu_free_gib=gpu_free_gib,
             reasons=reasons,

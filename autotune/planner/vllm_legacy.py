@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from packaging.version import Version
+
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, vision_per_rank
@@ -78,18 +80,48 @@ SAMPLER_BYTES_PER_LOGIT = 32
 FUSED_MOE_CHUNK = 65536  # VLLM_FUSED_MOE_CHUNK_SIZE: fused_moe's caches cover at most this
 
 
-def v0_activation_bytes(card: ModelCard, tp: int, tokens: int, seqs: int) -> int:
+# Architectures whose V0 MLP keeps gate_up_proj's output alive through down_proj (`gate_up, _ =
+# self.gate_up_proj(x); x = self.act_fn(gate_up); x, _ = self.down_proj(x)`), by the releases
+# whose model file does: [first, end). Llama rebinds x from 0.6.4 (vLLM PR #10339; llama.py of
+# 0.4.1 and 0.6.3.post1 keep gate_up, 0.6.4, 0.6.4.post1, 0.6.5 and 0.7.1 do not); Qwen2 keeps it
+# in every wheel read (0.4.1 .. 0.7.1; later releases not read). A development build counts as
+# before its release (0.6.4.dev5 < 0.6.4), as its logged peak shows.
+MLP_KEEPS_GATE_UP: dict[str, tuple[str, str]] = {
+    "LlamaForCausalLM": ("0.4.0", "0.6.4"),
+    "Qwen2ForCausalLM": ("0.4.0", "0.7.2"),
+}
+
+
+def keeps_gate_up(architecture: str, version: str | None) -> bool:
+    """Whether the release's MLP holds gate_up's output while down_proj runs (MLP_KEEPS_GATE_UP;
+    `version` as logged, a development build before its release)."""
+    span = MLP_KEEPS_GATE_UP.get(architecture)
+    if span is None or version is None:
+        return False
+    v = Version(version)
+    return Version(span[0]) <= v < Version(span[1])
+
+
+def v0_activation_bytes(
+    card: ModelCard, tp: int, tokens: int, seqs: int, version: str | None = None
+) -> int:
     """Peak of V0's profiling run above the weights (estimate): the larger of the forward pass
-    over `tokens` (at the MLP: gate_up 2I, SiluAndMul I, down_proj out, hidden and residual h
-    each; MoE: fused_moe's caches topk x (2I + I + h) per token) and the sampler over `seqs`
-    rows of the full vocabulary (SAMPLER_BYTES_PER_LOGIT) with the final hidden states."""
+    over `tokens` and the sampler over `seqs` rows of the full vocabulary
+    (SAMPLER_BYTES_PER_LOGIT) with the final hidden states. The forward's peak is at the MLP:
+    the layer's input (the model's loop `hidden_states, residual = layer(...)` holds it through
+    the call), the residual, the MLP's input, gate_up 2I and SiluAndMul's I; where the release's
+    MLP keeps gate_up alive (keeps_gate_up) down_proj's output h adds to them. MoE: fused_moe's
+    caches topk x (2I + I + h) per token."""
     b = DTYPE_BYTES.get(card.dtype, 2.0)
     h = card.hidden_size
     q = card.num_attention_heads * card.head_dim // tp
     kv = 2 * max(1, card.num_kv_heads // tp) * card.head_dim
     per_token = 3 * h + 2 * q + kv  # qkv, attention output, o_proj out, hidden, residual
     if card.experts is None or card.experts.moe_layers < card.num_layers:
-        per_token = max(per_token, 3 * card.intermediate_size // tp + 3 * h)
+        mlp = 3 * card.intermediate_size // tp + 3 * h
+        if keeps_gate_up(card.architecture, version):
+            mlp += h
+        per_token = max(per_token, mlp)
     fwd = tokens * per_token * b
     e = card.experts
     if e is not None:
@@ -235,13 +267,16 @@ def history_memory(
     limits: BatchLimits,
     startup: StartupMemory,
     reasons: list[str],
+    *,
+    build: str | None = None,
 ) -> ProfiledMemory:
     """Weights, profiling peak, non-torch memory and the KV memory they leave (module
-    docstring); graphs the headroom cannot hold are a reason."""
+    docstring); graphs the headroom cannot hold are a reason. `build`: the version as given
+    (plan_history)."""
     tokens, seqs = limits.max_num_batched_tokens, limits.max_num_seqs
     weights = history_weights_gib(card, cfg, tp)
     if engine == "v0":
-        act = v0_activation_bytes(card, tp, tokens, seqs) / GIB
+        act = v0_activation_bytes(card, tp, tokens, seqs, build or version) / GIB
     else:  # logits over every token up to 0.7.2, over the requests from 0.7.3
         rows = seqs if at_least(version, "0.7.3") else tokens
         act = activation_bytes(card, tp, tokens, rows, version, gpu.sm_count) / GIB  # before 0.10
@@ -356,8 +391,11 @@ def plan_history(
     gpu_free_gib: float | None,
     reasons: list[str],
     assumptions: list[str],
+    build: str | None = None,
 ) -> PlanParts:
-    """The plan's parts for a release before the current model, or a V0 launch of 0.9.x."""
+    """The plan's parts for a release before the current model, or a V0 launch of 0.9.x.
+    `build`: the version as given, a development build's own (a rule that changed within a
+    release's development, MLP_KEEPS_GATE_UP, reads it); `version` is the release planned."""
     engine = engine_of(card, gpu, cfg, version, assumptions)
     startup = history_startup(gpu, cfg, gpu_free_gib, assumptions)
     limits = history_limits(card, gpu, cfg, version, engine, reasons, assumptions)
@@ -377,7 +415,9 @@ def plan_history(
             "the vision encoder's share of the profiling run is not modelled"
             + (why if engine == "v0" else "")
         )
-    mem = history_memory(card, gpu, cfg, version, engine, tp, limits, startup, reasons)
+    mem = history_memory(
+        card, gpu, cfg, version, engine, tp, limits, startup, reasons, build=build or version
+    )
     lay = history_layout(card, gpu, cfg, version, engine, tp, limits, mem)
     check_history_fit(lay, limits, engine, mem.kv_cache_gib, reasons, assumptions)
     return PlanParts(startup, limits, spec, prefix, mem, lay)
