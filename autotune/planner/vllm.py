@@ -257,7 +257,8 @@ def _current_parts(
         startup=startup,
         reasons=reasons,
         tp_mib=tp_non_torch_mib(gpu, tp),
-        padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp) + weight_padding_bytes(card, tp),
+        padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp)
+        + weight_padding_bytes(card, tp, version, gpu.vendor),
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
         workspace_bytes=cublas_workspace_bytes(gpu),
         sm_count=gpu.sm_count,

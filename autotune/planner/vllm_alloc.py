@@ -15,6 +15,13 @@ within 1 MiB below a 2 MiB multiple is charged the whole segment. Checked on an 
 462 MiB and 10.5 MiB count their size; Qwen2.5-72B's per-rank tensors, 20 layers, count 20 MiB
 more at TP 2 (down_proj 231 MiB) and 30 MiB more at TP 4 (gate_up 231, down 115.5 MiB).
 
+From 0.21.0 the worker loads the weights under max_split_size_mb=20 (gpu_worker.load_model's
+_scoped_allocator_max_split: CUDA only through 0.30.0, CUDA and ROCm from 0.31.0; 0.20.2 and
+earlier do not). A block of max_split_size or more is never split (the allocator's
+should_split: `size < max_split_size() && remaining > kSmallSize` outside expandable segments),
+so a tensor of 20 MiB or more is charged its whole 2 MiB-rounded segment. This rule is read from
+the allocator's source, not measured here.
+
 Modelled for plain dense decoders in the model's own dtype (vLLM's Merged/QKV column-parallel
 and row-parallel layers: one tensor each for qkv, o, gate_up and down per layer, the vocab-
 parallel embedding and LM head); other layouts (experts, quantized packs, linear and latent
@@ -37,6 +44,7 @@ from __future__ import annotations
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import MIB
+from autotune.planner.vllm_history import at_least
 
 MIN_LARGE_ALLOC = 10 * MIB
 ROUND_LARGE = 2 * MIB
@@ -44,14 +52,26 @@ SMALL_SIZE = 1 * MIB
 # vLLM's VocabParallelEmbedding / ParallelLMHead pad the vocabulary to a multiple of 64
 # (layers/vocab_parallel_embedding.py DEFAULT_VOCAB_PADDING_SIZE).
 VOCAB_PADDING = 64
+LOAD_MAX_SPLIT = 20 * MIB  # gpu_worker.load_model's max_split_size_mb (0.21.0 on)
+# The first release that loads under LOAD_MAX_SPLIT, by GPU vendor (is_cuda(), is_cuda_alike()).
+LOAD_MAX_SPLIT_SINCE = {"nvidia": "0.21.0", "amd": "0.31.0"}
 
 
-def block_padding(nbytes: int) -> int:
-    """Bytes the allocator charges beyond a fresh request of `nbytes`."""
+def block_padding(nbytes: int, max_split: int | None = None) -> int:
+    """Bytes the allocator charges beyond a fresh request of `nbytes` (`max_split`: the
+    allocator's max_split_size, None for torch's default of no limit)."""
     if nbytes < MIN_LARGE_ALLOC:
         return 0
     rest = -nbytes % ROUND_LARGE
+    if max_split is not None and nbytes >= max_split:
+        return rest
     return rest if rest <= SMALL_SIZE else 0
+
+
+def load_max_split(version: str, vendor: str) -> int | None:
+    """The max_split_size the release loads weights under (None: torch's default)."""
+    first = LOAD_MAX_SPLIT_SINCE.get(vendor)
+    return LOAD_MAX_SPLIT if first is not None and at_least(version, first) else None
 
 
 def _plain_dense(card: ModelCard) -> bool:
@@ -86,9 +106,10 @@ def dense_tensor_bytes(card: ModelCard, tp: int) -> list[int]:
     return [int(e * width) for e in elems]
 
 
-def weight_padding_bytes(card: ModelCard, tp: int) -> int:
+def weight_padding_bytes(card: ModelCard, tp: int, version: str, vendor: str) -> int:
     """What the allocator adds to one rank's weights as vLLM reads them (0 where not modelled)."""
-    return sum(block_padding(b) for b in dense_tensor_bytes(card, tp))
+    split = load_max_split(version, vendor)
+    return sum(block_padding(b, split) for b in dense_tensor_bytes(card, tp))
 
 
 # torch's default cuBLAS workspace per (handle, stream) by architecture, as measured (docstring).

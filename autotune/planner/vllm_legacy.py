@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from packaging.version import Version
-
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, vision_per_rank
@@ -60,6 +58,7 @@ from autotune.planner.vllm_memory import (
     vllm_weights_bytes,
 )
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode
+from autotune.versions import Version
 
 # Memory outside torch on the whole device at TP1 (CUDA context, cuBLAS), which V0 0.6.4 and
 # early V1 subtract from the KV budget. Estimate, taken from the one term 0.6.4 logs state

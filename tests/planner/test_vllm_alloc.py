@@ -18,10 +18,12 @@ from autotune.hardware import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner.common import MIB
 from autotune.planner.vllm_alloc import (
+    LOAD_MAX_SPLIT,
     VOCAB_PADDING,
     block_padding,
     cublas_workspace_bytes,
     dense_tensor_bytes,
+    load_max_split,
     weight_padding_bytes,
 )
 from tests.wheels import engine_wheel_or_skip
@@ -42,8 +44,8 @@ def test_qwen2_5_72b_per_rank_padding() -> None:
     card = config_card("moonshotai/Kimi-Dev-72B")
     assert card is not None
     # Measured: 20 layers' tensors count 20 MiB more at TP 2 and 30 MiB more at TP 4.
-    assert weight_padding_bytes(card, 2) == 80 * MIB
-    assert weight_padding_bytes(card, 4) == 120 * MIB
+    assert weight_padding_bytes(card, 2, "0.19.0", "nvidia") == 80 * MIB
+    assert weight_padding_bytes(card, 4, "0.19.0", "nvidia") == 120 * MIB
     sizes = dense_tensor_bytes(card, 2)
     assert len(sizes) == 2 + 4 * card.num_layers
     assert sum(sizes) == pytest.approx(card.weights.total / 2, rel=1e-3)
@@ -53,7 +55,7 @@ def test_layouts_not_modelled_add_nothing() -> None:
     moe = config_card("mistralai/Mixtral-8x7B-Instruct-v0.1")
     assert moe is not None and moe.experts is not None
     assert dense_tensor_bytes(moe, 2) == []
-    assert weight_padding_bytes(moe, 2) == 0
+    assert weight_padding_bytes(moe, 2, "0.25.1", "nvidia") == 0
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -111,3 +113,36 @@ def test_public_launches_torch_peak(name: str) -> None:
     r = replay(record)
     assert r.plan is not None
     assert r.plan.model_dump()["activation_gib"] == pytest.approx(float(logged[1]), abs=0.006)
+
+
+@pytest.mark.parametrize(
+    ("mib", "extra_mib"),
+    [(20.5, 1.5), (100.25, 1.75), (231, 1.0), (462, 0.0), (12.5, 0.0), (11.25, 0.75), (19.5, 0.5)],
+)
+def test_block_padding_under_max_split_20(mib: float, extra_mib: float) -> None:
+    """max_split_size_mb:20: a block of 20 MiB or more is not split (the allocator's
+    should_split); below it the default rule."""
+    assert block_padding(int(mib * MIB), LOAD_MAX_SPLIT) == int(extra_mib * MIB)
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "rocm"),
+    [
+        ("0.20.2", False, False),
+        ("0.21.0", True, False),
+        ("0.30.0", True, False),
+        ("0.31.0", True, True),
+        ("0.32.0", True, True),
+    ],
+)
+def test_load_max_split_is_the_releases(version: str, cuda: bool, rocm: bool) -> None:
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        worker = z.read("vllm/v1/worker/gpu_worker.py").decode()
+    load = worker[worker.index("def load_model") :][:600]
+    scoped = "self._scoped_allocator_max_split(max_split_size_mb=20)" in load
+    assert scoped == cuda
+    if scoped:
+        guard = worker[worker.index("def _scoped_allocator_max_split") :][:600]
+        assert ("is_cuda_alike()" in guard) == rocm
+    assert (load_max_split(version, "nvidia") == LOAD_MAX_SPLIT) == cuda
+    assert (load_max_split(version, "amd") == LOAD_MAX_SPLIT) == rocm
