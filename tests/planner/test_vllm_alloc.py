@@ -76,14 +76,18 @@ def test_releases_read_weights_as_allocated_bytes(version: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "name",
-    ["more-qwen2.5-72b-instruct-h100-tp2", "repo-qwen2-7b-instruct-a100-80gb-tp1"],
+    ("name", "tol"),
+    [
+        ("more-qwen2.5-72b-instruct-h100-tp2", 0.006),  # logged to 0.01 GiB
+        ("repo-qwen2-7b-instruct-a100-80gb-tp1", 0.001),  # 14.2488 GiB: +57 MiB of padding
+        ("repo-qwen2-7b-instruct-a100-80gb-tp2", 0.001),  # 7.1217 GiB: +21.5 MiB
+    ],
 )
-def test_public_launches_weights(name: str) -> None:
+def test_public_launches_weights(name: str, tol: float) -> None:
     record = next(r for r in load_records(RECORDS) if r.name == name)
     r = replay(record)
     assert r.plan is not None and r.observed.weights_gib is not None
-    assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=0.006)
+    assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=tol)
 
 
 def test_cublas_workspace_by_architecture() -> None:
