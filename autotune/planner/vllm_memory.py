@@ -247,10 +247,10 @@ def profiled_memory(
     sm_count: int,
 ) -> ProfiledMemory:
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
-    and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes the Triton sampler's
-    buffer; `workspace_bytes`, what the run's first GEMM allocates beside them), non-torch
-    memory and graphs, and the KV memory they leave; graphs captured outside the budget that
-    the headroom cannot hold are a reason."""
+    and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes
+    the Triton sampler's buffer; `workspace_bytes`, what the run's first GEMM allocates beside
+    them), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
+    the budget that the headroom cannot hold are a reason."""
     requested = startup.requested_gib
     weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes + draft_bytes) / GIB
     act = (
