@@ -4,7 +4,9 @@ package registry can be reached."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
+import zipfile
 from functools import cache
 from pathlib import Path
 
@@ -12,7 +14,13 @@ import pytest
 
 from autotune.engines.wheels import engine_wheel, wheel_cache
 
-__all__ = ["engine_wheel_or_skip", "pypi_reachable", "wheel_cache"]
+__all__ = [
+    "engine_wheel_or_skip",
+    "function_def",
+    "pypi_reachable",
+    "wheel_cache",
+    "wheel_text",
+]
 
 
 def pypi_reachable(package: str = "sglang") -> bool:
@@ -34,3 +42,17 @@ def engine_wheel_or_skip(engine: str, version: str) -> Path:
         if not pypi_reachable(engine):
             pytest.skip(f"PyPI is unreachable, cannot download {engine}=={version}: {exc}")
         raise
+
+
+def wheel_text(engine: str, version: str, path: str) -> str:
+    """One file of the release's wheel, as text."""
+    with zipfile.ZipFile(engine_wheel_or_skip(engine, version)) as z:
+        return z.read(path).decode()
+
+
+def function_def(source: str, name: str) -> ast.FunctionDef:
+    """The first function (or method) `name` defined in `source`."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise AssertionError(f"no {name}: the release changed its code")

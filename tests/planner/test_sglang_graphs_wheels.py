@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-import zipfile
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 
 from autotune.planner import rules
 from autotune.planner import sglang_graphs as g
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import function_def, wheel_text
 
 PIECEWISE = ("0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14")
 BREAKABLE_IN_SERVER_ARGS = ("0.5.15", "0.5.16", "0.5.17", "0.5.18")
@@ -24,29 +23,21 @@ GPUS_MIB = (24564, 46068, 81559, 97887, 143771, 183359)
 
 
 def _source(version: str, path: str) -> str:
-    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as z:
-        return z.read(path).decode()
-
-
-def _function(source: str, name: str) -> ast.FunctionDef:
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    raise AssertionError(f"no {name}: the release changed its code")
+    return wheel_text("sglang", version, path)
 
 
 def _sizes_fn(version: str) -> Any:
     """The release's own generator of captured token counts, as a function of the maximum."""
     if version in BREAKABLE_IN_HOOKS:
-        fn = _function(_source(version, HOOK), "generate_prefill_cuda_graph_batch_sizes")
+        fn = function_def(_source(version, HOOK), "generate_prefill_cuda_graph_batch_sizes")
         hook_ns: dict[str, Any] = {}
         exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), hook_ns)
         return hook_ns[fn.name]
     src = _source(version, "sglang/srt/server_args.py")
     if version >= "0.5.14":
-        fn = _function(src, "_generate_prefill_cuda_graph_batch_sizes")
+        fn = function_def(src, "_generate_prefill_cuda_graph_batch_sizes")
     else:
-        fn = _function(src, "_generate_piecewise_cuda_graph_tokens")
+        fn = function_def(src, "_generate_piecewise_cuda_graph_tokens")
     ns: dict[str, Any] = {}
     exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), ns)
     method = ns[fn.name]
@@ -64,7 +55,7 @@ def test_capture_sizes_are_the_releases(version: str) -> None:
 
 def _mem_block(version: str) -> ast.If:
     """`if self.mem_fraction_static is None:` of the release's _handle_gpu_memory_settings."""
-    fn = _function(_source(version, "sglang/srt/server_args.py"), "_handle_gpu_memory_settings")
+    fn = function_def(_source(version, "sglang/srt/server_args.py"), "_handle_gpu_memory_settings")
     for node in ast.walk(fn):
         if isinstance(node, ast.If) and "mem_fraction_static is None" in ast.unparse(node.test):
             return node
@@ -120,7 +111,7 @@ def _release_mfs(
     }
     for name in ("reserve_for_graph_mb", "reserve_for_deepep_a2a_mb"):
         if f"def {name}(" in src:
-            fn = _function(src, name)
+            fn = function_def(src, name)
             fn.body = [b for b in fn.body if not isinstance(b, ast.ImportFrom)]
             exec(compile(ast.Module(body=[fn], type_ignores=[]), version, "exec"), ns)
             setattr(this, name, lambda f=ns[name]: f(this))
@@ -182,7 +173,9 @@ def test_disabled_architectures_are_the_releases(version: str) -> None:
 
 @pytest.mark.parametrize("version", PIECEWISE[:4])
 def test_only_0_5_10_turns_it_off_for_speculative_decoding(version: str) -> None:
-    fn = _function(_source(version, "sglang/srt/server_args.py"), "_handle_piecewise_cuda_graph")
+    fn = function_def(
+        _source(version, "sglang/srt/server_args.py"), "_handle_piecewise_cuda_graph"
+    )
     assert ("self.speculative_algorithm is not None" in ast.unparse(fn)) is (version == "0.5.10")
     off = g.prefill_graph_reserve_mib(
         {"speculative_algorithm": "EAGLE"}, rules.planning_version(version), 8192, g.GraphFacts()
@@ -213,7 +206,7 @@ def test_the_default_switched_on_in_0_5_10_and_to_breakable_in_0_5_15() -> None:
 def test_hook_reserve_is_the_releases(version: str) -> None:
     """0.5.19+: memory_hook.reserve_for_graph_mb, run on a breakable prefill graph, holds back
     what prefill_graph_reserve_mib gives beside the decode graph's 2 MiB per batch size."""
-    fn = _function(
+    fn = function_def(
         _source(version, "sglang/srt/arg_groups/memory_hook.py"), "reserve_for_graph_mb"
     )
     floor = _source(version, "sglang/srt/arg_groups/memory_hook.py")

@@ -5,7 +5,6 @@ models.hf.fields), against the releases: each case reads the release's PyPI whee
 from __future__ import annotations
 
 import ast
-import zipfile
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,7 +13,7 @@ import pytest
 from autotune.models.config_cards import config_card
 from autotune.planner import rules
 from autotune.planner.sglang_mamba import mamba_pool, mamba_slot_bytes
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import function_def, wheel_text
 
 # where handle_max_mamba_cache lives in each release before 0.5.9
 HANDLERS = {
@@ -25,21 +24,13 @@ HANDLERS = {
 
 
 def _source(version: str, path: str) -> str:
-    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as z:
-        return z.read(path).decode()
-
-
-def _function(source: str, name: str) -> ast.FunctionDef:
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    raise AssertionError(f"no {name}: the release changed its code")
+    return wheel_text("sglang", version, path)
 
 
 def _run_handler(version: str, rest_gib: float, per_req: int) -> tuple[int, float]:
     """(max_mamba_cache_size, rest left for the KV pool) from the release's own
     handle_max_mamba_cache, radix cache on, no speculation, no size given."""
-    fn = _function(_source(version, HANDLERS[version]), "handle_max_mamba_cache")
+    fn = function_def(_source(version, HANDLERS[version]), "handle_max_mamba_cache")
     fn.decorator_list = []
     for a in fn.args.args:
         a.annotation = None  # `self: ModelRunner` names a class not imported here
@@ -75,7 +66,13 @@ def test_pool_and_kv_budget_are_the_releases(version: str, model: str) -> None:
     per_req = sum(mamba_slot_bytes(card, 1))
     rest_gib = 5.75
     slots, left_gib = _run_handler(version, rest_gib, per_req)
-    v = rules.planning_version(version)
+    pool = _pool(card, version, rest_gib)
+    assert pool.slots == slots
+    assert rest_gib * 2**30 - pool.kv_budget_bytes == pytest.approx(left_gib * 2**30, abs=1)
+
+
+def _pool(card: Any, version: str, rest_gib: float) -> Any:
+    """The planner's pool for `card` on one 16 GB-class rank, engine defaults, radix cache on."""
     r = rules.resolve(
         {},
         gpu_mem_mib=16300,
@@ -85,9 +82,7 @@ def test_pool_and_kv_budget_are_the_releases(version: str, model: str) -> None:
         context_default=card.max_position_embeddings,
         vision_factor=None,
     )
-    pool = mamba_pool(card, {}, r, v, 1, rest_gib, [], [])
-    assert pool.slots == slots
-    assert rest_gib * 2**30 - pool.kv_budget_bytes == pytest.approx(left_gib * 2**30, abs=1)
+    return mamba_pool(card, {}, r, rules.planning_version(version), 1, rest_gib, [], [])
 
 
 def _create_kwargs(source: str) -> dict[str, str]:
@@ -152,15 +147,6 @@ def test_the_padding_slot_joins_the_kv_budget_from_0_5_17(version: str) -> None:
     assert all(("max_mamba_cache_size + 1" in e) == padded for e in exprs), exprs
     card = config_card("ibm-granite/granite-4.0-h-micro")
     assert card is not None
-    r = rules.resolve(
-        {},
-        gpu_mem_mib=16300,
-        tp=1,
-        hybrid=True,
-        version=version,
-        context_default=card.max_position_embeddings,
-        vision_factor=None,
-    )
-    pool = mamba_pool(card, {}, r, rules.planning_version(version), 1, 5.75, [], [])
+    pool = _pool(card, version, 5.75)
     per_slot = sum(mamba_slot_bytes(card, 1))
     assert pool.kv_budget_bytes == (pool.slots + padded) * per_slot
