@@ -94,3 +94,14 @@ DRIVER_RESERVED_MIB: dict[str, int] = {"nvidia": 616, "amd": 0}
 def spec(**kw: object) -> GPUSpec:
     """One catalog entry; its links come from hardware/link_facts.py when the catalog is built."""
     return GPUSpec.model_validate(kw)
+
+
+# What every GA100 card shares (A100 40/80 GB, A800 SXM/PCIe): SMs, shared memory, compute
+# capability, the dense fp16/bf16 peak (A100 datasheet: 312 TFLOP/s, no fp8) and the host link.
+GA100: dict[str, object] = {
+    "fp16_tflops": 312.0,
+    "sm_count": 108,
+    "smem_per_block_kib": 163,
+    "arch": "sm_80",
+    "pcie_gbs": 25.0,
+}

@@ -10,7 +10,7 @@ TFLOP/s fp32-accumulate peak, so the engines' kernels there run at the fp16-accu
 from __future__ import annotations
 
 from autotune.errors import UnknownNameError
-from autotune.hardware.gpu_spec import DRIVER_RESERVED_MIB, GPUSpec, spec
+from autotune.hardware.gpu_spec import DRIVER_RESERVED_MIB, GA100, GPUSpec, spec
 from autotune.hardware.launch_gpus import LAUNCH_LOG_GPUS
 from autotune.hardware.link_facts import LINK_FACTS
 
@@ -174,11 +174,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             # omni/issues/276)
             driver_reserved_mib=696,
             bandwidth_gbs=2039,
-            fp16_tflops=312.0,
-            sm_count=108,
-            smem_per_block_kib=163,
-            arch="sm_80",
-            pcie_gbs=25.0,
+            **GA100,
         ),
         spec(
             name="h100-80g",

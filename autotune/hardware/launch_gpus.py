@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from autotune.hardware.gpu_spec import GPUSpec, spec
+from autotune.hardware.gpu_spec import GA100, GPUSpec, spec
 
 # Datacenter and workstation cards seen in public launch logs (tests/data/real_launches): datasheet
 # capacity, bandwidth and dense tensor peaks (NVIDIA and AMD product pages).
@@ -16,11 +16,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         # CUDA total 39.49 GiB: torch on A100-SXM4-40GB (driver 570)
         driver_reserved_mib=522,
         bandwidth_gbs=1555,
-        fp16_tflops=312.0,
-        sm_count=108,
-        smem_per_block_kib=163,
-        arch="sm_80",
-        pcie_gbs=25.0,
+        **GA100,
     ),
     # A800: NVIDIA's export variant of the A100 (Reuters, 2022-11-07, as reported in
     # tweakers.net/nieuws/203182: the same GA100 and memory, NVLink cut from 600 to 400 GB/s).
@@ -36,11 +32,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         cuda_name="NVIDIA A800-SXM4-80GB",
         memory_mib=81920,
         bandwidth_gbs=2039,
-        fp16_tflops=312.0,
-        sm_count=108,
-        smem_per_block_kib=163,
-        arch="sm_80",
-        pcie_gbs=25.0,
+        **GA100,
     ),
     spec(
         name="a800-pcie-80g",
@@ -49,11 +41,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         cuda_name="NVIDIA A800 80GB PCIe",
         memory_mib=81920,
         bandwidth_gbs=1935,
-        fp16_tflops=312.0,
-        sm_count=108,
-        smem_per_block_kib=163,
-        arch="sm_80",
-        pcie_gbs=25.0,
+        **GA100,
     ),
     spec(
         name="h800-80g",
