@@ -156,6 +156,7 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
 
     observed = parse(record)
     free = None if blind else observed.free_before_weights_gib  # SGLang logs it; vLLM: None
+    unstated = bool(record.unstated) or record.gpu is None
     note: str | None = None
     if record.gpu is None and free is None:  # no planner could place it, card or not
         return Replay(record, observed, None, "the GPU is not stated", unstated=True)
@@ -211,8 +212,7 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
             gpu_free_gib=free,
         )
     except AutotuneError as exc:
-        return Replay(record, observed, None, f"planner refused: {exc}", note)
-    unstated = bool(record.unstated) or record.gpu is None
+        return Replay(record, observed, None, f"planner refused: {exc}", note, unstated)
     return Replay(record, observed, plan, note=note, unstated=unstated)
 
 

@@ -79,6 +79,10 @@ def test_replay_says_why_it_cannot_predict() -> None:
     # defaults, and counted as unstated.
     hidden = replay(_record(unstated=["mem_fraction_static"]))
     assert hidden.plan is not None and hidden.skipped is None and hidden.unstated
+    # A plan the planner refuses keeps the record's unstated inputs.
+    refused = replay(_record(args={"tensor_parallel_size": 2}, unstated=["max_num_seqs"]))
+    assert "planner refused" in (refused.skipped or "") and refused.unstated
+    assert not replay(_record(args={"tensor_parallel_size": 2})).unstated
     assert not replay(_record()).unstated
 
 
