@@ -39,6 +39,7 @@ from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
 from autotune.planner.vllm_alloc import cublas_workspace_bytes, weight_padding_bytes
 from autotune.planner.vllm_draft import draft_kv, separate_draft
+from autotune.planner.vllm_dtype import launch_card
 from autotune.planner.vllm_history import (
     CURRENT_MODEL_SINCE,
     at_least,
@@ -76,6 +77,7 @@ from autotune.planner.vllm_parts import (
     plan_fields,
     vllm_fields,
 )
+from autotune.planner.vllm_pipeline import Stage, pipeline_stages
 from autotune.planner.vllm_window import in_flight_tokens, mm_prefix_floor
 
 __all__ = [
@@ -184,6 +186,7 @@ def plan_vllm(
     check_version_for_model(card, version)
     reasons: list[str] = []
     assumptions: list[str] = []
+    card = launch_card(card, cfg, assumptions)
     if _follows_history(card, gpu, cfg, version):
         parts = plan_history(
             card,
@@ -245,6 +248,46 @@ def _current_parts(
     spec = _speculative(card, cfg, version, reasons)
     spec = replace(spec, draft=separate_draft(spec.config, assumptions))
     prefix = _prefix_caching(card, cfg, version, limits.chunked_prefill, reasons, assumptions)
+    kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
+    pp = int(cfg.get("pipeline_parallel_size") or 1)
+    found: tuple[ProfiledMemory, KVLayout] | None = None
+    for stage in pipeline_stages(card, pp):
+        mem, lay = _stage_parts(
+            stage, gpu, cfg, version, tp, startup, limits, spec, prefix, kv_dtype, reasons,
+            assumptions,
+        )  # fmt: skip
+        if found is None or lay.num_blocks < found[1].num_blocks:
+            found = (mem, lay)
+    assert found is not None
+    mem, lay = found
+    if pp > 1:
+        assumptions.append(
+            f"pipeline parallel {pp}: every stage gets the smallest stage's KV blocks "
+            f"({lay.num_blocks}); the weights shown are that stage's"
+        )
+        reasons[:] = dict.fromkeys(reasons)
+        assumptions[:] = dict.fromkeys(assumptions)
+    _check_kv_fit(lay, limits, startup, mem, reasons, assumptions)
+    return PlanParts(startup, limits, spec, prefix, mem, lay)
+
+
+def _stage_parts(
+    stage: Stage,
+    gpu: GPUSpec,
+    cfg: dict[str, Any],
+    version: str,
+    tp: int,
+    startup: StartupMemory,
+    limits: BatchLimits,
+    spec: SpecDecode,
+    prefix: bool,
+    kv_dtype: str,
+    reasons: list[str],
+    assumptions: list[str],
+) -> tuple[ProfiledMemory, KVLayout]:
+    """One pipeline stage's memory before the KV cache and its KV layout (the whole model at
+    PP 1)."""
+    card = stage.card
     mem = profiled_memory(
         card,
         cfg,
@@ -262,11 +305,9 @@ def _current_parts(
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
         workspace_bytes=cublas_workspace_bytes(gpu),
         sm_count=gpu.sm_count,
+        last_stage=stage.last,
     )
-    kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
-    lay = _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)
-    _check_kv_fit(lay, limits, startup, mem, reasons, assumptions)
-    return PlanParts(startup, limits, spec, prefix, mem, lay)
+    return mem, _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)
 
 
 def _tensor_parallel(cfg: dict[str, Any], tp: int) -> int:

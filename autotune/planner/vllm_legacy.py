@@ -58,6 +58,7 @@ from autotune.planner.vllm_memory import (
     vllm_weights_bytes,
 )
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode
+from autotune.planner.vllm_pipeline import layer_weights
 from autotune.versions import Version
 
 # Memory outside torch on the whole device at TP1 (CUDA context, cuBLAS), which V0 0.6.4 and
@@ -144,15 +145,12 @@ def non_torch_mib(engine: Engine, version: str, tp: int, vendor: str, arch: str 
 
 def history_weights_gib(card: ModelCard, cfg: dict[str, Any], tp: int) -> float:
     """Weights on the busiest rank: the heaviest pipeline stage (stage_share of the decoder and
-    of the parts every TP rank holds whole, and the larger of the embedding and the LM head),
-    and fp8 linear weights with online `--quantization fp8`."""
+    of the parts every TP rank holds whole, and the larger of the embedding and the LM head).
+    Online `--quantization fp8` and `--dtype` are already in the card (vllm_dtype.launch_card)."""
     w = card.weights
     decoder = w.decoder
-    if cfg.get("quantization") == "fp8" and card.quantization.scheme == "none":
-        decoder = int(decoder / DTYPE_BYTES.get(card.dtype, 2.0))  # Fp8LinearMethod
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     if pp == 1:
-        card = card.model_copy(update={"weights": w.model_copy(update={"decoder": decoder})})
         return vllm_weights_bytes(card, cfg, tp, load_mtp=False) / GIB
     share = stage_share(card, pp)
     sharded = int(decoder * share) + max(w.embed_tokens, w.lm_head)
@@ -162,21 +160,10 @@ def history_weights_gib(card: ModelCard, cfg: dict[str, Any], tp: int) -> float:
 
 
 def stage_share(card: ModelCard, pp: int) -> float:
-    """The heaviest pipeline stage's share of the decoder (estimate): V0's get_pp_indices gives
-    each stage num_layers // pp layers and the last one the rest. A layer weighs its attention
-    (the card's attention bytes over the layers; without them 4 x hidden x heads x head_dim
-    parameters) plus its MLP's share of the rest, by parameters: dense 3 x hidden x
-    intermediate, experts x 3 x hidden x moe_intermediate plus the shared expert, the dense
-    layers first (first_k_dense_replace). DeepSeek-V3's last stage of two: 31 expert layers."""
-    h, n, w, e = card.hidden_size, card.num_layers, card.weights, card.experts
-    moe_layers = e.moe_layers if e is not None else 0
-    moe = 0 if e is None else e.num_experts * e.moe_intermediate_size + e.shared_intermediate_size
-    mlp = [3 * h * (moe if i >= n - moe_layers else card.intermediate_size) for i in range(n)]
-    if w.attention:
-        rest = w.decoder - w.attention
-        weight = [w.attention / n + rest * m / sum(mlp) for m in mlp]
-    else:
-        weight = [4 * h * card.num_attention_heads * card.head_dim + m for m in mlp]
+    """The heaviest pipeline stage's share of the decoder (estimate, by parameters:
+    vllm_pipeline.layer_weights): V0's get_pp_indices gives each stage num_layers // pp layers
+    and the last one the rest. DeepSeek-V3's last stage of two: 31 expert layers."""
+    weight, n = layer_weights(card), card.num_layers
     per = n // pp
     bounds = [(r * per, (r + 1) * per if r < pp - 1 else n) for r in range(pp)]
     return max(sum(weight[a:b]) for a, b in bounds) / sum(weight)

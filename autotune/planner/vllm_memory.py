@@ -132,7 +132,7 @@ def forward_bytes(card: ModelCard, tp: int, tokens: int) -> int:
         widths += (
             2 * la.num_key_heads * la.key_head_dim + 2 * la.num_value_heads * la.value_head_dim
         ) // tp
-    return int(tokens * widths * 2 * ACT_TENSORS_FACTOR)
+    return int(tokens * widths * DTYPE_BYTES.get(card.dtype, 2.0) * ACT_TENSORS_FACTOR)
 
 
 def activation_bytes(
@@ -143,14 +143,17 @@ def activation_bytes(
     version: str,
     sm_count: int,
     use_flashinfer: bool | None = None,
+    sampler: bool = True,
 ) -> int:
     """Peak of the profiling run above the weights. From 0.10.0 profile_run runs the forward
     pass, frees its temporaries, then the sampler on the last tokens' hidden states while the
     forward's output is still held: the peak is the larger of the two phases (the sampler's is
     derived, vllm_sampler.py; the forward's an estimate). Before 0.10.0, the estimate of both
     added (LOGITS_COPIES). `use_flashinfer`: VLLM_USE_FLASHINFER_SAMPLER as given (None:
-    unset)."""
+    unset). `sampler` False: a pipeline stage before the last, which runs no sampler."""
     fwd = forward_bytes(card, tp, tokens)
+    if not sampler:
+        return fwd
     rows = min(num_reqs, tokens)
     if not at_least(version, "0.10.0"):
         return fwd + int(rows * card.vocab_size * 4 * LOGITS_COPIES)
@@ -245,17 +248,26 @@ def profiled_memory(
     draft_bytes: int = 0,
     workspace_bytes: int = 0,
     sm_count: int,
+    last_stage: bool = True,
 ) -> ProfiledMemory:
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
     and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes
     the Triton sampler's buffer; `workspace_bytes`, what the run's first GEMM allocates beside
     them), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
-    the budget that the headroom cannot hold are a reason."""
+    the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
+    before the last (no sampler in its profiling run)."""
     requested = startup.requested_gib
     weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes + draft_bytes) / GIB
     act = (
         activation_bytes(
-            card, tp, max_tokens, max_num_seqs, version, sm_count, flashinfer_setting(cfg)
+            card,
+            tp,
+            max_tokens,
+            max_num_seqs,
+            version,
+            sm_count,
+            flashinfer_setting(cfg),
+            sampler=last_stage,
         )
         + workspace_bytes
     ) / GIB

@@ -1,0 +1,111 @@
+"""Pipeline parallelism on vLLM's current engine: the stages' layer split run from the 0.19.0
+wheel's get_pp_indices, the rules of the stage cards against the wheel's source, and the public
+launches they explain (llm-d-planner's Llama-3.1-8B on H100s at PP 2 and PP 4)."""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from autotune.calibration.records import load_records
+from autotune.calibration.replay import replay
+from autotune.hardware import get_gpu
+from autotune.models.config_cards import config_card
+from autotune.planner.vllm import plan_vllm
+from autotune.planner.vllm_pipeline import layer_weights, pipeline_stages, pp_partition
+from tests.wheels import function_def, wheel_text
+
+RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
+
+
+def _release_get_pp_indices() -> Any:
+    """get_pp_indices of the 0.19.0 wheel, run with VLLM_PP_LAYER_PARTITION unset."""
+    src = wheel_text("vllm", "0.19.0", "vllm/distributed/utils.py")
+    module = ast.Module(body=[function_def(src, "get_pp_indices")], type_ignores=[])
+    scope: dict[str, Any] = {
+        "envs": SimpleNamespace(VLLM_PP_LAYER_PARTITION=None),
+        "logger": logging.getLogger("vllm-wheel"),
+    }
+    exec(compile(module, "get_pp_indices", "exec"), scope)
+    return scope["get_pp_indices"]
+
+
+def test_partition_is_the_releases() -> None:
+    get_pp_indices = _release_get_pp_indices()
+    for layers in (5, 24, 32, 36, 61, 62, 80, 94, 126):
+        for pp in range(2, 9):
+            if pp > layers:
+                continue
+            bounds = [get_pp_indices(layers, rank, pp) for rank in range(pp)]
+            assert pp_partition(layers, pp) == [b - a for a, b in bounds], (layers, pp)
+
+
+def test_env_partition_is_checked() -> None:
+    assert pp_partition(32, 2, "10,22") == [10, 22]
+    with pytest.raises(ValueError, match="VLLM_PP_LAYER_PARTITION"):
+        pp_partition(32, 2, "10,21")
+
+
+def test_stage_cards_split_layers_and_hold_embedding_and_head_at_the_ends() -> None:
+    card = config_card("meta-llama/Llama-3.1-8B-Instruct")
+    assert card is not None
+    stages = pipeline_stages(card, 4)
+    assert [s.card.num_layers for s in stages] == [8, 8, 8, 8]
+    assert [s.last for s in stages] == [False, False, False, True]
+    w = [s.card.weights for s in stages]
+    assert w[0].embed_tokens == card.weights.embed_tokens and w[0].lm_head == 0
+    assert w[3].lm_head == card.weights.lm_head and w[3].embed_tokens == 0
+    assert w[1].embed_tokens == w[1].lm_head == 0
+    assert sum(x.decoder for x in w) == pytest.approx(card.weights.decoder, abs=4)
+    assert [len(s.card.full_attention_layers) for s in stages] == [8, 8, 8, 8]
+    assert pipeline_stages(card, 1)[0].card is card
+
+
+def test_expert_layers_follow_the_dense_ones() -> None:
+    card = config_card("deepseek-ai/DeepSeek-V3")
+    assert card is not None and card.experts is not None
+    first, last = pipeline_stages(card, 2)
+    # 61 layers: 31 + 30 (get_pp_indices gives the remainder to the first stage); the three
+    # dense layers are in the first stage
+    assert (first.card.num_layers, last.card.num_layers) == (31, 30)
+    assert first.card.experts is not None and last.card.experts is not None
+    assert (first.card.experts.moe_layers, last.card.experts.moe_layers) == (28, 30)
+    weights = layer_weights(card)
+    assert weights[0] < weights[-1]
+
+
+def test_sampler_runs_on_the_last_stage_and_blocks_are_the_smallest_stages() -> None:
+    runner = wheel_text("vllm", "0.19.0", "vllm/v1/worker/gpu_model_runner.py")
+    profile = ast.unparse(function_def(runner, "profile_run"))
+    assert "get_pp_group().is_last_rank" in profile and "_dummy_sampler_run" in profile
+    utils = wheel_text("vllm", "0.19.0", "vllm/v1/core/kv_cache_utils.py")
+    configs = ast.unparse(function_def(utils, "get_kv_cache_configs"))
+    assert "min_num_blocks = min(" in configs
+    llama = wheel_text("vllm", "0.19.0", "vllm/model_executor/models/llama.py")
+    assert "if get_pp_group().is_last_rank:\n            self.lm_head = ParallelLMHead(" in llama
+
+
+def test_first_stage_has_no_sampler_peak() -> None:
+    card = config_card("meta-llama/Llama-3.1-8B-Instruct")
+    assert card is not None
+    h100 = get_gpu("h100-80g")
+    cfg = {"max_model_len": 8192, "gpu_memory_utilization": 0.95}
+    one = plan_vllm(card, h100, cfg, version="0.19.0")
+    two = plan_vllm(card, h100, {**cfg, "pipeline_parallel_size": 2}, version="0.19.0")
+    assert two.kv_pool_tokens > 2 * one.kv_pool_tokens
+    assert any("pipeline parallel 2" in a for a in two.assumptions)
+
+
+@pytest.mark.parametrize(
+    "name", ["llmd-llama-3.1-8b-instruct-h100-tp1-pp2", "llmd-llama-3.1-8b-instruct-h100-tp1-pp4"]
+)
+def test_public_launches(name: str) -> None:
+    r = replay(next(rec for rec in load_records(RECORDS) if rec.name == name))
+    assert r.plan is not None and r.observed.weights_gib is not None
+    assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=0.01)
+    assert r.kv_ratio == pytest.approx(1.0, abs=0.01)
