@@ -1,6 +1,7 @@
-"""The hybrid-state rules the planner applies to GraniteMoeHybrid and LFM2 (planner.sglang_mamba,
-models.hf.fields), against the releases: each case reads the release's PyPI wheel
-(tests.wheels: downloaded once, a skip without a registry) and runs or reads its own code."""
+"""The hybrid-state rules the planner applies to GraniteMoeHybrid, LFM2 and Qwen3.5's Gated
+DeltaNet (planner.sglang_mamba, models.hf.fields), against the releases: each case reads the
+release's PyPI wheel (tests.wheels: downloaded once, a skip without a registry) and runs or reads
+its own code."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from autotune.planner import rules
 from autotune.planner.sglang_mamba import mamba_pool, mamba_slot_bytes
 from tests.wheels import function_def, wheel_text
 
-# where handle_max_mamba_cache lives in each release before 0.5.9
+# where handle_max_mamba_cache lives in each release (0.5.15: the last with the ratio rule's
+# int(budget // per_req), no padding slot taken out of the slot count)
 HANDLERS = {
     "0.5.4.post1": "sglang/srt/model_executor/model_runner.py",
     "0.5.6.post2": "sglang/srt/model_executor/model_runner.py",
     "0.5.8": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py",
+    "0.5.15": "sglang/srt/model_executor/model_runner_kv_cache_mixin.py",
 }
 
 
@@ -69,6 +72,23 @@ def test_pool_and_kv_budget_are_the_releases(version: str, model: str) -> None:
     pool = _pool(card, version, rest_gib)
     assert pool.slots == slots
     assert rest_gib * 2**30 - pool.kv_budget_bytes == pytest.approx(left_gib * 2**30, abs=1)
+
+
+def test_gdn_slots_are_the_0_5_15_release() -> None:
+    """Qwen3.5-4B's Gated DeltaNet slot through 0.5.15's own handler: the rest the RTX 5090 launch
+    edge-qwen3.5-4b-rtx5090-tp1 implies (its logged KV pool 327,852 x 32,768 B plus 187 slots)
+    gives the 187 slots it logged, and the planner's ratio rule gives what the release gives at
+    any rest: that launch's slot miss comes from the static budget, not from this rule."""
+    card = config_card("Qwen/Qwen3.5-4B")
+    assert card is not None
+    per_req = sum(mamba_slot_bytes(card, 1))
+    implied_rest_gib = (327_852 * 32_768 + 187 * per_req) / 2**30
+    assert _run_handler("0.5.15", implied_rest_gib, per_req)[0] == 187
+    for rest_gib in (implied_rest_gib, 17.43, 9.5):
+        slots, left_gib = _run_handler("0.5.15", rest_gib, per_req)
+        pool = _pool(card, "0.5.15", rest_gib)
+        assert pool.slots == slots, rest_gib
+        assert rest_gib * 2**30 - pool.kv_budget_bytes == pytest.approx(left_gib * 2**30, abs=1)
 
 
 def _pool(card: Any, version: str, rest_gib: float) -> Any:
