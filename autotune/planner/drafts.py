@@ -121,6 +121,34 @@ _DFLASH2 = replace(
     source=f"{_CHARMI} (layers, KV heads, head dim, block); {_MIAAI} (3.85 GB bf16); "
     f"{_LUCEBOX} (widths)",
 )
+_HIPENGINE = (
+    "https://github.com/shisa-ai/hipEngine/blob/293ed8ddefef7b7079dc5e1c9857db45d13f2a36/"
+    "docs/LAGUNA.md"
+)
+_SPARK = (
+    "https://github.com/sostrowsk/dgx-spark-local-llm/blob/"
+    "4b5486468ec6941d55c25f0b4f9557c7893d8b58/handouts/01-laguna-s-2.1.md"
+)
+# poolside's DFlash drafter for Laguna-S-2.1 (DFlashLagunaForCausalLM), as hipEngine's Laguna
+# notes read its config and safetensors header: 6 sliding-attention layers (window 512), 72 query
+# and 8 KV heads of 128, hidden 3072, dense FFN 12288, block 16, 2,229,962,896 bytes bf16 (fused
+# qkv_proj, g_proj, o_proj and the dense MLP per layer; fc 18432 -> 3072 and the norms the rest).
+# The INT4 and NVFP4 drafters the quantized targets pair with: "2.23 GB each" (a DGX Spark
+# report, the HF API's file sizes), so their shapes and bytes are taken as this drafter's.
+_LAGUNA_S_DFLASH = DraftModel(
+    name="poolside/Laguna-S-2.1-DFlash",
+    architecture="DFlashLagunaForCausalLM",
+    layers=6,
+    num_attention_heads=72,
+    num_kv_heads=8,
+    head_dim=128,
+    hidden_size=3072,
+    intermediate_size=12288,
+    block_size=16,
+    sliding_layers=6,
+    total_bytes=2_229_962_896,
+    source=f"{_HIPENGINE} (DFlash configuration, safetensors size)",
+)
 DRAFTS: dict[str, DraftModel] = {
     d.name.lower(): d
     for d in (
@@ -142,6 +170,16 @@ DRAFTS: dict[str, DraftModel] = {
             total_bytes=1_200_000_000,
             proj_bytes_per_param=0.5 + 2 / 128 + 0.5 / 128,
             source=f"{_SYVAI} (1.2 GB, int4-requantized DFlash2); shapes as z-lab's DFlash2",
+        ),
+        _LAGUNA_S_DFLASH,
+        *(
+            replace(
+                _LAGUNA_S_DFLASH,
+                name=f"poolside/Laguna-S-2.1-DFlash-{kind}",
+                total_bytes=2_230_000_000,
+                source=f"{_SPARK} (2.23 GB); shapes as {_HIPENGINE}",
+            )
+            for kind in ("INT4", "NVFP4")
         ),
     )
 }

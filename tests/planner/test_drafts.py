@@ -29,7 +29,11 @@ def test_draft_lookup_by_id_and_local_folder() -> None:
     assert draft_model("z-lab/Qwen3.6-27B-DFlash") is DFLASH36
     assert draft_model("~/.cache/huggingface/qwen3.6-27b-dflash") is DFLASH36
     assert draft_model("/models/Qwen3.8-27B-DFlash2/") is DFLASH2
-    assert draft_model("poolside/Laguna-S-2.1-DFlash-INT4") is None
+    assert (
+        draft_model("poolside/Laguna-S-2.1-DFlash-INT4")
+        is DRAFTS["poolside/laguna-s-2.1-dflash-int4"]
+    )
+    assert draft_model("poolside/Laguna-S-2.1-DFlash-Q9") is None
     assert draft_model(None) is None
 
 
