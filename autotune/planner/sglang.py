@@ -23,6 +23,7 @@ from typing import Any
 
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
+from autotune.models.config_cards import card_with_overrides
 from autotune.planner import rules, sglang_draft, sglang_history
 from autotune.planner.common import (
     GIB,
@@ -127,8 +128,12 @@ def plan_sglang(
 
     Raises:
         ConfigError: a model whose global attention layers have their own geometry (Gemma 4):
-            SGLang's pools for it are not modelled, and one cell would misprice them.
+            SGLang's pools for it are not modelled, and one cell would misprice them; config
+            overrides (json_model_override_args) for a card without a committed config.
     """
+    cfg = dict(config or {})
+    # --json-model-override-args: SGLang builds the model from the config with them merged.
+    card = card_with_overrides(card, cfg.get("json_model_override_args"))
     if card.global_attention is not None:
         from autotune.errors import ConfigError
 
@@ -137,7 +142,6 @@ def plan_sglang(
             "width and KV heads, beside sliding-window layers) are not modelled",
             field="model",
         )
-    cfg = dict(config or {})
     v = rules.planning_version(version)
     assumptions: list[str] = []
     reasons: list[str] = []

@@ -189,3 +189,16 @@ def test_deepseek_v32_pr_launch_differs_from_main_by_the_release_facts() -> None
     assert as_released.plan.kv_pool_tokens == main.plan.kv_pool_tokens
     assert as_post1.plan.mem_fraction_static == 0.751
     assert as_post1.kv_ratio == pytest.approx(main.kv_ratio or 0, abs=0.03)
+
+
+def test_a_launch_that_cuts_the_model_is_planned_on_the_cut_card() -> None:
+    # sglang PR 11018: gpt-oss-20b run with --json-model-override-args '{"num_hidden_layers": 1}'
+    # and --max-total-tokens 4096 at mem-fraction 0.12 of 94.63 GB: 2.72 GB of weights logged.
+    rec = next(r for r in RECORDS if r.name == "pr-gpt-oss-20b-1layer-dummy-fp8e5m2-tp1")
+    r = replay(rec)
+    assert r.plan is not None and r.observed_kv == 4096
+    assert r.plan.kv_pool_tokens == 4096  # the cap: the budget after one layer holds more
+    assert r.weights_ratio == pytest.approx(1.0, abs=0.05)
+    # The whole model's weights do not fit in 0.12 of the card: the cut is what makes room.
+    whole = replay(rec.model_copy(update={"args": {**rec.args, "json_model_override_args": None}}))
+    assert whole.plan is not None and whole.plan.kv_pool_tokens == 0
