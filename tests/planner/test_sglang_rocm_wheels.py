@@ -1,0 +1,81 @@
+"""The aiter scaling of mem_fraction_static (planner.rules) against the releases themselves: each
+case reads the release's PyPI wheel (tests.wheels: downloaded once, a skip without a registry),
+finds the block that scales the fraction when the attention backend is aiter (ROCm's default),
+and checks the planner's fraction on an MI355X against the block's own threshold and factor.
+
+The record s15b-qwen3-30b-a3b-instruct-2507-fp8-mi355x-tp1 (0.5.15) is predicted with this
+factor (0.911 x 0.85 = 0.77435); its sibling launch on the same GPU
+(s15b-qwen3-30b-a3b-5-layers-mi355x-tp1: 287.20 GiB free before weights, 12.79 GiB loaded,
+209.66 GiB of KV) shows the same fraction: (209.66 + 12.79) / 287.20 = 0.7745."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from autotune.hardware.gpus import get_gpu
+from autotune.models.config_cards import config_card
+from autotune.planner.sglang import plan_sglang
+from tests.wheels import wheel_text
+
+# Where each release keeps the block: server_args until 0.5.18, arg_groups/attention_hook after.
+SOURCES = {
+    "0.5.4.post1": "sglang/srt/server_args.py",
+    "0.5.9": "sglang/srt/server_args.py",
+    "0.5.10": "sglang/srt/server_args.py",
+    "0.5.15": "sglang/srt/server_args.py",
+    "0.5.19": "sglang/srt/arg_groups/attention_hook.py",
+}
+
+
+def _aiter_block(source: str) -> ast.If:
+    """The if-statement testing `attention_backend == "aiter"` that scales the fraction."""
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.If)
+            and "attention_backend" in ast.unparse(node.test)
+            and "'aiter'" in ast.unparse(node.test)
+            and "mem_fraction_static" in ast.unparse(node)
+            and "context_len" in ast.unparse(node)
+        ):
+            return node
+    raise AssertionError("no aiter block scaling mem_fraction_static: the release changed")
+
+
+def _threshold_and_factor(block: ast.If) -> tuple[int, float]:
+    """(context_len threshold, factor) the block states: `context_len > N` and a float literal
+    multiplied with mem_fraction_static."""
+    threshold = factor = None
+    for node in ast.walk(block):
+        if (
+            isinstance(node, ast.Compare)
+            and ast.unparse(node.left).endswith("context_len")
+            and isinstance(node.ops[0], ast.Gt)
+            and isinstance(node.comparators[0], ast.Constant)
+        ):
+            threshold = int(node.comparators[0].value)
+        mult = (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult)) or (
+            isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
+        )
+        if mult and "mem_fraction_static" in ast.unparse(node):
+            for part in ast.walk(node):
+                if isinstance(part, ast.Constant) and isinstance(part.value, float):
+                    factor = part.value
+    assert threshold is not None and factor is not None, ast.unparse(block)
+    return threshold, factor
+
+
+@pytest.mark.parametrize("version", list(SOURCES))
+def test_aiter_factor_is_the_releases(version: str) -> None:
+    threshold, factor = _threshold_and_factor(
+        _aiter_block(wheel_text("sglang", version, SOURCES[version]))
+    )
+    card = config_card("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8")
+    assert card is not None
+    mi355x = get_gpu("mi355x-288g")
+    for context, scaled in ((threshold, False), (threshold + 1, True), (262144, True)):
+        cfg = {"mem_fraction_static": 0.8, "context_length": context}
+        plan = plan_sglang(card, mi355x, cfg, version=version)
+        want = 0.8 * factor if scaled else 0.8
+        assert plan.mem_fraction_static == pytest.approx(want), (version, context)
