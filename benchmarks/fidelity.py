@@ -27,6 +27,7 @@ FITTED: dict[str, str] = {
     "v-llama-3.1-8b-instruct-rtx3090-tp1-2": "vllm_legacy.WHOLE_DEVICE_NON_TORCH_MIB",
     "repo-llama-3.3-70b-instruct-gguf-q4km-w7900-tp1": "vllm_legacy.WHOLE_DEVICE_NON_TORCH_MIB",
     "repo-llama-3.1-8b-instruct-mi300x-tp8": "vllm_legacy.ROCM_TP_NON_TORCH_MIB",
+    "more-llama-3.1-8b-instruct-h100-tp2": "vllm_memory.HOPPER_TP_NON_TORCH_MIB_0_18",
     # Its card's quantization split is assumed between two bounds this launch's weights chose.
     "more-nemotron-3-super-120b-a12b-nvfp4-gb10-tp1": "the Super NVFP4 card's quantization",
 }

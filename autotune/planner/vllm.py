@@ -299,7 +299,7 @@ def _stage_parts(
         mtp=spec.mtp,
         startup=startup,
         reasons=reasons,
-        tp_mib=tp_non_torch_mib(gpu, tp),
+        tp_mib=tp_non_torch_mib(gpu, tp, version),
         padding_bytes=mxfp4_padding_bytes(card, gpu, version, tp)
         + weight_padding_bytes(card, tp, version, gpu.vendor),
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,

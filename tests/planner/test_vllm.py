@@ -281,8 +281,9 @@ def test_defaults_and_inputs() -> None:
 
 
 def test_hopper_tp_takes_more_non_torch_memory() -> None:
-    # NCCL over NVLink 4 at TP > 1 (vLLM PR #10511: 1.79 GiB more at TP2 on H100).
-    from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB, NON_TORCH_TP_MIB
+    # NCCL over NVLink 4 at TP > 1 (vLLM PR #10511: 1.79 GiB more at TP2 on H100); from 0.18
+    # the graph-memory profiling pass is measured too (test_vllm_graph_profiling_wheels.py).
+    from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB_0_18, NON_TORCH_TP_MIB
 
     h100, a100 = get_gpu("h100-80g"), get_gpu("a100-80g")
     cfg = {"max_model_len": 32768}
@@ -290,7 +291,7 @@ def test_hopper_tp_takes_more_non_torch_memory() -> None:
     a1 = plan_vllm(DENSE_8B, a100, cfg, version="0.33.0", tp=2)
     h_tp1 = plan_vllm(DENSE_8B, h100, cfg, version="0.33.0")
     assert h1.non_torch_gib - a1.non_torch_gib == pytest.approx(
-        (HOPPER_TP_NON_TORCH_MIB - NON_TORCH_TP_MIB) / 1024, abs=0.002
+        (HOPPER_TP_NON_TORCH_MIB_0_18 - NON_TORCH_TP_MIB) / 1024, abs=0.002
     )
     assert h_tp1.non_torch_gib < a1.non_torch_gib  # TP 1 adds nothing
 
