@@ -8,7 +8,11 @@ catalog's capacity, as it does before a first launch. Either way the weights, th
 budget rules are the planner's own. A launch whose GPU is not named (or not in the catalog) but
 whose log states that free memory is planned on a stand-in of that size (`stand_in_gpu`):
 SGLang's budget is a share of the free memory it measured, and the card's size class only picks
-the engine's size-dependent defaults. Such a replay still counts as unstated.
+the engine's size-dependent defaults. Such a replay still counts as unstated. A log that states
+the free memory after weights only (an excerpt without `Load weight begin`, a release whose end
+line prints no `mem usage`) gives it before them as that plus the planner's weights, where the
+catalog's capacity cannot stand in: an unnamed GPU, or one whose memory the host shares (CUDA's
+free memory there is what the OS has free, whatever else runs on the box).
 """
 
 from __future__ import annotations
@@ -156,9 +160,16 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
 
     observed = parse(record)
     free = None if blind else observed.free_before_weights_gib  # SGLang logs it; vLLM: None
+    # The free memory after weights alone (an excerpt without `Load weight begin`, a release
+    # whose end line has no `mem usage`): before = after + the planner's weights (below).
+    after = None
+    if record.engine == "sglang" and free is None and not blind:
+        from autotune.engines.sglang.logs import free_after_weights_gib
+
+        after = free_after_weights_gib(record.log)
     unstated = bool(record.unstated) or record.gpu is None
     note: str | None = None
-    if record.gpu is None and free is None:  # no planner could place it, card or not
+    if record.gpu is None and free is None and after is None:  # no planner could place it
         return Replay(record, observed, None, "the GPU is not stated", unstated=True)
     card = card_of(record)
     if card is None:
@@ -170,10 +181,19 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
             unstated=record.gpu is None,
         )
     gpu = gpu_of(record)
+    if after is not None and (gpu is None or gpu.unified_memory):
+        # Unnamed, or a pool shared with the host (what the OS had free, not the capacity).
+        weights = _planned_weights_gib(record, card, gpu or stand_in_gpu(record.gpu_vendor, after))
+        if weights is not None:
+            free = round(after + weights, 2)
+            note = (
+                f"free memory before weights: {after:.2f} GiB logged after them + "
+                f"{weights:.2f} GiB planned weights"
+            )
     if gpu is None and free is not None and (record.gpu is None or not gpus_named(record)):
         gpu = stand_in_gpu(record.gpu_vendor, free)
         what = "not stated" if record.gpu is None else f"{record.gpu!r}, not in the catalog"
-        note = f"GPU {what}: planned on {gpu.label}"
+        note = "; ".join(filter(None, (f"GPU {what}: planned on {gpu.label}", note)))
     if gpu is None:
         if not gpus_named(record):
             return Replay(record, observed, None, f"GPU {record.gpu!r} is not in the catalog")
@@ -189,24 +209,12 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         gpu = gpu.model_copy(update={"memory_mib": round(total * 1024), "driver_reserved_mib": 0})
     if record.kv_cache_dtype is None:
         return Replay(record, observed, None, "the KV cache dtype is not stated", unstated=True)
-    config = {k: _arg(v) for k, v in record.args.items() if v is not None}
-    if record.engine == "sglang" and record.dp > 1 and record.gpu_count == record.tp:
-        # DP inside the TP group: SGLang's DP attention (the ranks print DPn TPm).
-        config.setdefault("enable_dp_attention", True)
-        config.setdefault("dp_size", record.dp)
-    if record.kv_cache_dtype != "auto":
-        config.setdefault("kv_cache_dtype", record.kv_cache_dtype)
-    chunked = _V0_CHUNKED.search(record.log)
-    if record.engine == "vllm" and chunked:
-        # V0's engine-config line states it: entry points such as benchmark_throughput.py pass
-        # enable_chunked_prefill=False explicitly, which the long-context default never overrides.
-        config.setdefault("enable_chunked_prefill", chunked.group(1) == "True")
     try:
         plan = plan_for(
             record.engine,
             card,
             gpu,
-            config,
+            _config(record),
             version=record.version,
             tp=record.tp,
             gpu_free_gib=free,
@@ -214,6 +222,38 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
     except AutotuneError as exc:
         return Replay(record, observed, None, f"planner refused: {exc}", note, unstated)
     return Replay(record, observed, plan, note=note, unstated=unstated)
+
+
+def _config(record: LaunchRecord) -> dict[str, ArgValue]:
+    """The launch's config as the planner takes it: the record's args, and what its log or
+    layout implies."""
+    config = {k: _arg(v) for k, v in record.args.items() if v is not None}
+    if record.engine == "sglang" and record.dp > 1 and record.gpu_count == record.tp:
+        # DP inside the TP group: SGLang's DP attention (the ranks print DPn TPm).
+        config.setdefault("enable_dp_attention", True)
+        config.setdefault("dp_size", record.dp)
+    if record.kv_cache_dtype not in (None, "auto"):
+        config.setdefault("kv_cache_dtype", record.kv_cache_dtype)
+    chunked = _V0_CHUNKED.search(record.log)
+    if record.engine == "vllm" and chunked:
+        # V0's engine-config line states it: entry points such as benchmark_throughput.py pass
+        # enable_chunked_prefill=False explicitly, which the long-context default never overrides.
+        config.setdefault("enable_chunked_prefill", chunked.group(1) == "True")
+    return config
+
+
+def _planned_weights_gib(record: LaunchRecord, card: ModelCard, gpu: GPUSpec) -> float | None:
+    """The weights the planner puts on a rank of the record's launch (they do not depend on the
+    card's size); None where the planner refuses the launch (the replay then says why)."""
+    from autotune.planner.dispatch import plan_for
+
+    try:
+        plan = plan_for(
+            record.engine, card, gpu, _config(record), version=record.version, tp=record.tp
+        )
+    except AutotuneError:
+        return None
+    return plan.weights_gib
 
 
 def stand_in_gpu(vendor: str, free_gib: float) -> GPUSpec:

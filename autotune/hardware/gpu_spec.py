@@ -61,6 +61,11 @@ class GPUSpec(BaseModel):
         description="NVML reports a memory total (GB10's unified memory: no, so vLLM's batch "
         "defaults, which read NVML's total, fall back to the small pair)",
     )
+    unified_memory: bool = Field(
+        default=False,
+        description="one memory pool shared with the host CPU (GB10, Jetson): CUDA's free memory "
+        "is what the OS has free, so the host's own use, not a context, sets it at launch",
+    )
 
     @property
     def memory_gib(self) -> float:

@@ -269,6 +269,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         memory_mib=124611,
         driver_reserved_mib=0,
         nvml_memory=False,
+        unified_memory=True,
         bandwidth_gbs=273,
         fp16_tflops=125.0,
         fp8_tflops=250.0,
@@ -276,6 +277,34 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         smem_per_block_kib=99,
         arch="sm_121",
         pcie_gbs=50.0,
+        p2p=False,
+    ),
+    # Jetson AGX Orin 64GB: one LPDDR5 pool (256-bit, 204.8 GB/s) shared with the Arm CPU; a
+    # 2,048-core Ampere GPU with 64 Tensor Cores, 1.3 GHz (NVIDIA's Jetson Orin tech specs,
+    # nvidia.com/en-us/autonomous-machines/embedded-systems/jetson-orin/). 16 SMs of 128 cores,
+    # 170 sparse INT8 TOPS on the GPU (Jetson AGX Orin Series Technical Brief, nvidia.com/content/
+    # dam/en-zz/Solutions/gtcf21/jetson-orin/nvidia-jetson-agx-orin-technical-brief.pdf): dense
+    # INT8 85, fp16 42.5; no fp8. Compute capability 8.7: 163 KiB shared memory per block, as
+    # 8.0 (CUDA C++ Programming Guide, technical specifications per compute capability). CUDA's
+    # total is what the OS exposes: deviceQuery 'Orin', 62841 MBytes, 16 multiprocessors
+    # (github.com/LittleYellowPanda/JetsonFirstSetup, README). nvidia-smi names it 'Orin (nvgpu)'
+    # with memory 'Not Supported' (dusty-nv/jetson-containers#1403, an AGX Orin 64GB). A host
+    # copy reads and writes the same DRAM: half its bandwidth.
+    spec(
+        name="jetson-agx-orin-64g",
+        label="Jetson AGX Orin 64GB unified",
+        device_names=("Jetson AGX Orin", "Jetson Orin AGX", "Orin (nvgpu)"),
+        cuda_name="Orin",
+        memory_mib=62841,
+        driver_reserved_mib=0,
+        nvml_memory=False,
+        unified_memory=True,
+        bandwidth_gbs=204.8,
+        fp16_tflops=42.5,
+        sm_count=16,
+        smem_per_block_kib=163,
+        arch="sm_87",
+        pcie_gbs=102.4,
         p2p=False,
     ),
     spec(

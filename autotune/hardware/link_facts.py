@@ -56,6 +56,7 @@ LINK_FACTS: dict[str, LinkFacts] = {
     "rtx-pro-6000-ws-96g": LinkFacts(5),
     "w7900-48g": LinkFacts(4),
     "gb10-128g": LinkFacts(5),  # one GPU per box; a second box is reached over the network
+    "jetson-agx-orin-64g": LinkFacts(4),  # one GPU per module; PCIe Gen4 for peripherals
     # Infinity Fabric: 7 xGMI links per GPU in a full mesh. MI300X 64 GB/s per link and
     # direction (896 GB/s bidirectional in all); MI355X 76.8 (1075 GB/s).
     "mi300x-192g": LinkFacts(5, 448.0, 7),

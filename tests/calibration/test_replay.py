@@ -122,12 +122,12 @@ def test_an_unnamed_gpu_is_planned_on_a_stand_in_of_the_logged_free_memory() -> 
     assert g.arch == "gfx942"  # the nearest AMD card by size: MI300X
 
 
-def test_jetson_tinyllama_launch_has_its_card_and_waits_on_the_gpu() -> None:
-    # The committed TinyLlama card prices the model; Jetson AGX Orin (unified memory, the free
-    # memory at start whatever the host left) is not in the GPU catalog, so no prediction yet.
+def test_jetson_tinyllama_launch_is_planned_on_the_catalogs_orin() -> None:
+    # The committed TinyLlama card prices the model, on the catalog's Jetson AGX Orin; its free
+    # memory at start (whatever the host left) from the log (test_replay_unified).
     (rec,) = [r for r in RECORDS if r.name == "repo-tinyllama-1.1b-chat-jetson-agx-orin-tp1"]
     r = replay(rec)
-    assert r.plan is None and "not in the catalog" in (r.skipped or "")
+    assert r.plan is not None and r.plan.gpu == "jetson-agx-orin-64g" and not r.unstated
 
 
 def _vllm_spec_method(record: LaunchRecord) -> str | None:

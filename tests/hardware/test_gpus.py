@@ -146,3 +146,23 @@ def test_detection_takes_the_drivers_reserved_share(monkeypatch: pytest.MonkeyPa
     assert detect_gpus()[0].spec.runtime_memory_mib == 143771 - 600
     monkeypatch.setitem(__import__("sys").modules, "pynvml", fake(v2=False))
     assert detect_gpus()[0].spec.runtime_memory_mib == get_gpu("h200-141g").runtime_memory_mib
+
+
+def test_jetson_agx_orin_is_a_unified_pool_of_what_cuda_reports() -> None:
+    """Jetson AGX Orin 64GB: deviceQuery's 62841 MBytes is CUDA's total (no driver share to take
+    off, no NVML total); 16 SMs at sm_87; the GPU's 170 sparse INT8 TOPS give fp16 dense 42.5."""
+    from pathlib import Path
+
+    from autotune.calibration.records import load_record
+    from autotune.calibration.replay import gpu_of
+
+    orin = get_gpu("jetson-agx-orin-64g")
+    assert orin.runtime_memory_mib == 62841
+    assert (orin.unified_memory, orin.nvml_memory) == (True, False)
+    assert (orin.sm_count, orin.arch, orin.fp8_tflops) == (16, "sm_87", None)
+    assert orin.fp16_tflops == 170 / 2 / 2
+    assert get_gpu("gb10-128g").unified_memory and not get_gpu("h100-80g").unified_memory
+    assert match_device("Orin (nvgpu)", 62841) == orin
+    records = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "sglang"
+    record = load_record(records / "repo-tinyllama-1.1b-chat-jetson-agx-orin-tp1.yaml")
+    assert gpu_of(record) == orin

@@ -222,6 +222,13 @@ def parse_startup(log_text: str) -> LaunchReport:
     )
 
 
+def free_after_weights_gib(log_text: str) -> float | None:
+    """The free memory rank 0 logged after the target's weights (`Load weight end`): all a log
+    states of its free memory when it has no `Load weight begin` and no `mem usage`."""
+    after = _FORMAT.scan(_rank0_messages(log_text)).values.get("_free_after_weights")
+    return after if isinstance(after, float) else None
+
+
 def _round(value: object) -> float | None:
     # Sums of 2-decimal figures: drop float noise such as 0.30000000000000004.
     return round(value, 6) if isinstance(value, float) else None
