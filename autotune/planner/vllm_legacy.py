@@ -143,18 +143,21 @@ def non_torch_mib(engine: Engine, version: str, tp: int, vendor: str, arch: str 
     return (WHOLE_DEVICE_NON_TORCH_MIB if whole else NON_TORCH_MIB) + tp_mib
 
 
-def history_weights_gib(card: ModelCard, cfg: dict[str, Any], tp: int) -> float:
-    """Weights on the busiest rank: the heaviest pipeline stage (stage_share of the decoder and
-    of the parts every TP rank holds whole, and the larger of the embedding and the LM head).
-    Online `--quantization fp8` and `--dtype` are already in the card (vllm_dtype.launch_card)."""
+def history_weights_gib(
+    card: ModelCard, cfg: dict[str, Any], tp: int, version: str | None = None
+) -> float:
+    """Weights on the busiest rank of vLLM `version`: the heaviest pipeline stage (stage_share of
+    the decoder and of the parts every TP rank holds whole, and the larger of the embedding and
+    the LM head). Online `--quantization fp8` and `--dtype` are already in the card
+    (vllm_dtype.launch_card)."""
     w = card.weights
     decoder = w.decoder
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     if pp == 1:
-        return vllm_weights_bytes(card, cfg, tp, load_mtp=False) / GIB
+        return vllm_weights_bytes(card, cfg, tp, load_mtp=False, version=version) / GIB
     share = stage_share(card, pp)
     sharded = int(decoder * share) + max(w.embed_tokens, w.lm_head)
-    vision = vision_per_rank(w, tp, shards_vision(card, cfg))
+    vision = vision_per_rank(w, tp, shards_vision(card, cfg, version))
     whole = vision + int(w.replicated * share) + rope_cache_bytes(card)
     return ((sharded + w.load_overhead) // tp + whole) / GIB
 
@@ -260,7 +263,7 @@ def history_memory(
     docstring); graphs the headroom cannot hold are a reason. `build`: the version as given
     (plan_history)."""
     tokens, seqs = limits.max_num_batched_tokens, limits.max_num_seqs
-    weights = history_weights_gib(card, cfg, tp)
+    weights = history_weights_gib(card, cfg, tp, version)
     if engine == "v0":
         act = v0_activation_bytes(card, tp, tokens, seqs, build or version) / GIB
     else:  # logits over every token up to 0.7.2, over the requests from 0.7.3

@@ -70,19 +70,31 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 # Vision-language architectures whose vLLM model splits the vision tower's linear layers (and
 # the projector) across the TP ranks in mm_encoder_tp_mode "weights", the default; "data"
-# (before 0.11: enable_multimodal_encoder_data_parallel) keeps the tower whole on every rank
-# (models/mllama4.py of 0.10.0, 0.12.0 and 0.19.0: ColumnParallelLinear / QKVParallelLinear /
-# RowParallelLinear, ReplicatedLinear or disable_tp under data parallelism; the projector is
-# column-parallel in both modes, counted whole there).
-TP_SHARDED_VISION = frozenset({"Llama4ForConditionalGeneration"})
+# (before 0.11: enable_multimodal_encoder_data_parallel) keeps the tower whole on every rank;
+# the value is the first release that splits it.
+# Llama 4: models/mllama4.py of 0.10.0, 0.12.0 and 0.19.0: ColumnParallelLinear /
+# QKVParallelLinear / RowParallelLinear, ReplicatedLinear or disable_tp under data parallelism;
+# the projector is column-parallel in both modes, counted whole there.
+# Kimi-VL: models/moonvit.py builds each MoonViT block's wqkv / wo / fc0 / fc1 as nn.Linear in
+# 0.10.0 and ReplicatedLinear in 0.11.0 to 0.13.0 (whole on every rank), QKVParallelLinear /
+# RowParallelLinear / ColumnParallelLinear with disable_tp under data parallelism from 0.14.0
+# (0.14.0, 0.15.1, 0.19.0, 0.25.1, 0.33.0); kimi_vl.py's projector stays ReplicatedLinear.
+TP_SHARDED_VISION: dict[str, str] = {
+    "Llama4ForConditionalGeneration": "0.0.0",
+    "KimiVLForConditionalGeneration": "0.14.0",
+}
 
 
-def shards_vision(card: ModelCard, cfg: dict[str, Any]) -> bool:
-    """Whether vLLM splits this model's vision tower across the TP ranks."""
+def shards_vision(card: ModelCard, cfg: dict[str, Any], version: str | None = None) -> bool:
+    """Whether vLLM `version` (None: the newest) splits this model's vision tower across the
+    TP ranks."""
     data = cfg.get("mm_encoder_tp_mode") == "data" or bool(
         cfg.get("enable_multimodal_encoder_data_parallel")
     )
-    return card.architecture in TP_SHARDED_VISION and not data
+    first = TP_SHARDED_VISION.get(card.architecture)
+    if first is None or data:
+        return False
+    return version is None or at_least(version, first)
 
 
 def rope_cache_bytes(card: ModelCard) -> int:
@@ -96,10 +108,12 @@ def rope_cache_bytes(card: ModelCard) -> int:
     return int(card.max_position_embeddings * card.rotary_dim * DTYPE_BYTES.get(card.dtype, 2.0))
 
 
-def vllm_weights_bytes(card: ModelCard, cfg: dict[str, Any], tp: int, load_mtp: bool) -> int:
-    """What vLLM's "Model loading took" counts on one rank: the weights as it shards them and the
-    rope cache."""
-    shard = shards_vision(card, cfg)
+def vllm_weights_bytes(
+    card: ModelCard, cfg: dict[str, Any], tp: int, load_mtp: bool, version: str | None = None
+) -> int:
+    """What vLLM `version` (None: the newest)'s "Model loading took" counts on one rank: the
+    weights as it shards them and the rope cache."""
+    shard = shards_vision(card, cfg, version)
     return weights_per_rank(card, tp, load_mtp, shard_vision=shard) + rope_cache_bytes(card)
 
 
@@ -272,7 +286,8 @@ def profiled_memory(
     the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
     before the last (no sampler in its profiling run)."""
     requested = startup.requested_gib
-    weights = (vllm_weights_bytes(card, cfg, tp, load_mtp=mtp) + padding_bytes + draft_bytes) / GIB
+    loaded = vllm_weights_bytes(card, cfg, tp, load_mtp=mtp, version=version)
+    weights = (loaded + padding_bytes + draft_bytes) / GIB
     act = (
         activation_bytes(
             card,

@@ -18,7 +18,8 @@ def vision_from_config(
 ) -> tuple[VisionTower | None, int, int]:
     """The vision tower, its parameters and those of them in linear layers (attention 4h^2 +
     MLP 2h*inter per block; Mllama's `num_global_layers` are blocks too; Kimi K2.5 names the
-    fields `vt_*`; Llama 4 adds its own parts, `_llama4_vision_parts`)."""
+    fields `vt_*`; Llama 4 and Kimi-VL's MoonViT add their own parts, `_llama4_vision_parts`,
+    `_moonvit_parts`)."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict):
         return None, 0, 0
@@ -39,7 +40,29 @@ def vision_from_config(
     if "projector_input_dim" in vc:
         more_linear, other = _llama4_vision_parts(vc, layers, hidden, inter, text_hidden)
         linear += more_linear
+    elif vc.get("model_type") == "moonvit":
+        other = _moonvit_parts(vc, layers, hidden, inter, text_hidden)
     return tower, linear + other, linear
+
+
+def _moonvit_parts(
+    vc: Mapping[str, Any], layers: int, hidden: int, inter: int, text_hidden: int
+) -> int:
+    """Kimi-VL's MoonViT parts beyond the blocks' linear weights, as vLLM's moonvit.py and
+    kimi_vl.py build them (0.19.0): the blocks' biases (wqkv, wo, fc0, fc1) and two LayerNorms,
+    the final LayerNorm, the patch embedding (a conv of patch_size^2 x 3 channels with a bias)
+    and its learnable (init_pos_emb_height, init_pos_emb_width, hidden) position table, and the
+    projector (a LayerNorm, then merge_kernel_size-merged patches through two biased linears,
+    the second into the text width). vLLM builds the projector as ReplicatedLinear and splits only
+    the blocks' linears, so these are counted with the whole-on-every-rank part."""
+    patch = int(vc.get("patch_size") or 14)
+    kernel = vc.get("merge_kernel_size") or [2, 2]
+    merged = hidden * int(kernel[0]) * int(kernel[1])
+    pos = int(vc.get("init_pos_emb_height") or 64) * int(vc.get("init_pos_emb_width") or 64)
+    other = layers * (3 * hidden + hidden + inter + hidden + 4 * hidden) + 2 * hidden
+    other += 3 * patch**2 * hidden + hidden + pos * hidden
+    other += 2 * hidden + merged * merged + merged + merged * text_hidden + text_hidden
+    return other
 
 
 def _gemma4_vision_params(
