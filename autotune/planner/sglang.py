@@ -35,6 +35,7 @@ from autotune.planner.common import (
 )
 from autotune.planner.sglang_alloc import load_overhead_bytes
 from autotune.planner.sglang_hicache import HostPool, host_pool
+from autotune.planner.sglang_kt import kt_card
 from autotune.planner.sglang_kv import (
     KV_DTYPE_BYTES,
     kv_cell_bytes,
@@ -145,6 +146,7 @@ def plan_sglang(
     v = rules.planning_version(version)
     assumptions: list[str] = []
     reasons: list[str] = []
+    card = kt_card(card, cfg, v, reasons, assumptions)
     draft = sglang_draft.dflash_draft(cfg, v, assumptions)
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
     pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)

@@ -1,0 +1,55 @@
+"""KTransformers expert offload on SGLang (`--kt-weight-path`, layers/moe/kt_ep_wrapper.py from
+0.5.6): every MoE layer builds GPU weights for experts 0 .. kt_num_gpu_experts - 1 only
+(KTEPWrapperMethod.create_weights passes num_experts=self.num_gpu_experts to the wrapped GPU
+method); the rest run on the CPU from the KT weight folder, outside the GPU's budget. The layer
+is wrapped only when --kt-weight-path is set (create_kt_config_from_server_args)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autotune.models.card import DTYPE_BYTES, ModelCard
+
+KT_SINCE = (0, 5, 6)
+
+
+def routed_expert_bytes(card: ModelCard) -> int:
+    """The routed experts' weights in the checkpoint (gate, up and down projections of every
+    expert in every MoE layer), at the checkpoint's bits per weight."""
+    e = card.experts
+    if e is None:
+        return 0
+    q = card.quantization
+    per = q.bits / 8 if q.scheme != "none" else DTYPE_BYTES.get(card.dtype, 2.0)
+    return int(e.moe_layers * e.num_experts * 3 * card.hidden_size * e.moe_intermediate_size * per)
+
+
+def kt_card(
+    card: ModelCard,
+    cfg: dict[str, Any],
+    v: tuple[int, int, int],
+    reasons: list[str],
+    assumptions: list[str],
+) -> ModelCard:
+    """`card` with only the GPU's share of the routed experts in its decoder when the launch
+    offloads experts to KTransformers (module docstring); unchanged otherwise."""
+    if not cfg.get("kt_weight_path") or card.experts is None or v < KT_SINCE:
+        return card
+    gpu_experts = cfg.get("kt_num_gpu_experts")
+    if gpu_experts is None:
+        reasons.append(
+            "--kt-weight-path without --kt-num-gpu-experts: SGLang needs the number of experts "
+            "each MoE layer keeps on the GPU"
+        )
+        return card
+    e = card.experts
+    on_gpu = min(max(int(gpu_experts), 0), e.num_experts)
+    off = routed_expert_bytes(card) * (e.num_experts - on_gpu) // e.num_experts
+    assumptions.append(
+        f"KTransformers: {on_gpu} of {e.num_experts} routed experts per MoE layer on the GPU, "
+        f"{off / 2**30:.2f} GiB of expert weights on the CPU"
+    )
+    w = card.weights
+    return card.model_copy(
+        update={"weights": w.model_copy(update={"decoder": max(w.decoder - off, 0)})}
+    )

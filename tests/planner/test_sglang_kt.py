@@ -1,0 +1,90 @@
+"""KTransformers expert offload on SGLang: the rule against the 0.5.6.post2, 0.5.18 and 0.5.23
+wheels' kt_ep_wrapper, the planner's arithmetic, and the two public H100 launches it explains
+(Qwen3-30B-A3B-FP8 and DeepSeek-R1-0528 with every routed expert on the CPU)."""
+
+from __future__ import annotations
+
+import ast
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from autotune.calibration.records import load_records
+from autotune.calibration.replay import replay
+from autotune.hardware import get_gpu
+from autotune.models.card import ModelCard
+from autotune.models.config_cards import config_card
+from autotune.planner.sglang import plan_sglang
+from autotune.planner.sglang_kt import KT_SINCE, kt_card, routed_expert_bytes
+from tests.wheels import engine_wheel_or_skip, function_def, wheel_text
+
+RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
+WRAPPER = "sglang/srt/layers/moe/kt_ep_wrapper.py"
+
+
+@pytest.mark.parametrize("version", ["0.5.6.post2", "0.5.18", "0.5.23"])
+def test_gpu_builds_only_its_experts(version: str) -> None:
+    src = wheel_text("sglang", version, WRAPPER)
+    create = ast.unparse(function_def(src, "create_weights"))
+    assert "self.gpu_method.create_weights(" in create
+    assert "num_experts=self.num_gpu_experts" in create
+    config = ast.unparse(function_def(src, "create_kt_config_from_server_args"))
+    assert "kt_weight_path is None" in config and "return None" in config
+
+
+def test_first_release_with_the_wrapper() -> None:
+    assert KT_SINCE == (0, 5, 6)
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", "0.5.4.post1")) as z:
+        assert WRAPPER not in z.namelist()  # 0.5.4.post1: a compressed-tensors-only AMX path
+
+
+def _qwen() -> ModelCard:
+    card = config_card("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8")
+    assert card is not None and card.experts is not None
+    return card
+
+
+def test_expert_share_leaves_the_gpu() -> None:
+    card, notes, reasons = _qwen(), list[str](), list[str]()
+    e = card.experts
+    assert e is not None
+    routed = routed_expert_bytes(card)
+    # 48 layers x 128 experts x 3 x 2048 x 768, one byte each (FP8)
+    assert routed == 48 * 128 * 3 * 2048 * 768
+    none = kt_card(
+        card, {"kt_weight_path": "/kt", "kt_num_gpu_experts": 0}, (0, 5, 18), reasons, notes
+    )
+    assert none.weights.decoder == card.weights.decoder - routed
+    half = kt_card(card, {"kt_weight_path": "/kt", "kt_num_gpu_experts": 64}, (0, 5, 18), [], [])
+    assert half.weights.decoder == card.weights.decoder - routed // 2
+    assert not reasons and any("KTransformers" in n for n in notes)
+
+
+def test_without_the_weight_path_or_before_the_release_nothing_moves() -> None:
+    card = _qwen()
+    assert kt_card(card, {"kt_num_gpu_experts": 0}, (0, 5, 18), [], []) is card
+    assert (
+        kt_card(card, {"kt_weight_path": "/kt", "kt_num_gpu_experts": 0}, (0, 5, 4), [], [])
+        is card
+    )
+
+
+def test_missing_gpu_expert_count_is_a_reason() -> None:
+    h100 = get_gpu("h100-80g")
+    plan = plan_sglang(_qwen(), h100, {"kt_weight_path": "/kt"}, version="0.5.18")
+    assert not plan.fits and any("--kt-num-gpu-experts" in r for r in plan.reasons)
+
+
+@pytest.mark.parametrize(
+    ("name", "weights_tol"),
+    [
+        ("s16f-qwen3-30b-a3b-fp8-kt-amxint8-h100-tp1", 0.12),
+        ("s16f-deepseek-r1-0528-kt-amxint4-h100-tp8", 0.02),
+    ],
+)
+def test_public_launches(name: str, weights_tol: float) -> None:
+    r = replay(next(rec for rec in load_records(RECORDS) if rec.name == name))
+    assert r.plan is not None and r.observed.weights_gib is not None
+    assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=weights_tol)
+    assert r.kv_ratio == pytest.approx(1.0, abs=0.05)
