@@ -279,12 +279,14 @@ def _free_before_weights_gib(
 
 
 def _comm_gib(gpu: GPUSpec, tp: int) -> float:
-    """NCCL's buffers on a Hopper rank at TP > 1, taken after SGLang reads the free memory
-    before weights (its `Init torch distributed ends. mem usage` stays near 0: NCCL allocates
-    at the first collective). Size as vLLM measures it on H100 (HOPPER_TP_NON_TORCH_MIB)."""
-    if tp <= 1 or gpu.arch != "sm_90":
+    """NCCL's buffers on an NVLink rank (Hopper, B200 / GB200: vllm_memory.NVLINK_ARCHS) at
+    TP > 1, taken after SGLang reads the free memory before weights (its `Init torch distributed
+    ends. mem usage` stays near 0: NCCL allocates at the first collective). Size as vLLM
+    measures it on H100 (HOPPER_TP_NON_TORCH_MIB)."""
+    from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB, NVLINK_ARCHS
+
+    if tp <= 1 or gpu.arch not in NVLINK_ARCHS:
         return 0.0
-    from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB
 
     return HOPPER_TP_NON_TORCH_MIB / 1024
 

@@ -41,14 +41,19 @@ HOPPER_TP_NON_TORCH_MIB = 1830
 # measured as non-torch increase. Fitted (not derived) on one log: 2.07 GiB,
 # more-llama-3.1-8b-instruct-h100-tp2.yaml, less NON_TORCH_MIB.
 HOPPER_TP_NON_TORCH_MIB_0_18 = 1970
+# The GPUs whose TP ranks talk over NVLink / NVSwitch, where NCCL sets up those larger buffers:
+# Hopper, and Blackwell's B200 / GB200 (sm_100), given Hopper's measured size (no B200 figure is
+# public); the public SGLang launches at TP 4 and 8 on B200 and GB200 come closer with it (the
+# GLM-4.5-Air FP8, MiMo-V2-Flash and DeepSeek-V3.2 records), none is fitted.
+NVLINK_ARCHS = frozenset({"sm_90", "sm_100"})
 
 
 def tp_non_torch_mib(gpu: GPUSpec, tp: int, version: str = "0.10.0") -> int:
-    """Non-torch memory TP adds on one rank (NCCL, custom all-reduce; on Hopper from 0.18.0 the
-    graph-memory profiling pass too, HOPPER_TP_NON_TORCH_MIB_0_18): 0 at TP 1."""
+    """Non-torch memory TP adds on one rank (NCCL, custom all-reduce; on NVLink GPUs from 0.18.0
+    the graph-memory profiling pass too, HOPPER_TP_NON_TORCH_MIB_0_18): 0 at TP 1."""
     if tp <= 1:
         return 0
-    if gpu.arch != "sm_90":
+    if gpu.arch not in NVLINK_ARCHS:
         return NON_TORCH_TP_MIB
     return HOPPER_TP_NON_TORCH_MIB_0_18 if at_least(version, "0.18.0") else HOPPER_TP_NON_TORCH_MIB
 
