@@ -102,15 +102,31 @@ def shards_vision(card: ModelCard, cfg: dict[str, Any], version: str | None = No
     return version is None or at_least(version, first)
 
 
+# vLLM's gemma3.py gives the sliding-window layers their own rope (rope_type default, base
+# rope_local_base_freq) beside the full-attention layers' (the config's rope_scaling): get_rope
+# keys its cache on the rope parameters, so two cos/sin caches.
+LOCAL_ROPE_ARCHS = frozenset({"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"})
+
+
 def rope_cache_bytes(card: ModelCard) -> int:
     """The rotary embedding's cos/sin cache, built at load on every rank and counted in "Model
     loading took": max_position_embeddings x rotary_dim in the model's dtype, one buffer that
     the layers share (layers/rotary_embedding RotaryEmbeddingBase: register_buffer of
     cache.to(dtype); get_rope caches one module per shape). 2.5 GiB for Llama 4 Scout's 10 M
-    positions. 0 where the card does not state the rotary width."""
+    positions. A linear-scaled rope holds max_position_embeddings x factor positions
+    (LinearScalingRotaryEmbedding._compute_cos_sin_cache); Gemma 3's sliding layers add an
+    unscaled cache of their own (LOCAL_ROPE_ARCHS). 0 where the card does not state the rotary
+    width."""
     if card.rotary_dim is None:
         return 0
-    return int(card.max_position_embeddings * card.rotary_dim * DTYPE_BYTES.get(card.dtype, 2.0))
+    per_position = card.rotary_dim * DTYPE_BYTES.get(card.dtype, 2.0)
+    positions = card.max_position_embeddings
+    rs = card.rope_scaling
+    if rs is not None and rs.kind == "linear":
+        positions = int(positions * rs.factor)
+    if card.architecture in LOCAL_ROPE_ARCHS and card.local_attention is not None:
+        positions += card.max_position_embeddings
+    return int(positions * per_position)
 
 
 def vllm_weights_bytes(

@@ -240,6 +240,11 @@ def config_dtype(cfg: Mapping[str, Any], text: Mapping[str, Any]) -> str:
 # their rotary width stays unstated unless the config gives the factor.
 _FULL_ROTARY = frozenset(
     {
+        # Gemma 1-3: vLLM's gemma*.py rotate the whole head (get_rope(head_dim, ...))
+        "GemmaForCausalLM",
+        "Gemma2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Gemma3ForConditionalGeneration",
         "LlamaForCausalLM",
         "Llama4ForConditionalGeneration",
         "MllamaForConditionalGeneration",
