@@ -186,7 +186,7 @@ def plan_vllm(
     check_version_for_model(card, version)
     reasons: list[str] = []
     assumptions: list[str] = []
-    card = launch_card(card, cfg, assumptions)
+    card = launch_card(card, cfg, assumptions, version=version, arch=gpu.arch)
     if _follows_history(card, gpu, cfg, version):
         parts = plan_history(
             card,

@@ -10,13 +10,20 @@ the checkpoint holds (the card describes the checkpoint as published):
   Fp8OnlineLinearMethod and every FusedMoE Fp8OnlineMoEMethod, which keep one byte per weight
   after loading; the embedding and the LM head (VocabParallelEmbedding, not LinearBase) stay in
   the model's dtype.
+- `--dtype auto` on a float32 checkpoint (config.model _resolve_auto_dtype, 0.10.0 on): the
+  platform's preferred dtype, the first of its supported_dtypes: bfloat16 on CUDA from compute
+  capability 8.0 (platforms/cuda.py), float16 on 6.x/7.x, bfloat16 elsewhere (the interface
+  default). Releases before it (0.6.4, 0.7.1 config.py _get_and_verify_dtype) downcast to
+  float16 (Gemma 2 to bfloat16).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.versions import Version
 
 # --dtype's names (vllm/config/model.py _STR_DTYPE_TO_TORCH_DTYPE) as the card's dtype names.
 DTYPE_NAMES = {
@@ -28,10 +35,39 @@ DTYPE_NAMES = {
 }
 
 
-def launch_card(card: ModelCard, cfg: dict[str, Any], assumptions: list[str]) -> ModelCard:
-    """`card` as the launch in `cfg` loads it (module docstring); unchanged without --dtype or
-    online fp8."""
-    card = _with_dtype(card, cfg.get("dtype"), assumptions)
+# The release whose _resolve_auto_dtype first takes the platform's preferred dtype for float32
+# (checked in the 0.10.0 wheel; 0.7.1's _get_and_verify_dtype still picks float16).
+PREFERRED_DTYPE_SINCE = Version("0.10.0")
+
+
+def auto_dtype(card: ModelCard, version: str | None, arch: str | None) -> str:
+    """The dtype `--dtype auto` serves `card` in: its own, but a float32 checkpoint is
+    downcast (module docstring). `arch` is the GPU's sm_XY (or gfx) name."""
+    if card.dtype != "float32":
+        return card.dtype
+    if version is not None and Version(version) < PREFERRED_DTYPE_SINCE:
+        return "bfloat16" if card.architecture.startswith("Gemma2") else "float16"
+    match = re.fullmatch(r"sm_(\d+)", arch or "")
+    if match and int(match.group(1)) < 80:
+        return "float16"
+    return "bfloat16"
+
+
+def launch_card(
+    card: ModelCard,
+    cfg: dict[str, Any],
+    assumptions: list[str],
+    *,
+    version: str | None = None,
+    arch: str | None = None,
+) -> ModelCard:
+    """`card` as the launch in `cfg` loads it (module docstring); unchanged without --dtype,
+    online fp8 or a float32 checkpoint."""
+    dtype, label = cfg.get("dtype"), None
+    if str(dtype or "auto") == "auto" and card.dtype == "float32":
+        dtype = auto_dtype(card, version, arch)
+        label = f"--dtype auto on a float32 checkpoint: served in {dtype}"
+    card = _with_dtype(card, dtype, assumptions, label)
     if cfg.get("quantization") == "fp8" and card.quantization.scheme == "none":
         card = _online_fp8(card)
         assumptions.append(
@@ -41,7 +77,9 @@ def launch_card(card: ModelCard, cfg: dict[str, Any], assumptions: list[str]) ->
     return card
 
 
-def _with_dtype(card: ModelCard, dtype: object, assumptions: list[str]) -> ModelCard:
+def _with_dtype(
+    card: ModelCard, dtype: object, assumptions: list[str], label: str | None = None
+) -> ModelCard:
     name = DTYPE_NAMES.get(str(dtype or "auto"))
     if name is None or name == card.dtype:
         return card
@@ -56,7 +94,7 @@ def _with_dtype(card: ModelCard, dtype: object, assumptions: list[str]) -> Model
             "the embedding, LM head and vision tower are cast"
         )
     update = {p: int(getattr(w, p) * scale) for p in parts}
-    assumptions.append(f"--dtype {dtype}: weights cast from {card.dtype} to {name}")
+    assumptions.append(label or f"--dtype {dtype}: weights cast from {card.dtype} to {name}")
     return card.model_copy(update={"dtype": name, "weights": w.model_copy(update=update)})
 
 

@@ -5,16 +5,19 @@ Llama-3.1-8B on one H100 with --dtype float32 and with --quantization fp8)."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from autotune.calibration.records import load_records
 from autotune.calibration.replay import replay
+from autotune.engines.wheels import download_wheel
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
-from autotune.planner.vllm_dtype import DTYPE_NAMES, launch_card
-from tests.wheels import function_def, wheel_text
+from autotune.planner.vllm_dtype import DTYPE_NAMES, PREFERRED_DTYPE_SINCE, auto_dtype, launch_card
+from tests.wheels import function_def, pypi_reachable, wheel_cache, wheel_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
 
@@ -84,6 +87,7 @@ def test_online_fp8_quantizes_linear_and_moe_layers_only() -> None:
     [
         ("llmd-llama-3.1-8b-instruct-h100-tp1-dtf32", 29.98),
         ("llmd-llama-3.1-8b-instruct-h100-tp1-qfp8", 8.49),
+        ("llmd-codellama-7b-hf-h100-tp1", 12.56),  # a float32 config served with --dtype auto
     ],
 )
 def test_public_launches(name: str, weights_gib: float) -> None:
@@ -91,3 +95,59 @@ def test_public_launches(name: str, weights_gib: float) -> None:
     assert r.plan is not None and r.observed.weights_gib == weights_gib
     assert r.plan.weights_gib == pytest.approx(weights_gib, abs=0.01)
     assert r.kv_ratio == pytest.approx(1.0, abs=0.01)
+
+
+def _float32() -> ModelCard:
+    card = config_card("codellama/CodeLlama-7b-hf")
+    assert card is not None and card.dtype == "float32"
+    return card
+
+
+def test_auto_downcasts_a_float32_checkpoint_to_the_preferred_dtype() -> None:
+    card, notes = _float32(), list[str]()
+    loaded = launch_card(card, {}, notes, version="0.19.0", arch="sm_90")
+    assert loaded.dtype == "bfloat16"
+    assert loaded.weights.total == pytest.approx(card.weights.total / 2, abs=8)
+    assert any("float32 checkpoint" in n for n in notes)
+    assert auto_dtype(card, "0.19.0", "sm_75") == "float16"  # no bf16 before compute 8.0
+    assert auto_dtype(card, "0.19.0", "gfx942") == "bfloat16"  # the platform default order
+    assert auto_dtype(card, "0.7.1", "sm_90") == "float16"  # the older rule
+    # an explicit --dtype wins; a bf16 checkpoint is left as it is
+    assert launch_card(card, {"dtype": "float32"}, [], version="0.19.0") == card
+    assert auto_dtype(_llama(), "0.19.0", "sm_90") == "bfloat16"
+
+
+# where each release keeps its ModelConfig (0.10.0: one config.py)
+_CONFIG_PY = {"0.10.0": "vllm/config.py", "0.19.0": "vllm/config/model.py"}
+
+
+@pytest.mark.parametrize("version", ["0.10.0", "0.19.0", "0.33.0"])
+def test_auto_dtype_rule_is_the_releases(version: str) -> None:
+    """_resolve_auto_dtype: a float32 config takes supported_dtypes' first entry, which the
+    CUDA platform lists as bfloat16 from capability 80 and float16 from 60."""
+    src = wheel_text("vllm", version, _CONFIG_PY.get(version, "vllm/config/model.py"))
+    body = ast.unparse(function_def(src, "_resolve_auto_dtype"))
+    assert "if config_dtype == torch.float32:\n        config_dtype = preferred_dtype" in body
+    assert "preferred_dtype = supported_dtypes[0]" in body
+    cuda = ast.unparse(
+        function_def(wheel_text("vllm", version, "vllm/platforms/cuda.py"), "supported_dtypes")
+    )
+    assert cuda.index("has_device_capability(80)") < cuda.index("torch.bfloat16, torch.float16")
+    assert "has_device_capability(60)" in cuda
+    assert str(PREFERRED_DTYPE_SINCE) == "0.10.0"
+
+
+def test_auto_dtype_before_the_preferred_rule_is_float16() -> None:
+    """0.7.1's _get_and_verify_dtype (the full vllm wheel): float32 -> float16 under dtype auto
+    (Gemma 2: bfloat16)."""
+    try:
+        wheel = download_wheel("vllm", "0.7.1", wheel_cache())
+    except (subprocess.SubprocessError, OSError) as exc:
+        if not pypi_reachable("vllm"):
+            pytest.skip(f"PyPI is unreachable, cannot download vllm==0.7.1: {exc}")
+        raise
+    with zipfile.ZipFile(wheel) as z:
+        src = z.read("vllm/config.py").decode()
+    body = ast.unparse(function_def(src, "_get_and_verify_dtype"))
+    assert "torch_dtype = torch.float16" in body
+    assert "gemma2" in body
