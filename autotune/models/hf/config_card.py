@@ -47,6 +47,7 @@ from autotune.models.hf.fields import (
     dense_intermediate,
     full_attention_layers,
     linear_attention,
+    mlp_matrices,
     rope_scaling,
     rotary_dim,
 )
@@ -289,7 +290,7 @@ def _mlp_params(card: ModelCard, ex: Extras, moe: bool, p: LayerParams) -> None:
     h = card.hidden_size
     e = card.experts
     if not moe or e is None:
-        p.mlp = 3 * h * card.intermediate_size
+        p.mlp = mlp_matrices(card.architecture) * h * card.intermediate_size
         return
     p.experts = 3 * h * e.moe_intermediate_size * e.num_experts
     p.shared = 3 * h * e.shared_intermediate_size

@@ -268,3 +268,13 @@ def rotary_dim(f: ConfigFields, architecture: str, head_dim: int) -> int | None:
     if isinstance(factor, int | float) and not isinstance(factor, bool) and 0 < factor <= 1:
         return int(head_dim * factor)
     return head_dim if architecture in _FULL_ROTARY else None
+
+
+# Architectures whose dense MLP is two matrices, up and down with no gate: vLLM's phi.py PhiMLP
+# (fc1 / fc2 around a GELU). Every other architecture here runs a gated (SwiGLU-style) MLP.
+UNGATED_MLP = frozenset({"PhiForCausalLM"})
+
+
+def mlp_matrices(architecture: str) -> int:
+    """Weight matrices of one dense MLP: 2 for `UNGATED_MLP`, else 3 (gate, up, down)."""
+    return 2 if architecture in UNGATED_MLP else 3
