@@ -104,15 +104,16 @@ class StaticBudget:
     mem_fraction_static: float
     comm_gib: float = 0.0  # NCCL buffers allocated after the free-memory reading (TP > 1)
     draft_gib: float = 0.0  # a separate draft's weights, loaded before the target profiles
+    transient_gib: float = 0.0  # held while the target profiles, freed before the graphs
 
     @property
     def rest_gib(self) -> float:
         static = self.pre_gib * self.mem_fraction_static
-        return static - self.weights_gib - self.comm_gib - self.draft_gib
+        return static - self.weights_gib - self.comm_gib - self.draft_gib - self.transient_gib
 
     @property
     def slack_gib(self) -> float:
-        return self.pre_gib * (1 - self.mem_fraction_static)
+        return self.pre_gib * (1 - self.mem_fraction_static) + self.transient_gib
 
 
 def plan_sglang(
@@ -162,8 +163,19 @@ def plan_sglang(
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
     draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
     static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0
+    held = sglang_draft.mtp_own_head_bytes(card, cfg, eagle, tp, v)
+    if held:
+        assumptions.append(
+            f"the MTP draft's own embedding and LM head ({held / GIB:.2f} GiB a rank) are "
+            "held while the target sizes its KV pool, then freed"
+        )
     budget = StaticBudget(
-        pre, weights / GIB, r.mem_fraction_static, _comm_gib(gpu, tp), static_draft / GIB
+        pre,
+        weights / GIB,
+        r.mem_fraction_static,
+        _comm_gib(gpu, tp),
+        static_draft / GIB,
+        held / GIB,
     )
     kv_dtype = resolve_kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
     # The DSA indexer key joined the cell SGLang divides its budget by in 0.5.3.post1 (sglang

@@ -19,6 +19,16 @@ From SGLang's own source, per release:
   fa4, which keeps the model dtype.
 - Without --speculative-num-draft-tokens, DFLASH drafts the checkpoint's block_size
   (speculative_hook._handle_dflash; 16 when the config has none).
+- An EAGLE-family draft built from the checkpoint's own MTP layers (NEXTN/EAGLE without
+  --speculative-draft-model-path) builds its own embedding and LM head as it loads (0.5.18
+  models/qwen3_5_mtp.Qwen3_5ForCausalLMMTP.__init__: a Qwen3_5ForCausalLM with its
+  VocabParallelEmbedding, and a ParallelLMHead unless tie_word_embeddings; the other MTP classes
+  likewise), and drops them for the target's only in EagleDraftWorker.alloc_memory_pool ->
+  init_lm_head -> set_embed_and_head (del, then torch.cuda.empty_cache). From 0.5.14 the
+  scheduler sizes the target's pool before that call (Scheduler.init_memory_pools: the target's
+  alloc_memory_pool, then the draft's), so the target's budget loses both vocab-parallel copies
+  (KVCacheConfigurator._profile_available_bytes reads the free memory with them resident); they
+  are free again before CUDA graphs, in the non-static slack.
 """
 
 from __future__ import annotations
@@ -79,6 +89,18 @@ def dflash_cell(
     if target_layers <= 0:
         return cell
     return (cell * (target_layers + draft.layers) + target_layers - 1) // target_layers
+
+
+def mtp_own_head_bytes(
+    card: ModelCard, cfg: dict[str, Any], eagle: bool, tp: int, v: tuple[int, int, int]
+) -> int:
+    """Bytes per rank of the embedding and LM head an MTP draft builds and holds while the
+    target sizes its pool (module docstring); 0 where it does not."""
+    if not eagle or not card.mtp_layers or cfg.get("speculative_draft_model_path"):
+        return 0
+    if v < DRAFT_WEIGHTS_STATIC_SINCE:
+        return 0
+    return card.weights.embed_tokens // tp + card.weights.lm_head // tp
 
 
 def draft_weights_static(v: tuple[int, int, int]) -> bool:

@@ -218,3 +218,63 @@ def _spec_model(record: object) -> object:
 
     spec = getattr(record, "args", {}).get("speculative_config")
     return ast.literal_eval(spec).get("model") if isinstance(spec, str) else None
+
+
+def _nextn(version: str, card_name: str = "qwen3.8-27b-gptq-int4", **cfg: object):  # noqa: ANN202
+    base = {
+        "speculative_algorithm": "NEXTN",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+        "mem_fraction_static": 0.91,
+        "max_mamba_cache_size": 20,
+        "max_running_requests": 4,
+        "page_size": 64,
+    }
+    card = BUILTIN_CARDS[card_name]
+    gpu = GPU_CATALOG["rx-7900xtx-24g"]
+    return plan_sglang(card, gpu, {**base, **cfg}, version=version, tp=2)
+
+
+@pytest.mark.parametrize("version", ["0.5.14", "0.5.18", "0.5.23"])
+def test_mtp_draft_holds_its_own_head_while_the_target_sizes_its_pool(version: str) -> None:
+    # planner.sglang_draft: the MTP draft's embedding and LM head (vocab-parallel, bf16) are
+    # resident when the target profiles, then freed into the slack.
+    card = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
+    held = (card.weights.embed_tokens // 2 + card.weights.lm_head // 2) / GIB
+    plan = _nextn(version)
+    mtp = card.weights.mtp // 2 / GIB
+    mfs = 0.91
+    pre = plan.pre_weights_free_gib
+    assert plan.static_budget_gib == pytest.approx(
+        pre * mfs - plan.weights_gib - mtp - held, abs=2e-3
+    )
+    assert plan.slack_gib == pytest.approx(pre * (1 - mfs) + held, abs=2e-3)
+    assert any("own embedding and LM head" in a for a in plan.assumptions)
+
+
+def test_mtp_draft_head_not_in_the_budget_before_0_5_14() -> None:
+    plan = _nextn("0.5.13")
+    assert plan.static_budget_gib == pytest.approx(
+        plan.pre_weights_free_gib * 0.91 - plan.weights_gib, abs=2e-3
+    )
+    assert not any("own embedding and LM head" in a for a in plan.assumptions)
+
+
+def test_mtp_draft_head_tied_and_separate_draft() -> None:
+    card = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
+    # a tied LM head is the embedding: only one copy is held
+    tied = card.model_copy(update={"weights": card.weights.model_copy(update={"lm_head": 0})})
+    one = plan_sglang(
+        tied,
+        GPU_CATALOG["rx-7900xtx-24g"],
+        {"speculative_algorithm": "NEXTN", "mem_fraction_static": 0.91, "max_running_requests": 4},
+        version="0.5.18",
+        tp=2,
+    )
+    two = _nextn("0.5.18", mem_fraction_static=0.91, page_size=1, max_mamba_cache_size=None)
+    gap = (two.slack_gib - one.slack_gib) * GIB
+    assert gap == pytest.approx(card.weights.lm_head // 2, rel=1e-3)
+    # a draft given by path is not the card's MTP head: no held copy is modelled
+    path = _nextn("0.5.18", speculative_draft_model_path="some/eagle-draft")
+    assert not any("own embedding and LM head" in a for a in path.assumptions)

@@ -3,12 +3,13 @@ rest on, read from the engines' own wheels."""
 
 from __future__ import annotations
 
+import ast
 import re
 import zipfile
 
 import pytest
 
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import engine_wheel_or_skip, function_def
 
 
 def _source(engine: str, version: str, path: str) -> str:
@@ -54,3 +55,73 @@ def test_vllm_dflash_layers(version: str, sliding: bool) -> None:
     text = _source("vllm", version, "vllm/model_executor/models/qwen3_dflash.py")
     assert "Attention(" in text
     assert ("sliding" in text.lower()) is sliding
+
+
+# An MTP draft (NEXTN without a draft path) builds its own embedding and LM head, and swaps in
+# the target's only after the target's pool is sized (planner.sglang_draft docstring).
+MTP_HEAD_RELEASES = ["0.5.14", "0.5.18", "0.5.23"]
+
+
+@pytest.mark.parametrize("version", MTP_HEAD_RELEASES)
+def test_sglang_sizes_the_target_pool_before_the_draft_shares_its_head(version: str) -> None:
+    sched = _source("sglang", version, "sglang/srt/managers/scheduler.py")
+    pools = sched[sched.index("def init_memory_pools") :]
+    pools = pools[: pools.index("\n    def ", 1)]
+    target = pools.index("self.init_target_memory_pool()")
+    assert target < pools.index("self.draft_worker.alloc_memory_pool(")
+    eagle = _source("sglang", version, "sglang/srt/speculative/eagle_worker_v2.py")
+    alloc = function_def(eagle, "alloc_memory_pool")
+    calls = [ast.unparse(n.func) for n in ast.walk(alloc) if isinstance(n, ast.Call)]
+    assert calls.index("self.draft_worker.alloc_memory_pool") < calls.index("self.init_lm_head")
+    head = ast.unparse(function_def(eagle, "init_lm_head"))
+    assert "self.draft_runner.model.set_embed_and_head(embed, head)" in head
+
+
+@pytest.mark.parametrize("version", MTP_HEAD_RELEASES)
+def test_sglang_qwen3_5_mtp_builds_its_own_embedding_and_head(version: str) -> None:
+    mtp = _source("sglang", version, "sglang/srt/models/qwen3_5_mtp.py")
+    init = ast.unparse(function_def(mtp, "__init__"))
+    assert "self.model = Qwen3_5ForCausalLM(" in init
+    assert "self.lm_head = ParallelLMHead(" in init and "tie_word_embeddings" in init
+    swap = ast.unparse(function_def(mtp, "set_embed_and_head"))
+    assert "del self.model.embed_tokens.weight" in swap and "empty_cache" in swap
+    text = _source("sglang", version, "sglang/srt/models/qwen3_5.py")
+    model = next(
+        n
+        for n in ast.walk(ast.parse(text))
+        if isinstance(n, ast.ClassDef) and n.name == "Qwen3_5ForCausalLM"
+    )
+    # the embedding is built in __init__ (0.5.23: through _build_embed_tokens)
+    built = ast.unparse(model)
+    assert "self.embed_tokens = " in ast.unparse(function_def(built, "__init__"))
+    assert "VocabParallelEmbedding(" in built
+
+
+def test_sglang_0_5_18_budget_is_the_free_memory_with_the_draft_resident() -> None:
+    text = _source("sglang", "0.5.18", "sglang/srt/mem_cache/kv_cache_configurator.py")
+    body = ast.unparse(function_def(text, "_profile_available_bytes"))
+    assert "available_gpu_memory = get_available_gpu_memory(" in body
+    assert "rest_memory = available_gpu_memory - slack_gb" in body
+
+
+def test_sglang_0_5_18_qwen3_5_nextn_draft_kv_stays_out_of_the_cell() -> None:
+    # No draft path for Qwen3.5 NEXTN (only DeepSeek-style archs get the model path), so
+    # eagle_draft_num_layers stays None and DefaultPoolConfigurator does not scale the cell:
+    # the draft's pool comes from the slack (planner.sglang._kv_cell scales from 0.5.20).
+    hook = _source("sglang", "0.5.18", "sglang/srt/arg_groups/speculative_hook.py")
+    listed = ast.unparse(_if_testing(function_def(hook, "_handle_eagle_family"), "model_arch in"))
+    assert "DeepseekV3ForCausalLM" in listed and "Qwen3_5" not in listed
+    aux = _source(
+        "sglang",
+        "0.5.18",
+        "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py",
+    )
+    gate = _if_testing(function_def(aux, "_resolve_eagle_aux_hidden_state"), "is_draft_worker")
+    assert "server_args.speculative_draft_model_path" in ast.unparse(gate.test)
+
+
+def _if_testing(fn: ast.FunctionDef, marker: str) -> ast.If:
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and marker in ast.unparse(node.test):
+            return node
+    raise AssertionError(f"no `if` testing {marker!r}: the release changed its code")
