@@ -90,7 +90,9 @@ def mamba_pool(
             mrr_for_spec = r.max_running_requests or 48
             if v >= (0, 5, 16):
                 mrr_for_spec = min(mrr_for_spec, max(n_slots // max(slots_per_req, 1), 0))
-            spec_bytes = ssm_b * (mrr_for_spec + 1) * d
+            # the intermediate state is priced per request as the pool's slot, conv included
+            # (mamba2_cache_params.mamba_cache_per_req: conv + temporal, 0.5.9 .. 0.5.23)
+            spec_bytes = per_slot * (mrr_for_spec + 1) * d
         if rest <= 0:
             pass  # reported with the KV pool as weights leaving no memory
         elif n_slots <= 0:
@@ -138,7 +140,7 @@ def mamba_slots(
         budget = max(rest_b, 0) * ratio / (1 + ratio)
         if v < (0, 5, 16):
             if d:
-                budget -= ssm_b * (r.max_running_requests or 48) * d
+                budget -= per_slot * (r.max_running_requests or 48) * d
             n_slots = int(budget // per_slot)
         elif d:
             # joint solve for slots and the intermediate state of N // ratio requests

@@ -170,3 +170,47 @@ def test_the_padding_slot_joins_the_kv_budget_from_0_5_17(version: str) -> None:
     pool = _pool(card, version, 5.75)
     per_slot = sum(mamba_slot_bytes(card, 1))
     assert pool.kv_budget_bytes == (pool.slots + padded) * per_slot
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.18", "0.5.23"])
+def test_spec_intermediate_state_is_priced_per_slot_conv_included(version: str) -> None:
+    """The speculative intermediate state the budget reserves is mamba_cache_per_req a request
+    and draft token, conv window and temporal state together (planner.sglang_mamba)."""
+    per_req = ast.unparse(
+        function_def(_source(version, "sglang/srt/configs/mamba_utils.py"), "mamba_cache_per_req")
+    )
+    assert "conv_numel * self.dtype.conv.itemsize" in per_req
+    assert "ssm_numel * self.dtype.temporal.itemsize" in per_req
+    path = (
+        "sglang/srt/mem_cache/kv_cache_configurator.py"
+        if version != "0.5.9"
+        else "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"
+    )
+    name = "_handle_max_mamba_cache" if version != "0.5.9" else "handle_max_mamba_cache"
+    handler = ast.unparse(function_def(_source(version, path), name))
+    assert "mamba_cache_per_req" in handler and "speculative_num_draft_tokens" in handler
+
+
+def test_planner_spec_intermediate_counts_the_conv_window() -> None:
+    card = config_card("Qwen/Qwen3.5-4B")
+    assert card is not None
+    cfg = {
+        "speculative_algorithm": "NEXTN",
+        "speculative_num_draft_tokens": 4,
+        "max_running_requests": 4,
+        "max_mamba_cache_size": 20,
+        "page_size": 64,
+    }
+    r = rules.resolve(
+        cfg,
+        gpu_mem_mib=24560,
+        tp=1,
+        hybrid=True,
+        version="0.5.18",
+        context_default=card.max_position_embeddings,
+        vision_factor=None,
+    )
+    pool = mamba_pool(card, cfg, r, rules.planning_version("0.5.18"), 1, 10.0, [], [])
+    reqs = min(4, 20 // pool.slots_per_request)
+    # 0.5.17+: (capped requests + 1 padding slot) x draft tokens x (conv + ssm)
+    assert pool.spec_bytes == (reqs + 1) * 4 * (pool.conv_bytes + pool.ssm_bytes)
