@@ -49,6 +49,7 @@ from autotune.planner.sglang_mamba import (
     mamba_slot_bytes,
 )
 from autotune.planner.sglang_mla import absorbed_bytes
+from autotune.planner.sglang_offload import offload_card
 from autotune.planner.sglang_swa import hybrid_by_architecture, swa_pools
 from autotune.sources import cite
 
@@ -148,6 +149,7 @@ def plan_sglang(
     assumptions: list[str] = []
     reasons: list[str] = []
     card = kt_card(card, cfg, v, reasons, assumptions)
+    card = offload_card(card, cfg, v, tp, assumptions)
     draft = sglang_draft.dflash_draft(cfg, v, assumptions)
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
     pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)
