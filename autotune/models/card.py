@@ -51,6 +51,11 @@ class Quantization(_Frozen):
     sglang_quantization: str | None = Field(
         default=None, description="value SGLang's --quantization takes for it, when it must be set"
     )
+    kv_cache_dtype: Literal["fp8", "nvfp4"] | None = Field(
+        default=None,
+        description="KV cache dtype the checkpoint declares, with its k/v scales: "
+        "compressed-tensors kv_cache_scheme, modelopt kv_cache_quant_algo (or kv_cache_scheme)",
+    )
 
 
 class LinearAttention(_Frozen):

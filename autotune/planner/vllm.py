@@ -39,7 +39,7 @@ from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
 from autotune.planner.vllm_alloc import cublas_workspace_bytes, weight_padding_bytes
 from autotune.planner.vllm_draft import draft_kv, separate_draft
-from autotune.planner.vllm_dtype import launch_card
+from autotune.planner.vllm_dtype import apply_checkpoint_kv, launch_card
 from autotune.planner.vllm_history import (
     CURRENT_MODEL_SINCE,
     at_least,
@@ -187,6 +187,7 @@ def plan_vllm(
     reasons: list[str] = []
     assumptions: list[str] = []
     card = launch_card(card, cfg, assumptions, version=version, arch=gpu.arch)
+    apply_checkpoint_kv(card, cfg, version, assumptions)
     if _follows_history(card, gpu, cfg, version):
         parts = plan_history(
             card,

@@ -15,6 +15,18 @@ the checkpoint holds (the card describes the checkpoint as published):
   capability 8.0 (platforms/cuda.py), float16 on 6.x/7.x, bfloat16 elsewhere (the interface
   default). Releases before it (0.6.4, 0.7.1 config.py _get_and_verify_dtype) downcast to
   float16 (Gemma 2 to bfloat16).
+
+And the KV cache dtype a quantized checkpoint declares (the card's quantization.kv_cache_dtype),
+which vLLM takes in place of the model's dtype, per release (checkpoint_kv_dtype):
+
+- compressed-tensors `kv_cache_scheme`: Attention.__init__ sets the layer's and the cache
+  config's dtype to "fp8" when the quant config has a scheme, from 0.15.0 (vllm/attention/
+  layer.py; 0.14.1 has no such branch) over whatever --kv-cache-dtype says; from 0.22.0 only when
+  it is "auto" (an explicit choice wins; 0.21.0 still overrides it). MLAAttention has no such
+  branch, so a latent-attention model keeps --kv-cache-dtype.
+- modelopt `kv_cache_quant_algo` (or `kv_cache_scheme`): EngineArgs.create_engine_config
+  resolves "auto" through resolve_kv_cache_dtype_string, from 0.14.0 (absent in 0.13.0): FP8 to
+  "fp8_e4m3", and NVFP4 to "nvfp4" from 0.20.0 (before, an unknown algorithm: "auto").
 """
 
 from __future__ import annotations
@@ -23,7 +35,13 @@ import re
 from typing import Any
 
 from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.planner.vllm_history import at_least
 from autotune.versions import Version
+
+COMPRESSED_KV_SINCE = "0.15.0"  # Attention.__init__ honours kv_cache_scheme
+COMPRESSED_KV_AUTO_ONLY_SINCE = "0.22.0"  # ... only when --kv-cache-dtype is auto
+MODELOPT_KV_SINCE = "0.14.0"  # resolve_kv_cache_dtype_string
+MODELOPT_NVFP4_KV_SINCE = "0.20.0"  # MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP gains nvfp4
 
 # --dtype's names (vllm/config/model.py _STR_DTYPE_TO_TORCH_DTYPE) as the card's dtype names.
 DTYPE_NAMES = {
@@ -111,3 +129,40 @@ def _online_fp8(card: ModelCard) -> ModelCard:
         "vision_linear": int(linear / per),
     }
     return card.model_copy(update={"weights": w.model_copy(update=update)})
+
+
+def checkpoint_kv_dtype(
+    card: ModelCard, kv_dtype: str, version: str, assumptions: list[str]
+) -> str:
+    """The KV cache dtype vLLM `version` uses for `kv_dtype` (the launch's --kv-cache-dtype)
+    given the KV cache dtype the checkpoint declares (module docstring); a change is noted."""
+    q = card.quantization
+    declared, fmt = q.kv_cache_dtype, q.checkpoint_format
+    out = kv_dtype
+    if declared is None:
+        return kv_dtype
+    if fmt == "compressed-tensors" and card.latent_attention is None:
+        if at_least(version, COMPRESSED_KV_SINCE) and (
+            kv_dtype == "auto" or not at_least(version, COMPRESSED_KV_AUTO_ONLY_SINCE)
+        ):
+            out = "fp8"
+    elif fmt == "modelopt" and kv_dtype == "auto" and at_least(version, MODELOPT_KV_SINCE):
+        if declared == "fp8":
+            out = "fp8_e4m3"
+        elif at_least(version, MODELOPT_NVFP4_KV_SINCE):
+            out = "nvfp4"
+    if out != kv_dtype:
+        assumptions.append(
+            f"the {fmt} checkpoint declares an {declared} KV cache: vLLM {version} stores it as "
+            f"{out} (--kv-cache-dtype {kv_dtype})"
+        )
+    return out
+
+
+def apply_checkpoint_kv(
+    card: ModelCard, cfg: dict[str, Any], version: str, assumptions: list[str]
+) -> None:
+    """Set `cfg`'s kv_cache_dtype to what vLLM `version` stores (checkpoint_kv_dtype)."""
+    launched = str(cfg.get("kv_cache_dtype") or "auto")
+    if (kv := checkpoint_kv_dtype(card, launched, version, assumptions)) != launched:
+        cfg["kv_cache_dtype"] = kv

@@ -1,5 +1,6 @@
 """A `quantization_config` mapped onto the card's Quantization: scheme, bits, group size and
-weight blocks, for AWQ, GPTQ, AutoRound, FP8, compressed-tensors and modelopt packs."""
+weight blocks, for AWQ, GPTQ, AutoRound, FP8, compressed-tensors and modelopt packs, and the KV
+cache dtype a compressed-tensors or modelopt pack declares (kv_cache_dtype)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,62 @@ _SUPPORTED_QUANT = "awq, gptq, auto-round, fp8 (block-wise), compressed-tensors,
 
 
 def quantization_from_config(q: Mapping[str, Any] | None, source: Path) -> Quantization:
-    """Map a `quantization_config` onto the card's Quantization (scheme, bits, group, blocks)."""
+    """Map a `quantization_config` onto the card's Quantization (scheme, bits, group, blocks,
+    the declared KV cache dtype)."""
     if q is None:
         return Quantization()
     f = ConfigFields(q, source, "quantization_config.")
     method = (f.get_str("quant_method") or "").lower().replace("_", "-")
+    quant = _weights(q, f, method)
+    kv = _declared_kv_dtype(q, f, method)
+    return quant if kv is None else quant.model_copy(update={"kv_cache_dtype": kv})
+
+
+def _declared_kv_dtype(
+    q: Mapping[str, Any], f: ConfigFields, method: str
+) -> Literal["fp8", "nvfp4"] | None:
+    """The KV cache dtype the pack declares, as vLLM reads it (planner.vllm_dtype says from
+    which release it is used):
+
+    - compressed-tensors: a `kv_cache_scheme` object; vLLM accepts only 8-bit float
+      (CompressedTensorsConfig.validate_kv_cache_scheme raises on anything else).
+    - modelopt: `kv_cache_scheme` or `kv_cache_quant_algo`, at the top or in the `quantization`
+      block (utils/torch_utils.py get_kv_cache_quant_algo_string): "FP8" / "NVFP4", or a static
+      (dynamic false) 8-bit or a 4-bit float scheme; anything else vLLM ignores (KV left auto).
+    """
+    if method == "compressed-tensors":
+        scheme = q.get("kv_cache_scheme")
+        if scheme is None:
+            return None
+        if (
+            isinstance(scheme, Mapping)
+            and scheme.get("type") == "float"
+            and (scheme.get("num_bits") == 8)
+        ):
+            return "fp8"
+        raise f.error("kv_cache_scheme", f"is {scheme!r}; vLLM takes only an 8-bit float scheme")
+    if method != "modelopt":
+        return None
+    inner = q.get("quantization", q)
+    inner = inner if isinstance(inner, Mapping) else q
+    algo = (
+        inner.get("kv_cache_scheme")
+        or q.get("kv_cache_scheme")
+        or inner.get("kv_cache_quant_algo")
+        or q.get("kv_cache_quant_algo")
+    )
+    if isinstance(algo, Mapping):
+        if algo.get("type") != "float":
+            return None
+        if algo.get("num_bits") == 8 and algo.get("dynamic") is False:
+            return "fp8"
+        return "nvfp4" if algo.get("num_bits") == 4 else None
+    name = str(algo or "").lower()
+    return "fp8" if name == "fp8" else "nvfp4" if name == "nvfp4" else None
+
+
+def _weights(q: Mapping[str, Any], f: ConfigFields, method: str) -> Quantization:
+    """The weights' scheme, bits, group and blocks."""
     if method == "awq":
         bits = f.get_int("bits", f.get_int("w_bit", 4))
         group = _group(q.get("group_size", q.get("q_group_size")))
