@@ -247,7 +247,7 @@ def _current_parts(
     if not at_least(version, "0.10.0"):
         check_history_architecture(card, version, reasons)
     spec = _speculative(card, cfg, version, reasons)
-    spec = replace(spec, draft=separate_draft(spec.config, assumptions))
+    spec = replace(spec, draft=separate_draft(spec.config, spec.method, assumptions))
     prefix = _prefix_caching(card, cfg, version, limits.chunked_prefill, reasons, assumptions)
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     pp = int(cfg.get("pipeline_parallel_size") or 1)
@@ -380,10 +380,11 @@ def _speculative(
     """The speculative method and its draft; an MTP method without MTP weights is a reason.
     0.9.x is checked against the flag catalog's first release (0.10.0)."""
     from autotune.engines.vllm.flags import speculative_config
+    from autotune.engines.vllm.speculative import speculative_method
 
     catalogued = version if at_least(version, "0.10.0") else "0.10.0"
     spec = speculative_config(cfg, catalogued) or {}
-    method = spec.get("method")
+    method = speculative_method(spec, catalogued)
     num_spec = int(spec.get("num_speculative_tokens") or 0) if method else 0
     mtp = method in _MTP_METHODS
     if mtp and not card.has_mtp and not spec.get("model"):

@@ -176,7 +176,9 @@ def kv_layout(
             kv_memory_bytes=kv_memory_bytes,
             block_size=block_size,
             in_flight=in_flight_tokens,
-            draft_layers=draft_layers,
+            # a separate draft reaches here only as full attention of the target's own KV
+            # cache type (vllm_draft.draft_kv)
+            draft_layers=draft_layers + (separate_draft[0] if separate_draft else 0),
         )
     a1 = attention_bytes_per_token(card, kv_dtype, tp)
     n_full = len(card.full_attention_layers) + draft_layers

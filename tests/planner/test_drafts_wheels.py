@@ -125,3 +125,18 @@ def _if_testing(fn: ast.FunctionDef, marker: str) -> ast.If:
         if isinstance(node, ast.If) and marker in ast.unparse(node.test):
             return node
     raise AssertionError(f"no `if` testing {marker!r}: the release changed its code")
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "0.25.0", "0.25.1", "0.33.0"])
+def test_vllm_laguna_dflash_keeps_full_kv(version: str) -> None:
+    """Laguna's drafter clears its layers' sliding window from the release FULL_KV_DRAFTS names
+    (models/laguna_dflash.py; before it, no Laguna drafter)."""
+    from autotune.planner.vllm_draft import FULL_KV_DRAFTS
+    from autotune.planner.vllm_history import at_least
+
+    path = "vllm/model_executor/models/laguna_dflash.py"
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        text = z.read(path).decode() if path in z.namelist() else ""
+    since = FULL_KV_DRAFTS["DFlashLagunaForCausalLM"]
+    assert ("layer.self_attn.attn.sliding_window = None" in text) is at_least(version, since)
+    assert ("LagunaDecoderLayer(" in text) is at_least(version, since)

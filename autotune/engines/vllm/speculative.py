@@ -4,6 +4,18 @@ The search space's pseudo fields (`speculative_method`, `num_speculative_tokens`
 `prompt_lookup_max`, `prompt_lookup_min`, `speculative_model`; autotune.engines.vllm.fields)
 fold into the SpeculativeConfig object, compact JSON in one argv element: the form every release
 0.10.0 .. 0.33.0 accepts. `speculative_config` given whole is validated and passed through.
+
+A `speculative_config` with a `model` and no `method` is vLLM's own inference
+(SpeculativeConfig.__post_init__): "ngram" as the model is ngram; otherwise
+a dotted path without "/" is a custom proposer class (custom_class, from 0.22.0; from 0.26.0
+only when every dotted part is an identifier, _is_custom_proposer_path); otherwise
+the method starts as draft_model and the draft's path, lowercased, decides: "eagle-" eagle,
+"eagle3" eagle3, "dflash" dflash (from 0.20.0, the release that has dflash), "dspark" dspark
+(from 0.25.0), checked in that order (inferred_method; 0.10.x knows only "eagle-" and
+"eagle3-", both eagle). The other cases read the draft's
+config.json (medusa, mlp_speculator and MTP model types, DSpark and, from 0.28.0, one DFlash
+architecture) or take the plain draft_model, which the planner cannot tell apart: such a
+config must name its method.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from autotune.engines.vllm.fields import (
 from autotune.engines.vllm.releases import method_ranges, parse_version, speculative_methods
 from autotune.engines.vllm.values import check_value, json_object
 from autotune.errors import ConfigError, UnsupportedFlagError
+from autotune.versions import Version
 
 
 def speculative_config(config: Mapping[str, object], version: str) -> dict[str, Any] | None:
@@ -36,8 +49,14 @@ def speculative_config(config: Mapping[str, object], version: str) -> dict[str, 
     obj = _speculative_object(config.get("speculative_config"), parts)
     if obj is None:
         return None
-    method = obj.get("method")
+    method = speculative_method(obj, version)
     if method is None:
+        if obj.get("model") is not None and not parts:
+            raise ConfigError(
+                f"speculative_config names model {obj['model']!r} without a method: vLLM then "
+                "reads the draft's config.json or takes draft_model; set its method",
+                field="speculative_config",
+            )
         others = sorted(parts) or ["speculative_config"]
         raise ConfigError(
             f"{', '.join(others)} only apply with speculative_method set",
@@ -46,6 +65,48 @@ def speculative_config(config: Mapping[str, object], version: str) -> dict[str, 
     _check_method(method, version)
     _check_method_fields(obj, method)
     return obj
+
+
+# (substring of the draft's lowercased path, method) in the order vLLM checks them; a pair
+# applies in the releases that have its method.
+NAME_METHODS = (
+    ("eagle-", "eagle"),
+    ("eagle3", "eagle3"),
+    ("dflash", "dflash"),
+    ("dspark", "dspark"),
+)
+
+
+def inferred_method(model: object, version: str) -> str | None:
+    """The method vLLM `version` infers from a draft path alone (module docstring); None when
+    it would read the draft's config.json, or take draft_model."""
+    if not isinstance(model, str):
+        return None
+    if model in ("ngram", "[ngram]"):
+        return "ngram"
+    version = parse_version(version)
+    methods = speculative_methods(version)
+    if "custom_class" in methods and _custom_proposer_path(model, version):
+        return "custom_class"
+    text = model.lower()
+    if Version(version) < Version("0.11.0"):  # 0.10.x: "eagle-" or "eagle3-", both eagle
+        return "eagle" if "eagle-" in text or "eagle3-" in text else None
+    return next((m for key, m in NAME_METHODS if key in text and m in methods), None)
+
+
+def _custom_proposer_path(model: str, version: str) -> bool:
+    if model.startswith(("http://", "https://", "file://")) or "/" in model or "." not in model:
+        return False
+    parts = model.split(".")
+    return Version(version) < Version("0.26.0") or all(p.isidentifier() for p in parts)
+
+
+def speculative_method(obj: Mapping[str, Any], version: str) -> str | None:
+    """The speculative config's method: as given, else as vLLM infers it from the draft path."""
+    method = obj.get("method")
+    if method is not None:
+        return str(method)
+    return inferred_method(obj.get("model"), version)
 
 
 def _speculative_object(whole: object, parts: Mapping[str, object]) -> dict[str, Any] | None:
