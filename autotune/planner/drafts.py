@@ -1,5 +1,5 @@
-"""Separate draft models for speculative decoding (DFlash block drafters): the facts the planners
-need to charge a draft's weights and KV pool to the target's budget.
+"""Separate draft models for speculative decoding (DFlash block drafters, EAGLE / EAGLE-3 heads):
+the facts the planners need to charge a draft's weights and KV pool to the target's budget.
 
 A draft is looked up by the path the launch gives (SGLang's --speculative-draft-model-path,
 vLLM's speculative_config.model): its Hugging Face id, or a local folder named like the id's
@@ -13,6 +13,19 @@ hidden states, norms, DFlash2's convolution kernels and candidate selector) is r
 every rank (SGLang models/dflash.py: ReplicatedLinear / nn.Linear / nn.Parameter; vLLM
 models/qwen3_dflash.py: ReplicatedLinear). Neither checkpoint carries embeddings or an LM head:
 the draft shares the target's.
+
+An EAGLE head (vLLM models/llama_eagle.py, llama_eagle3.py; 0.24.0) is one Llama decoder layer
+(QKVParallelLinear, RowParallelLinear, MergedColumnParallelLinear: split over the ranks) and a
+replicated `fc` (ReplicatedLinear) from the target's hidden states: 2 x hidden for EAGLE (the
+token embedding beside the last hidden state), 3 x hidden for EAGLE-3 (three target layers'
+hidden states). EAGLE-3's first layer also takes 2 x hidden into its qkv projection
+(qkv_input_size) and keeps an LM head of its own over a reduced draft vocabulary
+(ParallelLMHead: split over the ranks) with its draft_id_to_target_id map (int64, replicated).
+vLLM allocates the head's embedding (and EAGLE's LM head) and drops them for the target's when
+the checkpoint has none or an identical copy (v1/worker/gpu/spec_decode/eagle/utils.py
+load_eagle_model, _should_share), so they free again before "Model loading took" is read.
+The draft weights are unquantized (the checkpoints carry no quantization_config) in the model
+dtype.
 """
 
 from __future__ import annotations
@@ -40,15 +53,19 @@ class DraftModel:
     total_bytes: int  # the checkpoint's weights as loaded
     source: str
     proj_bytes_per_param: float = BF16  # the layers' projections (a W4A16 pack: int4 + scales)
+    qkv_input_size: int = 0  # width into the qkv projection (EAGLE-3: 2 x hidden); 0: hidden
+    lm_head_vocab: int = 0  # rows of an LM head of the draft's own (vocab-parallel); 0: shared
 
     @property
     def sharded_bytes(self) -> int:
-        """The per-layer attention and MLP projections, split over the TP ranks."""
+        """The per-layer attention and MLP projections and an own LM head, split over the TP
+        ranks."""
         q = self.num_attention_heads * self.head_dim
         kv = self.num_kv_heads * self.head_dim
-        attn = self.hidden_size * (q + 2 * kv) + q * self.hidden_size
+        attn = (self.qkv_input_size or self.hidden_size) * (q + 2 * kv) + q * self.hidden_size
         mlp = 3 * self.hidden_size * self.intermediate_size
-        return int(self.layers * (attn + mlp) * self.proj_bytes_per_param)
+        head = self.lm_head_vocab * self.hidden_size * BF16
+        return int(self.layers * (attn + mlp) * self.proj_bytes_per_param + head)
 
     @property
     def replicated_bytes(self) -> int:
@@ -149,6 +166,46 @@ _LAGUNA_S_DFLASH = DraftModel(
     total_bytes=2_229_962_896,
     source=f"{_HIPENGINE} (DFlash configuration, safetensors size)",
 )
+# EAGLE heads for the Llama-3 8B targets (yuhuili, the EAGLE authors' checkpoints), as their
+# config.json files publish them: one LlamaForCausalLM decoder layer in float16 with the 8B
+# target's widths (hidden 4096, MLP 14336, 32 query and 8 KV heads of 128); the EAGLE-3 head adds
+# draft_vocab_size 32000 (its LM head and draft_id_to_target_id) and the 3 x hidden fc input
+# (vLLM's default of three auxiliary hidden states when the config names no layer ids).
+_EAGLE_LLAMA3 = "https://huggingface.co/yuhuili/EAGLE-LLaMA3-Instruct-8B/blob/main/config.json"
+_EAGLE3_LLAMA31 = (
+    "https://huggingface.co/yuhuili/EAGLE3-LLaMA3.1-Instruct-8B/blob/main/config.json"
+)
+_LLAMA3_8B_HIDDEN = 4096
+
+
+def _eagle_head(name: str, *, eagle3: bool, source: str) -> DraftModel:
+    """One EAGLE (eagle3=False) or EAGLE-3 head over a Llama-3 8B target, its bytes counted from
+    the shapes (module docstring): the split projections and LM head, then the replicated fc
+    (2 or 3 x hidden in), RMSNorm weights (EAGLE: post-attention only, its first layer has no
+    input norm; EAGLE-3: input, hidden, post-attention and final) and the int64 vocabulary map."""
+    hidden = _LLAMA3_8B_HIDDEN
+    draft_vocab = 32000 if eagle3 else 0
+    head = DraftModel(
+        name=name,
+        architecture="Eagle3LlamaForCausalLM" if eagle3 else "EagleLlamaForCausalLM",
+        layers=1,
+        num_attention_heads=32,
+        num_kv_heads=8,
+        head_dim=128,
+        hidden_size=hidden,
+        intermediate_size=14336,
+        block_size=1,
+        sliding_layers=0,
+        total_bytes=0,
+        source=source,
+        qkv_input_size=2 * hidden if eagle3 else 0,
+        lm_head_vocab=draft_vocab,
+    )
+    fc = (3 if eagle3 else 2) * hidden * hidden * BF16
+    norms = (4 if eagle3 else 1) * hidden * BF16
+    return replace(head, total_bytes=head.sharded_bytes + fc + norms + 8 * draft_vocab)
+
+
 DRAFTS: dict[str, DraftModel] = {
     d.name.lower(): d
     for d in (
@@ -181,6 +238,8 @@ DRAFTS: dict[str, DraftModel] = {
             )
             for kind in ("INT4", "NVFP4")
         ),
+        _eagle_head("yuhuili/EAGLE-LLaMA3-Instruct-8B", eagle3=False, source=_EAGLE_LLAMA3),
+        _eagle_head("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", eagle3=True, source=_EAGLE3_LLAMA31),
     )
 }
 

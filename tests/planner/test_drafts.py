@@ -278,3 +278,47 @@ def test_mtp_draft_head_tied_and_separate_draft() -> None:
     # a draft given by path is not the card's MTP head: no held copy is modelled
     path = _nextn("0.5.18", speculative_draft_model_path="some/eagle-draft")
     assert not any("own embedding and LM head" in a for a in path.assumptions)
+
+
+EAGLE3 = DRAFTS["yuhuili/eagle3-llama3.1-instruct-8b"]
+EAGLE = DRAFTS["yuhuili/eagle-llama3-instruct-8b"]
+
+
+def test_eagle_heads_count_their_layer_fc_and_own_head() -> None:
+    """EAGLE-3: one layer with a 2 x 4096 qkv input, a 3 x 4096 fc, a 32,000-row LM head and
+    its int64 map, fp16; EAGLE: one plain layer and a 2 x 4096 fc (embedding and head shared)."""
+    layer3 = 8192 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336
+    assert EAGLE3.sharded_bytes == 2 * (layer3 + 32000 * 4096)
+    assert EAGLE3.replicated_bytes == 2 * (3 * 4096 * 4096 + 4 * 4096) + 8 * 32000
+    layer = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336
+    assert EAGLE.total_bytes == 2 * (layer + 2 * 4096 * 4096 + 4096)
+    # the fc and the map stay whole on every rank, the layer and the head split
+    assert EAGLE3.weights_per_rank(2) == EAGLE3.sharded_bytes // 2 + EAGLE3.replicated_bytes
+
+
+def test_vllm_eagle3_adds_its_weights_and_one_kv_layer() -> None:
+    """An EAGLE-3 head on Llama-3.1-8B: the plan's weights grow by the head and its one
+    attention layer joins the target's KV group (33 layers of the same page)."""
+    from autotune.models.config_cards import config_card
+
+    card = config_card("meta-llama/Llama-3.1-8B-Instruct")
+    assert card is not None
+    gpu = GPU_CATALOG["a100-80g"] if "a100-80g" in GPU_CATALOG else None
+    if gpu is None:
+        gpu = next(g for g in GPU_CATALOG.values() if "A100" in g.label and "80" in g.label)
+    spec = (
+        '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", '
+        '"num_speculative_tokens": 5}'
+    )
+    cfg = {"max_model_len": 8192, "dtype": "float16", "enable_prefix_caching": False}
+    with_draft = plan_vllm(card, gpu, {**cfg, "speculative_config": spec}, version="0.24.0", tp=1)
+    without = plan_vllm(card, gpu, cfg, version="0.24.0", tp=1)
+    grew = with_draft.weights_gib - without.weights_gib
+    assert grew == pytest.approx(EAGLE3.weights_per_rank(1) / GIB, abs=2e-3)
+    common = {"version": "0.24.0", "tp": 1, "kv_dtype": "auto", "max_model_len": 8192}
+    common |= {"kv_memory_bytes": 50 * GIB, "prefix_caching": False, "num_spec": 5}
+    draft = (EAGLE3.layers, EAGLE3.kv_bytes_per_token_layer(1, 2.0))
+    lay = kv_layout(card, **common, separate_draft=draft)  # type: ignore[arg-type]
+    plain = kv_layout(card, **common)  # type: ignore[arg-type]
+    assert (lay.layers_per_group, lay.full_groups) == (33, 1)
+    assert lay.kv_tokens == pytest.approx(plain.kv_tokens * 32 / 33, rel=1e-3)

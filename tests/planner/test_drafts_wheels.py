@@ -140,3 +140,41 @@ def test_vllm_laguna_dflash_keeps_full_kv(version: str) -> None:
     since = FULL_KV_DRAFTS["DFlashLagunaForCausalLM"]
     assert ("layer.self_attn.attn.sliding_window = None" in text) is at_least(version, since)
     assert ("LagunaDecoderLayer(" in text) is at_least(version, since)
+
+
+# vLLM 0.24.0's EAGLE heads (planner.drafts docstring, _eagle_head): what each module builds and
+# what the loader keeps of it, read from the release.
+VLLM_EAGLE = "0.24.0"
+
+
+def test_vllm_eagle3_head_shapes() -> None:
+    text = _source("vllm", VLLM_EAGLE, "vllm/model_executor/models/llama_eagle3.py")
+    assert "qkv_input_size = 2 * self.hidden_size if layer_idx == 0 else self.hidden_size" in text
+    assert "self.hidden_norm = RMSNorm(config.hidden_size" in text
+    assert "self.num_aux_hidden_states = len(layer_ids) if layer_ids else 3" in text
+    assert "self.fc_input_size = target_hidden_size * self.num_aux_hidden_states" in text
+    assert "self.fc = ReplicatedLinear(" in text
+    head = text[text.index("class Eagle3LlamaForCausalLM") :]
+    assert "self.lm_head = ParallelLMHead(\n            self.config.draft_vocab_size," in head
+    assert "torch.zeros(self.config.draft_vocab_size, dtype=torch.long)" in head
+
+
+def test_vllm_eagle_head_shapes() -> None:
+    text = _source("vllm", VLLM_EAGLE, "vllm/model_executor/models/llama_eagle.py")
+    fc = text[text.index("self.fc = ReplicatedLinear(") :][:300]
+    assert "input_size=self.config.hidden_size * 2" in fc and "bias=False" in fc
+    assert "self.input_layernorm = nn.Identity()" in text
+
+
+def test_vllm_eagle_shares_embedding_and_head_inside_the_profiled_load() -> None:
+    utils = _source("vllm", VLLM_EAGLE, "vllm/v1/worker/gpu/spec_decode/eagle/utils.py")
+    load = ast.unparse(function_def(utils, "load_eagle_model"))
+    assert "del draft_inner.embed_tokens" in load and "del eagle_model.lm_head" in load
+    share = ast.unparse(function_def(utils, "_should_share"))
+    assert "torch.equal" in share  # an own head of another vocabulary is kept
+    runner = _source("vllm", VLLM_EAGLE, "vllm/v1/worker/gpu/model_runner.py")
+    body = ast.unparse(function_def(runner, "load_model"))
+    profiled = body[body.index("with DeviceMemoryProfiler() as m:") :]
+    assert profiled.index("self.speculator.load_model(self.model)") < profiled.index(
+        "self.model_memory_usage = m.consumed_memory"
+    )
