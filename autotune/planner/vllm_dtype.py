@@ -10,11 +10,11 @@ the checkpoint holds (the card describes the checkpoint as published):
   Fp8OnlineLinearMethod and every FusedMoE Fp8OnlineMoEMethod, which keep one byte per weight
   after loading; the embedding and the LM head (VocabParallelEmbedding, not LinearBase) stay in
   the model's dtype.
-- `--dtype auto` on a float32 checkpoint (config.model _resolve_auto_dtype, 0.10.0 on): the
+- `--dtype auto` on a float32 checkpoint (config _resolve_auto_dtype, 0.9.1 on): the
   platform's preferred dtype, the first of its supported_dtypes: bfloat16 on CUDA from compute
   capability 8.0 (platforms/cuda.py), float16 on 6.x/7.x, bfloat16 elsewhere (the interface
-  default). Releases before it (0.6.4, 0.7.1 config.py _get_and_verify_dtype) downcast to
-  float16 (Gemma 2 to bfloat16).
+  default). Releases before it (0.6.4, 0.7.1, 0.8.5, 0.9.0.1 config.py
+  _get_and_verify_dtype) downcast to float16 (0.7.1: Gemma 2 to bfloat16).
 
 And the KV cache dtype a quantized checkpoint declares (the card's quantization.kv_cache_dtype),
 which vLLM takes in place of the model's dtype, per release (checkpoint_kv_dtype):
@@ -54,8 +54,9 @@ DTYPE_NAMES = {
 
 
 # The release whose _resolve_auto_dtype first takes the platform's preferred dtype for float32
-# (checked in the 0.10.0 wheel; 0.7.1's _get_and_verify_dtype still picks float16).
-PREFERRED_DTYPE_SINCE = Version("0.10.0")
+# (checked in the 0.9.1 and 0.10.0 wheels; 0.7.1's, 0.8.5's and 0.9.0.1's
+# _get_and_verify_dtype still pick float16).
+PREFERRED_DTYPE_SINCE = Version("0.9.1")
 
 
 def auto_dtype(card: ModelCard, version: str | None, arch: str | None) -> str:

