@@ -61,8 +61,9 @@ def test_graph_memory_profiling_runs_inside_the_non_torch_window(version: str) -
     assert 'os.getenv("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "0")' in envs
 
 
-def test_0_16_profiles_no_graph_memory() -> None:
-    assert "profile_cudagraph_memory" not in _calls(_profiling_block("0.16.0"))
+@pytest.mark.parametrize("version", ["0.16.0", "0.17.1"])
+def test_releases_before_0_18_profile_no_graph_memory(version: str) -> None:
+    assert "profile_cudagraph_memory" not in _calls(_profiling_block(version))
 
 
 @pytest.mark.parametrize("version", ["0.16.0", "0.19.0"])
