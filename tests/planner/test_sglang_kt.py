@@ -33,10 +33,15 @@ def test_gpu_builds_only_its_experts(version: str) -> None:
     assert "kt_weight_path is None" in config and "return None" in config
 
 
-def test_first_release_with_the_wrapper() -> None:
-    assert KT_SINCE == (0, 5, 6)
-    with zipfile.ZipFile(engine_wheel_or_skip("sglang", "0.5.4.post1")) as z:
-        assert WRAPPER not in z.namelist()  # 0.5.4.post1: a compressed-tensors-only AMX path
+@pytest.mark.parametrize(
+    ("version", "has"), [("0.5.4.post1", False), ("0.5.5", False), ("0.5.6", True)]
+)
+def test_first_release_with_the_wrapper(version: str, has: bool) -> None:
+    # 0.5.4.post1: a compressed-tensors-only AMX path; 0.5.5 the release just before KT_SINCE
+    with zipfile.ZipFile(engine_wheel_or_skip("sglang", version)) as z:
+        assert (WRAPPER in z.namelist()) is has
+    v = tuple(int(p) for p in version.split(".")[:3])
+    assert (v >= KT_SINCE) is has
 
 
 def _qwen() -> ModelCard:
