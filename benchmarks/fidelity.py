@@ -30,8 +30,21 @@ FITTED: dict[str, str] = {
     "more-llama-3.1-8b-instruct-h100-tp2": "vllm_memory.HOPPER_TP_NON_TORCH_MIB_0_18",
     # Its card's quantization split is assumed between two bounds this launch's weights chose.
     "more-nemotron-3-super-120b-a12b-nvfp4-gb10-tp1": "the Super NVFP4 card's quantization",
+    # Hopper's NCCL size was extended to sm_100 on these launches' evidence (no B200 figure).
+    "dc-glm-4.5-air-fp8-gb200-tp4": "vllm_memory.NVLINK_ARCHS (sm_100)",
+    "field-mimo-v2-flash-b200-tp4": "vllm_memory.NVLINK_ARCHS (sm_100)",
+    "field-deepseek-v3.2-exp-b200-tp8-dp8-main": "vllm_memory.NVLINK_ARCHS (sm_100)",
+    "field-deepseek-v3.2-exp-b200-tp8-dp8": "vllm_memory.NVLINK_ARCHS (sm_100)",
+    # The NVFP4 card's "no KV-cache scheme" was read off this launch's own KV per token.
+    "vllm/repo-laguna-s-2.1-nvfp4-gb10-tp1": "the Laguna NVFP4 card's KV cache dtype",
 }
 BANDS = (0.05, 0.15)
+
+
+def fitted(rec: LaunchRecord) -> bool:
+    """Whether a constant or card value was chosen on this record (FITTED: by name, or by
+    engine/name where both engines have a record of that name)."""
+    return rec.name in FITTED or f"{rec.engine}/{rec.name}" in FITTED
 
 
 def _fmt(value: float | None, spec: str = ",.0f") -> str:
@@ -53,9 +66,7 @@ def _row(r: Replay) -> str:
         _fmt(r.kv_ratio, ".3f"),
         _fmt(r.observed.weights_gib, ".2f"),
         _fmt(plan.weights_gib if plan else None, ".2f"),
-        "fit"
-        if rec.name in FITTED
-        else (r.skipped or "; ".join(filter(None, (r.note, _unstated(rec))))),
+        "fit" if fitted(rec) else (r.skipped or "; ".join(filter(None, (r.note, _unstated(rec))))),
     ]
     return "| " + " | ".join(cells) + " |"
 
@@ -76,7 +87,7 @@ def _distribution(replays: list[Replay], engine: str) -> list[str]:
     as a miss), over the records that state every input a prediction needs (KV dtype, which
     memory size; a missing card or catalog GPU still counts as a miss) and over the predicted
     ones whose launch ran nothing the planner leaves out."""
-    mine = [r for r in replays if r.record.engine == engine and r.record.name not in FITTED]
+    mine = [r for r in replays if r.record.engine == engine and not fitted(r.record)]
     scored = [r for r in mine if r.kv_ratio is not None]
     if not scored:
         return [f"{engine}: {len(mine)} records, none predicted"]
@@ -101,9 +112,7 @@ def _misses(replays: list[Replay]) -> list[str]:
     off = [
         r
         for r in replays
-        if r.kv_ratio is not None
-        and abs(r.kv_ratio - 1) > BANDS[0]
-        and r.record.name not in FITTED
+        if r.kv_ratio is not None and abs(r.kv_ratio - 1) > BANDS[0] and not fitted(r.record)
     ]
     off.sort(key=lambda r: -abs((r.kv_ratio or 0) - 1))
     return [

@@ -186,6 +186,9 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         weights = _planned_weights_gib(record, card, gpu or stand_in_gpu(record.gpu_vendor, after))
         if weights is not None:
             free = round(after + weights, 2)
+            # The before figure is rebuilt from the planner's own weights: not an input the
+            # source states, so the launch counts as unstated (its weights cannot miss the KV).
+            unstated = True
             note = (
                 f"free memory before weights: {after:.2f} GiB logged after them + "
                 f"{weights:.2f} GiB planned weights"

@@ -124,10 +124,12 @@ def test_an_unnamed_gpu_is_planned_on_a_stand_in_of_the_logged_free_memory() -> 
 
 def test_jetson_tinyllama_launch_is_planned_on_the_catalogs_orin() -> None:
     # The committed TinyLlama card prices the model, on the catalog's Jetson AGX Orin; its free
-    # memory at start (whatever the host left) from the log (test_replay_unified).
+    # memory at start (whatever the host left) rebuilt from the log's figure after the weights
+    # and the planned weights (test_replay_unified): not stated by the source, so unstated.
     (rec,) = [r for r in RECORDS if r.name == "repo-tinyllama-1.1b-chat-jetson-agx-orin-tp1"]
     r = replay(rec)
-    assert r.plan is not None and r.plan.gpu == "jetson-agx-orin-64g" and not r.unstated
+    assert r.plan is not None and r.plan.gpu == "jetson-agx-orin-64g" and r.unstated
+    assert r.note is not None and "planned weights" in r.note
 
 
 def _vllm_spec_method(record: LaunchRecord) -> str | None:
