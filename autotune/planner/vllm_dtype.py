@@ -57,6 +57,9 @@ DTYPE_NAMES = {
 # (checked in the 0.9.1 and 0.10.0 wheels; 0.7.1's, 0.8.5's and 0.9.0.1's
 # _get_and_verify_dtype still pick float16).
 PREFERRED_DTYPE_SINCE = Version("0.9.1")
+# Until then float16, but Gemma 2 kept bfloat16 up to 0.7.3 (config.py _get_and_verify_dtype:
+# `if config.model_type == "gemma2"`; gone from 0.8.0's).
+GEMMA2_BF16_BEFORE = Version("0.8.0")
 
 
 def auto_dtype(card: ModelCard, version: str | None, arch: str | None) -> str:
@@ -65,7 +68,8 @@ def auto_dtype(card: ModelCard, version: str | None, arch: str | None) -> str:
     if card.dtype != "float32":
         return card.dtype
     if version is not None and Version(version) < PREFERRED_DTYPE_SINCE:
-        return "bfloat16" if card.architecture.startswith("Gemma2") else "float16"
+        gemma2 = card.architecture.startswith("Gemma2") and Version(version) < GEMMA2_BF16_BEFORE
+        return "bfloat16" if gemma2 else "float16"
     match = re.fullmatch(r"sm_(\d+)", arch or "")
     if match and int(match.group(1)) < 80:
         return "float16"
