@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.models.card import ModelCard
+from autotune.models.hf.fields import mlp_matrices
 
 
 @dataclass(frozen=True)
@@ -47,12 +48,13 @@ def pp_partition(num_layers: int, pp: int, partition: str | None = None) -> list
 def layer_weights(card: ModelCard) -> list[float]:
     """Each decoder layer's weight (relative: shares are over their sum), by parameters: its attention (the
     card's attention bytes over the layers; without them 4 x hidden x heads x head_dim) plus its
-    MLP (dense 3 x hidden x intermediate; experts x 3 x hidden x moe_intermediate plus the
+    MLP (dense 3 x hidden x intermediate, 2 x for an ungated one; experts x 3 x hidden x moe_intermediate plus the
     shared expert), the dense layers first (first_k_dense_replace)."""
     h, n, w, e = card.hidden_size, card.num_layers, card.weights, card.experts
     moe_layers = e.moe_layers if e is not None else 0
     moe = 0 if e is None else e.num_experts * e.moe_intermediate_size + e.shared_intermediate_size
-    mlp = [3 * h * (moe if i >= n - moe_layers else card.intermediate_size) for i in range(n)]
+    dense = mlp_matrices(card.architecture) * h * card.intermediate_size
+    mlp = [3 * h * moe if i >= n - moe_layers else dense for i in range(n)]
     if w.attention:
         rest = w.decoder - w.attention
         return [w.attention / n + rest * m / sum(mlp) for m in mlp]

@@ -109,3 +109,13 @@ def test_public_launches(name: str) -> None:
     assert r.plan is not None and r.observed.weights_gib is not None
     assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=0.01)
     assert r.kv_ratio == pytest.approx(1.0, abs=0.01)
+
+
+def test_ungated_mlp_layers_weigh_two_matrices() -> None:
+    phi = config_card("microsoft/phi-2")
+    assert phi is not None
+    # without the card's attention bytes the split weighs each layer by its parameters
+    card = phi.model_copy(update={"weights": phi.weights.model_copy(update={"attention": 0})})
+    h = card.hidden_size
+    attention = 4 * h * card.num_attention_heads * card.head_dim
+    assert layer_weights(card)[0] == attention + 2 * h * card.intermediate_size
