@@ -195,9 +195,14 @@ def plan_sglang(
     )
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = swa.cell
+    slack_draft_cell = 0  # a DFLASH draft pool the slack pays, per full-pool token
     if draft is not None:
         draft_b = sglang_draft.draft_kv_bytes(cfg, KV_DTYPE_BYTES[kv_dtype], v, KV_DTYPE_BYTES)
-        cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
+        if swa is not None:
+            swa, slack_draft_cell = sglang_draft.dflash_swa(swa, draft, attn_tp, draft_b, v)
+            cell = swa.cell
+        else:
+            cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
     v_head = v >= (0, 5, 7)
     over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
         card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell
@@ -209,9 +214,8 @@ def plan_sglang(
         kv_tokens = swa.full_tokens(kv_tokens, r.page_size)
     kv_tokens += _history_extra_tokens(version, r, kv_tokens)
     mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version)
-    need = _slack_needed(
-        card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over, draft_bytes - static_draft
-    )
+    from_slack = draft_bytes - static_draft + kv_tokens * slack_draft_cell
+    need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over, from_slack)
     if r.context_len > card.max_position_embeddings:
         assumptions.append(
             f"context_length {r.context_len} exceeds the model's {card.max_position_embeddings}"

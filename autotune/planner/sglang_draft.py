@@ -13,7 +13,9 @@ From SGLang's own source, per release:
   (target layers + draft layers) / target layers, rounded up (dflash_utils.
   scale_kv_cell_size_per_token_for_dflash), target layers being the full-attention ones of a
   hybrid model; 0.5.18+ add the draft's exact cell (dflash_draft_cell_size_per_token: KV heads
-  per rank x (head_dim + v_head_dim) x draft layers x the draft's KV dtype).
+  per rank x (head_dim + v_head_dim) x draft layers x the draft's KV dtype). A target with
+  SGLang's two sliding-window pools (planner.sglang_swa) has no such scale before 0.5.18: the
+  draft's pool comes out of the non-static slack; 0.5.18+ add its exact cell there too.
 - The draft's KV dtype is the target's (mem_cache/kv_cache_dtype.configure_kv_cache_dtype),
   unless --speculative-draft-kv-cache-dtype sets it (0.5.18+), or the draft attention backend is
   fa4, which keeps the model dtype.
@@ -33,10 +35,12 @@ From SGLang's own source, per release:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from autotune.models.card import ModelCard
 from autotune.planner.drafts import DraftModel, noted_draft
+from autotune.planner.sglang_swa import DFLASH_IN_SWA_CELL_SINCE, SwaPools
 
 DRAFT_WEIGHTS_STATIC_SINCE = (0, 5, 14)
 DFLASH_SINCE = (0, 5, 11)
@@ -89,6 +93,17 @@ def dflash_cell(
     if target_layers <= 0:
         return cell
     return (cell * (target_layers + draft.layers) + target_layers - 1) // target_layers
+
+
+def dflash_swa(
+    swa: SwaPools, draft: DraftModel, tp: int, draft_dtype_bytes: float, v: tuple[int, int, int]
+) -> tuple[SwaPools, int]:
+    """The two window pools with the draft's pool (module docstring): in their cell from 0.5.18,
+    else unchanged, with the draft pool's bytes per full-pool token the slack pays."""
+    own = draft.layers * draft.kv_bytes_per_token_layer(tp, draft_dtype_bytes)
+    if v >= DFLASH_IN_SWA_CELL_SINCE:
+        return replace(swa, draft_per_token=own), 0
+    return swa, own
 
 
 def mtp_own_head_bytes(

@@ -19,7 +19,15 @@ The full pool's tokens are the launch's KV tokens (`max_total_num_tokens`).
 
 Which models get the two pools: window layers with their own shape (MiMo-V2), and from 0.5.8
 gpt-oss (`GptOssForCausalLM` in `is_hybrid_swa_model`, model_config; 0.5.19 lists it among
-`SWA_SINK_ARCHS`), whose window layers share the full layers' shape. 0.5.8 and 0.5.9 turn it
+`SWA_SINK_ARCHS`), whose window layers share the full layers' shape; from 0.5.12 Laguna
+(`LagunaForCausalLM` joins that list; 0.5.14 on keep it only when the config has a
+`sliding_window`), whose window layers share them too.
+
+A DFLASH draft's own pool (as many tokens as the full pool) is outside this cell in 0.5.12 ..
+0.5.17 (`HybridSWAPoolConfigurator` adds only EAGLE / STANDALONE draft layers; the DFLASH scale
+is `DefaultPoolConfigurator`'s), so it comes out of the non-static slack; 0.5.18 adds the
+draft's exact cell to it (`_dflash_draft_cell_size`: `+ self._draft_cell_size`, both the
+hybrid and the all-window formula). 0.5.8 and 0.5.9 turn it
 off for gpt-oss on the trtllm_mha attention backend (gpt-oss's default on sm_10x), 0.5.8 also
 with speculative decoding (server_args); `--disable-hybrid-swa-memory` turns it off.
 """
@@ -32,7 +40,11 @@ from autotune.models.card import ModelCard
 
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 # Architectures SGLang gives the two pools whatever their window layers' shape, from a release.
-HYBRID_SWA_ARCHITECTURES: dict[str, tuple[int, int, int]] = {"GptOssForCausalLM": (0, 5, 8)}
+HYBRID_SWA_ARCHITECTURES: dict[str, tuple[int, int, int]] = {
+    "GptOssForCausalLM": (0, 5, 8),
+    "LagunaForCausalLM": (0, 5, 12),
+}
+DFLASH_IN_SWA_CELL_SINCE = (0, 5, 18)
 _BACKEND_KEYS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
 
 
@@ -44,12 +56,14 @@ class SwaPools:
     n_swa: int
     version: tuple[int, int, int]
     ratio: float
+    draft_per_token: int = 0  # a DFLASH draft's pool per full-pool token, in the cell (0.5.18+)
 
     @property
     def cell(self) -> int:
         """The bytes per token SGLang divides the budget by."""
         full_layers = self.n_full + self.n_swa if self.version == (0, 5, 8) else self.n_full
-        return self.full_per_token * full_layers + self.swa_per_token * self.n_swa
+        used = self.full_per_token * full_layers + self.swa_per_token * self.n_swa
+        return used + self.draft_per_token
 
     def full_tokens(self, tokens: int, page: int) -> int:
         """The full pool's tokens from the profiled `tokens`."""
@@ -60,13 +74,13 @@ class SwaPools:
                 tokens * (self.n_full + self.n_swa) / (self.ratio * self.n_swa + self.n_full)
             )
         else:
-            used = self.full_per_token * self.n_full + self.swa_per_token * self.n_swa
             full = int(
                 tokens
-                * used
+                * self.cell
                 / (
                     self.full_per_token * self.n_full
                     + self.ratio * self.swa_per_token * self.n_swa
+                    + self.draft_per_token
                 )
             )
         return full // page * page

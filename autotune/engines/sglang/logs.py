@@ -16,7 +16,9 @@ Older releases, as public logs show them (checked against the 0.3.0 .. 0.5.8 whe
 - `Mamba Cache is allocated. conv_state size: ...` without `max_mamba_cache_size` (0.5.2).
 Two SWA pools (0.5.7 .. 0.5.23): `Use sliding window memory pool. full_layer_tokens=N,
 swa_layer_tokens=M` comes before both pools' `KV Cache is allocated` lines (window pool first);
-the launch's KV tokens are the full pool's N (max_total_num_tokens).
+the launch's KV tokens are the full pool's N (max_total_num_tokens). After both pools'
+lines, `SWAKVPool mem usage: X GB, swa size: M, full size: N` (mem_cache SWAKVPool, the same
+f-string 0.5.7 .. 0.5.23) states N again, for logs without the first line.
 All "GB" on device-side lines are GiB (free bytes / 2**30); host pools use decimal GB.
 Per-rank lines are read from rank 0 only (each TP rank repeats them with its own prefix).
 """
@@ -66,6 +68,7 @@ _KV_RE = re.compile(
 _SWA_POOLS_RE = re.compile(
     r"^Use sliding window memory pool\. full_layer_tokens=(?P<full>\d+), swa_layer_tokens=\d+"
 )
+_SWA_KV_POOL_RE = re.compile(r"^SWAKVPool mem usage: .*?, full size: (?P<full>\d+)")
 _MAMBA_RE = re.compile(
     r"Mamba Cache is allocated\. (?:max_mamba_cache_size: (?P<n>\d+), )?"
     r"conv_state size: (?P<conv>\d+(?:\.\d+)?)GB, ssm_state size: (?P<ssm>\d+(?:\.\d+)?)GB"
@@ -139,6 +142,11 @@ def _kv_pool(values: Figures, m: re.Match[str]) -> None:
         values["kv_v_gib"] = float(m["v"]) if m["v"] is not None else None
 
 
+def _swa_kv_pool(values: Figures, m: re.Match[str]) -> None:
+    """The full pool's tokens, which replace the window pool's its KV line gave first."""
+    values.setdefault("_swa_full_tokens", int(m["full"]))
+
+
 def _mamba_pool(values: Figures, m: re.Match[str]) -> None:
     if "mamba_conv_gib" not in values:
         if m["n"] is not None:
@@ -183,6 +191,7 @@ _READERS: tuple[Reader, ...] = (
     ((_BEGIN_RE,), keep_first(free_before_weights_gib=("gib", float))),
     ((_SWA_POOLS_RE,), keep_first(kv_pool_tokens=("full", int))),
     ((_KV_RE,), _kv_pool),
+    ((_SWA_KV_POOL_RE,), _swa_kv_pool),
     ((_MAMBA_RE,), _mamba_pool),
     ((_GRAPH_RE,), add_up("graph_gib", "gib")),
     ((_SUMMARY_RE,), _summary),
@@ -208,6 +217,9 @@ def parse_startup(log_text: str) -> LaunchReport:
     after = scan.values.pop("_free_after_weights", None)
     before = scan.values.get("free_before_weights_gib")
     weights = scan.values.pop("_first_weights", None)
+    full = scan.values.pop("_swa_full_tokens", None)
+    if isinstance(full, int):
+        scan.values["kv_pool_tokens"] = full
     if sums["weights_gib"] is None and isinstance(after, float) and isinstance(before, float):
         sums["weights_gib"] = round(before - after, 2)
     elif before is None and isinstance(after, float) and isinstance(weights, float):
