@@ -72,11 +72,32 @@ WHOLE_DEVICE_NON_TORCH_MIB = 350
 # 0.6.4.dev5, MI300X TP8, repo-llama-3.1-8b-instruct-mi300x-tp8.yaml) less the TP1 figure
 # above. How it scales with the TP size is not known; it is used for every TP > 1.
 ROCM_TP_NON_TORCH_MIB = 7850
-# V0 profiling run, sampler phase: bytes per element of the [max_num_seqs, vocab] logits alive
-# at the top-k/top-p peak (sampler.py _apply_top_k_top_p: the caller's bf16 logits 2, fp32
-# logits 4, sorted 4, sort indices 8, two masks 2, probs_sort 4, cumsum 4, scattered logits
-# 4). Estimate from the code: the sort's own workspace is not counted.
-SAMPLER_BYTES_PER_LOGIT = 32
+# V0 profiling run, sampler phase (sampler.py Sampler.forward / _apply_top_k_top_p): the releases
+# where the sampler casts the logits to float32 first (`logits = logits.to(torch.float)`: absent
+# in 0.4.1 .. 0.5.4, present in 0.5.5 .. 0.7.1), and where the top-p step scatters into a new
+# tensor instead of building an int64 inverse index and gathering (gather in 0.4.1 .. 0.6.1,
+# `torch.empty_like(logits_sort).scatter_` in 0.6.2 .. 0.7.1); wheels read.
+SAMPLER_FP32_SINCE = "0.5.5"
+SAMPLER_SCATTER_SINCE = "0.6.2"
+FUSED_MOE_CHUNK = 65536  # VLLM_FUSED_MOE_CHUNK_SIZE: fused_moe's caches cover at most this
+
+
+def sampler_bytes_per_logit(version: str, b: float) -> float:
+    """Bytes per element of the [rows, vocab] logits alive at the end of _apply_top_k_top_p,
+    the sampler's largest set (later phases hold fewer), counted op by op; `b`: the model
+    dtype's size (the LM head's logits). Beside the caller's logits b (execute_model holds
+    them) and, from SAMPLER_FP32_SINCE, their float32 copy x = 4: sorted values x, sort
+    indices 8, top-k and top-p masks 1 + 1, probs_sort x, cumsum x, then the inverse index 8
+    and gathered logits x (or, from SAMPLER_SCATTER_SINCE, the scattered logits x).
+    0.4.1 bf16: 5 x 2 + 18 = 28; 0.6.2 on: 2 + 30 = 32. The sort's own workspace and the
+    caching allocator's pool (the peak is free memory before minus after) are not counted;
+    FlashInfer's sampler (taken in 0.5.5 on when it is installed) is not modelled."""
+    x = 4.0 if at_least(version, SAMPLER_FP32_SINCE) else b
+    copy = x if x != b else 0.0  # .to(torch.float) of float32 logits returns them
+    tail = x if at_least(version, SAMPLER_SCATTER_SINCE) else 8 + x
+    return b + copy + x + 8 + 2 + 2 * x + tail
+
+
 FUSED_MOE_CHUNK = 65536  # VLLM_FUSED_MOE_CHUNK_SIZE: fused_moe's caches cover at most this
 
 
@@ -107,7 +128,7 @@ def v0_activation_bytes(
 ) -> int:
     """Peak of V0's profiling run above the weights (estimate): the larger of the forward pass
     over `tokens` and the sampler over `seqs` rows of the full vocabulary
-    (SAMPLER_BYTES_PER_LOGIT) with the final hidden states. The forward's peak is at the MLP:
+    (sampler_bytes_per_logit) with the final hidden states. The forward's peak is at the MLP:
     the layer's input (the model's loop `hidden_states, residual = layer(...)` holds it through
     the call), the residual, the MLP's input, gate_up 2I and SiluAndMul's I; where the release's
     MLP keeps gate_up alive (keeps_gate_up) down_proj's output h adds to them. MoE: fused_moe's
@@ -129,7 +150,8 @@ def v0_activation_bytes(
         caches = e.experts_per_token * (3 * e.moe_intermediate_size // tp + h)
         moe = tokens * (3 * h + shared) * b + min(tokens, FUSED_MOE_CHUNK) * caches * b
         fwd = max(fwd, moe)
-    sampler = SAMPLER_BYTES_PER_LOGIT * min(seqs, tokens) * card.vocab_size + tokens * h * b
+    per_logit = sampler_bytes_per_logit(version or "0.4.0", b)
+    sampler = per_logit * min(seqs, tokens) * card.vocab_size + tokens * h * b
     return int(max(fwd, sampler))
 
 

@@ -39,9 +39,9 @@ from autotune.planner.vllm_history import (
 from autotune.planner.vllm_legacy import (
     NON_TORCH_MIB,
     ROCM_TP_NON_TORCH_MIB,
-    SAMPLER_BYTES_PER_LOGIT,
     WHOLE_DEVICE_NON_TORCH_MIB,
     history_layout,
+    sampler_bytes_per_logit,
     v0_activation_bytes,
 )
 from autotune.planner.vllm_memory import (
@@ -337,10 +337,17 @@ def test_v0_profile_run_activation() -> None:
     # forward-bound: gate_up + SiluAndMul (3 I) and hidden, residual, down_proj out (3 h)
     assert v0_activation_bytes(LLAMA_8B, 1, 20000, 256) == 20000 * (3 * 14336 + 3 * 4096) * 2
     # sampler-bound: top-k/top-p over 256 rows of the vocabulary, plus the final hidden states
-    assert v0_activation_bytes(LLAMA_8B, 1, 2048, 256) == (
-        SAMPLER_BYTES_PER_LOGIT * 256 * 128256 + 2048 * 4096 * 2
-    )
-    assert SAMPLER_BYTES_PER_LOGIT == 2 + 4 + 4 + 8 + 2 + 4 + 4 + 4
+    for version, per_logit in (("0.4.1", 28), ("0.5.5", 40), ("0.7.1", 32)):
+        assert v0_activation_bytes(LLAMA_8B, 1, 2048, 256, version) == (
+            per_logit * 256 * 128256 + 2048 * 4096 * 2
+        )
+    # bf16 logits through top-k/top-p: caller's, sorted, indices, masks, probs, cumsum,
+    # inverse index, gathered; from 0.5.5 a float32 copy and fp32 intermediates; from 0.6.2
+    # the scatter replaces the inverse index and the gather
+    assert sampler_bytes_per_logit("0.4.1", 2) == 2 + 2 + 8 + 1 + 2 + 2 + 1 + 8 + 2
+    assert sampler_bytes_per_logit("0.5.5", 2) == 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 8 + 4
+    assert sampler_bytes_per_logit("0.6.2", 2) == 2 + 4 + 4 + 8 + 1 + 4 + 4 + 1 + 4
+    assert sampler_bytes_per_logit("0.6.2", 4) == 30  # float32 logits: no copy
     # MoE: fused_moe's caches topk x (2 I + I + h) per token, beside 3 h (+ h shared output)
     moe = 8192 * (3 * 7168 + 7168) * 2 + 8192 * 8 * (3 * 2048 // 8 + 7168) * 2
     assert v0_activation_bytes(DEEPSEEK, 8, 8192, 256) == max(
