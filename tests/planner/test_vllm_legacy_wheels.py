@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import zipfile
 from pathlib import Path
 
@@ -13,24 +12,14 @@ import pytest
 
 from autotune.calibration.records import load_record
 from autotune.calibration.replay import replay
-from autotune.engines.wheels import download_wheel
 from autotune.planner.vllm_legacy import keeps_gate_up
-from tests.wheels import pypi_reachable, wheel_cache
+from tests.wheels import full_vllm_wheel_or_skip
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "vllm"
 
 
-def _wheel(version: str) -> Path:
-    try:
-        return download_wheel("vllm", version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable("vllm"):
-            pytest.skip(f"PyPI is unreachable, cannot download vllm=={version}: {exc}")
-        raise
-
-
 def _worker_source(version: str) -> str:
-    with zipfile.ZipFile(_wheel(version)) as z:
+    with zipfile.ZipFile(full_vllm_wheel_or_skip(version)) as z:
         return z.read("vllm/worker/worker.py").decode()
 
 
@@ -48,7 +37,7 @@ def test_the_mi300x_fp8_launch_ran_neither_releases_profiling_line() -> None:
 
 
 def _model_source(version: str, model: str) -> str:
-    with zipfile.ZipFile(_wheel(version)) as z:
+    with zipfile.ZipFile(full_vllm_wheel_or_skip(version)) as z:
         return z.read(f"vllm/model_executor/models/{model}.py").decode()
 
 

@@ -6,21 +6,19 @@ against both."""
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from autotune.engines.wheels import download_wheel
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_legacy import (
     SAMPLER_FP32_SINCE,
     SAMPLER_SCATTER_SINCE,
     sampler_bytes_per_logit,
 )
-from tests.wheels import pypi_reachable, wheel_cache
+from tests.wheels import full_vllm_wheel_or_skip
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -29,17 +27,8 @@ import vllm_old_sampler_peak as replay  # noqa: E402  (benchmarks/vllm_old_sampl
 SAMPLER = "vllm/model_executor/layers/sampler.py"
 
 
-def _wheel(version: str) -> Path:
-    try:
-        return download_wheel("vllm", version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable("vllm"):
-            pytest.skip(f"PyPI is unreachable, cannot download vllm=={version}: {exc}")
-        raise
-
-
 def _function(version: str, name: str) -> str:
-    with zipfile.ZipFile(_wheel(version)) as z:
+    with zipfile.ZipFile(full_vllm_wheel_or_skip(version)) as z:
         tree = ast.parse(z.read(SAMPLER).decode())
     node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
     return ast.unparse(node)
@@ -69,7 +58,7 @@ def test_cast_and_resort_are_the_releases(version: str) -> None:
 
 @pytest.mark.parametrize("version", ["0.4.1", "0.5.0"])
 def test_profile_run_samples_top_k_and_top_p(version: str) -> None:
-    with zipfile.ZipFile(_wheel(version)) as z:
+    with zipfile.ZipFile(full_vllm_wheel_or_skip(version)) as z:
         runner = z.read("vllm/worker/model_runner.py").decode()
         worker = z.read("vllm/worker/worker.py").decode()
     assert "SamplingParams(top_p=0.99, top_k=self.vocab_size - 1)" in runner
