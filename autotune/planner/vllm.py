@@ -252,7 +252,7 @@ def _current_parts(
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     found: tuple[ProfiledMemory, KVLayout] | None = None
-    for stage in pipeline_stages(card, pp):
+    for stage in pipeline_stages(card, pp, version=version):
         mem, lay = _stage_parts(
             stage, gpu, cfg, version, tp, startup, limits, spec, prefix, kv_dtype, reasons,
             assumptions,

@@ -58,7 +58,7 @@ from autotune.planner.vllm_memory import (
     vllm_weights_bytes,
 )
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode
-from autotune.planner.vllm_pipeline import layer_weights
+from autotune.planner.vllm_pipeline import layer_weights, pipeline_stages, pp_partition
 from autotune.versions import Version
 
 # Memory outside torch on the whole device at TP1 (CUDA context, cuBLAS), which V0 0.6.4 and
@@ -177,21 +177,23 @@ def history_weights_gib(
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     if pp == 1:
         return vllm_weights_bytes(card, cfg, tp, load_mtp=False, version=version) / GIB
-    share = stage_share(card, pp)
+    share = stage_share(card, pp, version)
     sharded = int(decoder * share) + max(w.embed_tokens, w.lm_head)
     vision = vision_per_rank(w, tp, shards_vision(card, cfg, version))
     whole = vision + int(w.replicated * share) + rope_cache_bytes(card)
     return ((sharded + w.load_overhead) // tp + whole) / GIB
 
 
-def stage_share(card: ModelCard, pp: int) -> float:
-    """The heaviest pipeline stage's share of the decoder (estimate, by parameters:
-    vllm_pipeline.layer_weights): V0's get_pp_indices gives each stage num_layers // pp layers
-    and the last one the rest. DeepSeek-V3's last stage of two: 31 expert layers."""
-    weight, n = layer_weights(card), card.num_layers
-    per = n // pp
-    bounds = [(r * per, (r + 1) * per if r < pp - 1 else n) for r in range(pp)]
-    return max(sum(weight[a:b]) for a, b in bounds) / sum(weight)
+def stage_share(card: ModelCard, pp: int, version: str | None = None) -> float:
+    """The heaviest pipeline stage's share of the decoder on vLLM `version` (estimate, by
+    parameters: vllm_pipeline.layer_weights; the split: vllm_pipeline.pp_partition). Before
+    0.8.0 the last stage takes the remainder: DeepSeek-V3's last stage of two, 31 expert
+    layers."""
+    weight, start, shares = layer_weights(card), 0, []
+    for size in pp_partition(card.num_layers, pp, version=version):
+        shares.append(sum(weight[start : start + size]))
+        start += size
+    return max(shares) / sum(weight)
 
 
 def history_startup(
@@ -326,13 +328,13 @@ def history_layout(
     limits: BatchLimits,
     mem: ProfiledMemory,
 ) -> KVLayout:
-    """One KV group of every attention layer on the last pipeline stage (sliding-window
-    layers sized as full attention); tokens = blocks x block_size."""
+    """One KV group of every attention layer on the pipeline stage holding the most of them
+    (sliding-window layers sized as full attention); tokens = blocks x block_size."""
     bs = history_block_size(card, gpu, cfg, version)
     a1 = history_bytes_per_token(card, cfg, version, engine, tp)
     pp = int(cfg.get("pipeline_parallel_size") or 1)
-    n = len(card.full_attention_layers)
-    layers = n - (pp - 1) * (n // pp)  # get_pp_indices: the last stage takes the rest
+    stages = pipeline_stages(card, pp, version=version)
+    layers = max(len(s.card.full_attention_layers) for s in stages)
     per_block = bs * a1 * layers
     blocks = max(int(max(mem.kv_cache_gib, 0.0) * GIB // per_block), 0) if per_block else 0
     max_len = limits.max_model_len

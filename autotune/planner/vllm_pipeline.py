@@ -3,8 +3,8 @@ loads, so the planner can size every stage's KV cache.
 
 From vLLM's own source:
 - distributed/utils.get_pp_indices: num_layers // pp layers per stage; a remainder goes one layer
-  each to the stages before the last, from the second-to-last backwards
-  (VLLM_PP_LAYER_PARTITION overrides it).
+  each to the stages before the last, from the second-to-last backwards, from 0.8.0 (before, the
+  last stage took it); VLLM_PP_LAYER_PARTITION overrides it.
 - Models build the embedding on the first stage and the LM head on the last only
   (PPMissingLayer elsewhere); with tied embeddings the last stage loads its own head, as no
   embedding is there to tie to.
@@ -20,6 +20,11 @@ from dataclasses import dataclass
 
 from autotune.models.card import ModelCard
 from autotune.models.hf.fields import mlp_matrices
+from autotune.planner.vllm_history import at_least
+
+# Before 0.8.0 get_pp_indices gave the last stage the remainder (0.7.3's wheel); from 0.8.0 it
+# spreads it over the stages before the last.
+SPREAD_REMAINDER_SINCE = "0.8.0"
 
 
 @dataclass(frozen=True)
@@ -32,24 +37,31 @@ class Stage:
     last: bool
 
 
-def pp_partition(num_layers: int, pp: int, partition: str | None = None) -> list[int]:
-    """Layers per stage as get_pp_indices splits them (`partition`: VLLM_PP_LAYER_PARTITION)."""
+def pp_partition(
+    num_layers: int, pp: int, partition: str | None = None, version: str | None = None
+) -> list[int]:
+    """Layers per stage as vLLM `version`'s get_pp_indices splits them (None: the newest;
+    `partition`: VLLM_PP_LAYER_PARTITION)."""
     if partition:
         sizes = [int(p) for p in partition.split(",")]
         if len(sizes) != pp or sum(sizes) != num_layers:
             raise ValueError(f"VLLM_PP_LAYER_PARTITION {partition!r}: {pp} stages of {num_layers}")
         return sizes
     sizes = [num_layers // pp] * pp
+    if version is not None and not at_least(version, SPREAD_REMAINDER_SINCE):
+        sizes[-1] += num_layers % pp
+        return sizes
     for i in range(2, num_layers % pp + 2):
         sizes[-i] += 1
     return sizes
 
 
 def layer_weights(card: ModelCard) -> list[float]:
-    """Each decoder layer's weight (relative: shares are over their sum), by parameters: its attention (the
-    card's attention bytes over the layers; without them 4 x hidden x heads x head_dim) plus its
-    MLP (dense 3 x hidden x intermediate, 2 x for an ungated one; experts x 3 x hidden x moe_intermediate plus the
-    shared expert), the dense layers first (first_k_dense_replace)."""
+    """Each decoder layer's weight (relative: shares are over their sum), by parameters: its
+    attention (the card's attention bytes over the layers; without them 4 x hidden x heads x
+    head_dim) plus its MLP (dense 3 x hidden x intermediate, 2 x for an ungated one; experts x 3
+    x hidden x moe_intermediate plus the shared expert), the dense layers first
+    (first_k_dense_replace)."""
     h, n, w, e = card.hidden_size, card.num_layers, card.weights, card.experts
     moe_layers = e.moe_layers if e is not None else 0
     moe = 0 if e is None else e.num_experts * e.moe_intermediate_size + e.shared_intermediate_size
@@ -61,14 +73,17 @@ def layer_weights(card: ModelCard) -> list[float]:
     return [4 * h * card.num_attention_heads * card.head_dim + m for m in mlp]
 
 
-def pipeline_stages(card: ModelCard, pp: int, partition: str | None = None) -> list[Stage]:
-    """The stages of a PP launch (one stage holding the whole card when pp is 1)."""
+def pipeline_stages(
+    card: ModelCard, pp: int, partition: str | None = None, version: str | None = None
+) -> list[Stage]:
+    """The stages of a PP launch on vLLM `version` (one stage holding the whole card when pp is
+    1)."""
     if pp <= 1:
         return [Stage(0, card.num_layers, card, True)]
     weights = layer_weights(card)
     total = sum(weights)
     stages, start = [], 0
-    for rank, size in enumerate(pp_partition(card.num_layers, pp, partition)):
+    for rank, size in enumerate(pp_partition(card.num_layers, pp, partition, version)):
         stop = start + size
         last = rank == pp - 1
         share = sum(weights[start:stop]) / total

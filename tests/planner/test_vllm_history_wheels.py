@@ -84,12 +84,12 @@ def test_pipeline_stages_split_as_get_pp_indices_and_weigh_their_experts() -> No
     text = full_vllm_text("0.6.6.post1", "vllm/distributed/utils.py")
     assert "layers_per_partition = num_hidden_layers // pp_size" in text
     assert "end_layer = num_hidden_layers" in text
-    assert stage_share(LLAMA_8B, 2) == 0.5
+    assert stage_share(LLAMA_8B, 2, "0.6.6.post1") == 0.5
     five = plan_vllm(LLAMA_8B, H100, {"pipeline_parallel_size": 5, "max_model_len": 8192},
                      version="0.6.6")  # fmt: skip
     assert five.layers_per_group == 32 - 4 * (32 // 5) == 8  # not ceil(32 / 5) = 7
-    assert stage_share(LLAMA_8B.model_copy(update={"num_layers": 61}), 2) == 31 / 61
+    assert stage_share(LLAMA_8B.model_copy(update={"num_layers": 61}), 2, "0.6.6.post1") == 31 / 61
     expert = 256 * 2048 + 2048
     dense_first = (31 * expert) / (58 * expert + 3 * 18432)
-    assert stage_share(DEEPSEEK, 2) == pytest.approx(dense_first, rel=0.02)
-    assert stage_share(DEEPSEEK, 2) > 31 / 61
+    assert stage_share(DEEPSEEK, 2, "0.6.6.post1") == pytest.approx(dense_first, rel=0.02)
+    assert stage_share(DEEPSEEK, 2, "0.6.6.post1") > 31 / 61

@@ -18,7 +18,7 @@ from autotune.hardware import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_pipeline import layer_weights, pipeline_stages, pp_partition
-from tests.wheels import function_def, wheel_text
+from tests.wheels import full_vllm_text, function_def, wheel_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
 
@@ -119,3 +119,18 @@ def test_ungated_mlp_layers_weigh_two_matrices() -> None:
     h = card.hidden_size
     attention = 4 * h * card.num_attention_heads * card.head_dim
     assert layer_weights(card)[0] == attention + 2 * h * card.intermediate_size
+
+
+@pytest.mark.parametrize(("version", "spread"), [("0.7.3", False), ("0.8.0", True)])
+def test_remainder_moved_off_the_last_stage_in_0_8(version: str, spread: bool) -> None:
+    """0.7.3's get_pp_indices gives the last stage the remainder; 0.8.0's spreads it over the
+    stages before the last (SPREAD_REMAINDER_SINCE)."""
+    src = ast.unparse(
+        function_def(full_vllm_text(version, "vllm/distributed/utils.py"), "get_pp_indices")
+    )
+    assert ("partitions[-i] += 1" in src) is spread
+    assert ("end_layer = num_hidden_layers" in src) is not spread
+    assert pp_partition(61, 2, version=version) == ([31, 30] if spread else [30, 31])
+    assert pp_partition(62, 4, version=version) == (
+        [15, 16, 16, 15] if spread else [15, 15, 15, 17]
+    )
