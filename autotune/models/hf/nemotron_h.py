@@ -12,7 +12,7 @@
   expert of moe_shared_expert_intermediate_size x n_shared_experts over hidden.
 
 Each block has its own RMSNorm. The counts are per part of a layer (the LayerParams fields of
-config_card), so a quantized pack's per-module rules apply as for the other architectures.
+layer_params), so a quantized pack's per-module rules apply as for the other architectures.
 """
 
 from __future__ import annotations
