@@ -9,19 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.models.hf.layer_params import card_layers
 
 KT_SINCE = (0, 5, 6)
 
 
 def routed_expert_bytes(card: ModelCard) -> int:
-    """The routed experts' weights in the checkpoint (gate, up and down projections of every
-    expert in every MoE layer), at the checkpoint's bits per weight."""
-    e = card.experts
-    if e is None:
+    """The routed experts' weights in the checkpoint (every expert of every MoE layer, as
+    layer_params counts them), at the checkpoint's bits per weight."""
+    if card.experts is None:
         return 0
     q = card.quantization
     per = q.bits / 8 if q.scheme != "none" else DTYPE_BYTES.get(card.dtype, 2.0)
-    return int(e.moe_layers * e.num_experts * 3 * card.hidden_size * e.moe_intermediate_size * per)
+    return int(sum(p.experts for p in card_layers(card)) * per)
 
 
 def kt_card(

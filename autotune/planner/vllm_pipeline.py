@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autotune.models.card import ModelCard
-from autotune.models.hf.fields import mlp_matrices
+from autotune.models.hf.layer_params import card_layers, moe_layers_of
 from autotune.planner.vllm_history import at_least
 
 # Before 0.8.0 get_pp_indices gave the last stage the remainder (0.7.3's wheel); from 0.8.0 it
@@ -57,20 +57,18 @@ def pp_partition(
 
 
 def layer_weights(card: ModelCard) -> list[float]:
-    """Each decoder layer's weight (relative: shares are over their sum), by parameters: its
-    attention (the card's attention bytes over the layers; without them 4 x hidden x heads x
-    head_dim) plus its MLP (dense 3 x hidden x intermediate, 2 x for an ungated one; experts x 3
-    x hidden x moe_intermediate plus the shared expert), the dense layers first
-    (first_k_dense_replace)."""
-    h, n, w, e = card.hidden_size, card.num_layers, card.weights, card.experts
-    moe_layers = e.moe_layers if e is not None else 0
-    moe = 0 if e is None else e.num_experts * e.moe_intermediate_size + e.shared_intermediate_size
-    dense = mlp_matrices(card.architecture) * h * card.intermediate_size
-    mlp = [3 * h * moe if i >= n - moe_layers else dense for i in range(n)]
-    if w.attention:
-        rest = w.decoder - w.attention
-        return [w.attention / n + rest * m / sum(mlp) for m in mlp]
-    return [4 * h * card.num_attention_heads * card.head_dim + m for m in mlp]
+    """Each decoder layer's weight (relative: shares are over their sum) from the card's layer
+    count (layer_params.card_layers): the card's attention bytes by each layer's attention
+    parameters, the rest of its decoder bytes by its other projections (linear attention, MLP,
+    shared and routed experts); a card without attention bytes weighs each layer by all its
+    projections."""
+    w, layers = card.weights, card_layers(card)
+    if not w.attention:
+        return [float(p.projections) for p in layers]
+    rest, beside = w.decoder - w.attention, [p.beside_attention for p in layers]
+    attention = [p.attention for p in layers]
+    a, b = sum(attention), sum(beside)
+    return [w.attention * x / a + rest * y / b for x, y in zip(attention, beside, strict=True)]
 
 
 def pipeline_stages(
@@ -99,7 +97,7 @@ def _stage_card(
     def inside(layers: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(i - start for i in layers if start <= i < stop)
 
-    w, n = card.weights, card.num_layers
+    w = card.weights
     head = (w.lm_head or w.embed_tokens) if last else 0
     weights = w.model_copy(
         update={
@@ -126,7 +124,6 @@ def _stage_card(
     if card.block_pattern is not None:
         update["block_pattern"] = card.block_pattern[start:stop]
     if card.experts is not None:
-        moe_from = n - card.experts.moe_layers
-        moe = sum(1 for i in range(start, stop) if i >= moe_from)
+        moe = sum(1 for i in moe_layers_of(card) if start <= i < stop)
         update["experts"] = card.experts.model_copy(update={"moe_layers": moe})
     return card.model_copy(update=update)

@@ -16,6 +16,7 @@ from autotune.calibration.records import load_records
 from autotune.calibration.replay import replay
 from autotune.hardware import get_gpu
 from autotune.models.config_cards import config_card
+from autotune.models.hf.layer_params import card_layers
 from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_pipeline import layer_weights, pipeline_stages, pp_partition
 from tests.wheels import full_vllm_text, function_def, wheel_text
@@ -134,3 +135,29 @@ def test_remainder_moved_off_the_last_stage_in_0_8(version: str, spread: bool) -
     assert pp_partition(62, 4, version=version) == (
         [15, 16, 16, 15] if spread else [15, 15, 15, 17]
     )
+
+
+def test_layer_weights_follow_each_layers_own_parameters() -> None:
+    """The split weighs the layers the card's bytes were counted from (layer_params): on a
+    bf16 hybrid the attention bytes sit on the full-attention layers and the GDN layers carry
+    their own projections, each layer within the norms' share of twice its parameters."""
+    card = config_card("Qwen/Qwen3.5-4B")
+    assert card is not None and card.dtype == "bfloat16"
+    layers = card_layers(card)
+    weights = layer_weights(card)
+    for i, (w, p) in enumerate(zip(weights, layers, strict=True)):
+        assert w == pytest.approx(2 * p.projections, rel=0.01), i
+    assert weights[3] != weights[0]  # a full-attention layer and a GDN layer
+
+
+def test_nemotron_h_stages_hold_their_own_expert_blocks() -> None:
+    """Nemotron-H's MoE layers are its E blocks, spread through the plan: each stage holds the
+    E blocks of its layers (not the last ones), and the stages weigh about the same."""
+    card = config_card("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4")
+    assert card is not None and card.block_pattern is not None
+    stages = pipeline_stages(card, 2)
+    for s in stages:
+        assert s.card.experts is not None
+        assert s.card.experts.moe_layers == card.block_pattern[s.start : s.stop].count("E")
+    first, last = (s.card.weights.decoder for s in stages)
+    assert first == pytest.approx(last, rel=0.05)
