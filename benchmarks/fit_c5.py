@@ -55,7 +55,7 @@ def main() -> None:
         kp = _solve(lambda x: prefill(long, kp=x), C5_PREFILL[long])
     print(f"VENDOR_EFF['rdna'] = ({vd:.3f}, {vp:.3f})")
     print(
-        f"KERNELS['rdna']['triton'] = Kernel(decode={kd:.3f}, prefill={kp:.3f}, fixed_splits=True)"
+        f"KERNELS['rdna']['triton'] = Kernel(decode={kd:.3f}, prefill={kp:.3f}, split_kv=True)"
     )
 
 

@@ -22,19 +22,20 @@ from autotune.hardware.gpus import GPUSpec
 @dataclass(frozen=True)
 class Kernel:
     """A backend's speed relative to the calibrated one (1.0): `decode` scales the KV-read
-    bandwidth of decode attention, `prefill` the FLOP rate of prefill attention; `fixed_splits`
-    marks a decode kernel that splits each sequence's KV into a fixed number of chunks (Triton:
-    --triton-attention-num-kv-splits) instead of choosing the split by occupancy."""
+    bandwidth of decode attention, `prefill` the FLOP rate of prefill attention; `split_kv`
+    marks SGLang's Triton split-KV decode, whose programs (sequence x head tile x KV split, the
+    split chosen per step up to --triton-attention-num-kv-splits: planner/triton_splits.py)
+    bound the bandwidth it draws, and whose split partials a second kernel reduces."""
 
     decode: float = 1.0
     prefill: float = 1.0
-    fixed_splits: bool = False
+    split_kv: bool = False
 
 
 # SGLang backend names; vLLM's map onto them (VLLM_NAMES). By architecture family.
 _NVIDIA_COMMON = {
     "flashinfer": Kernel(),
-    "triton": Kernel(decode=0.86, prefill=0.80, fixed_splits=True),
+    "triton": Kernel(decode=0.86, prefill=0.80, split_kv=True),
     "torch_native": Kernel(decode=0.35, prefill=0.30),
     "flex_attention": Kernel(decode=0.55, prefill=0.60),
 }
@@ -54,10 +55,14 @@ KERNELS: dict[str, dict[str, Kernel]] = {
     },
     "blackwell_consumer": {**_NVIDIA_COMMON, "fa3": Kernel(decode=0.97, prefill=1.04)},
     # FITTED on FIELD-NOTES C5's 131K decode and 130K prefill (benchmarks/fit_c5.py): ROCm's
-    # Triton attention on RDNA 3 against the calibrated CUDA backend; the rest is modelled
-    "rdna": {"triton": Kernel(decode=0.715, prefill=0.241, fixed_splits=True)},
+    # Triton attention on RDNA 3 against the calibrated CUDA backend; the rest is modelled.
+    # C5's MTP verify is priced as split-KV decode, which takes the cap of 16 at every C5
+    # depth: linear in depth. The public 0.5.18 verify path off gfx95 (the serial-prefix
+    # extend kernel) would cost more than C5 measured (tests/planner/test_triton_splits.py),
+    # so the ROCm fork C5 ran verifies another way.
+    "rdna": {"triton": Kernel(decode=0.715, prefill=0.241, split_kv=True)},
     "cdna": {
-        "triton": Kernel(decode=0.86, prefill=0.80, fixed_splits=True),
+        "triton": Kernel(decode=0.86, prefill=0.80, split_kv=True),
         "aiter": Kernel(decode=1.05, prefill=1.20),
     },
 }
@@ -124,8 +129,7 @@ def kernel(gpu: GPUSpec, backend: str | None) -> tuple[str, Kernel]:
     return name, table.get(name, Kernel())
 
 
-def split_occupancy(gpu: GPUSpec, batch: int, kv_heads: int, splits: int) -> float:
-    """Share of the memory bandwidth a fixed-split decode kernel can draw: one CTA per
-    (sequence, KV head, split), and about one CTA per SM saturates the bus."""
-    ctas = max(batch, 1) * max(kv_heads, 1) * max(splits, 1)
-    return min(1.0, ctas / max(gpu.sm_count, 1))
+def split_occupancy(gpu: GPUSpec, ctas: int) -> float:
+    """Share of the memory bandwidth a split-KV decode kernel can draw from its working
+    programs (one per sequence, head tile and split): about one per SM saturates the bus."""
+    return min(1.0, max(ctas, 1) / max(gpu.sm_count, 1))

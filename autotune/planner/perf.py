@@ -25,7 +25,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.hardware.interconnect import tp_link
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
-from autotune.planner import attention
+from autotune.planner import attention, triton_splits
 from autotune.planner.common import Plan
 from autotune.planner.drafts import draft_model, launch_draft_path
 from autotune.planner.sglang_mamba import mamba_slot_bytes
@@ -155,14 +155,15 @@ class PerfModel:
         self.prefill_backend, self.prefill_kernel = attention.kernel(
             gpu, cfg.get("prefill_attention_backend") or common
         )
-        # SGLang on ROCm sets 16 splits whatever is given (_handle_amd_specifics; the space's
-        # rocm-kv-splits rule)
+        # the split cap: SGLang on ROCm sets 16 whatever is given (_handle_amd_specifics; the
+        # space's rocm-kv-splits rule)
         self.kv_splits = (
             attention.ROCM_KV_SPLITS
             if gpu.vendor == "amd"
             else int(cfg.get("triton_attention_num_kv_splits") or attention.DEFAULT_KV_SPLITS)
         )
         self.kv_heads = max(card.num_kv_heads // tp, 1)
+        self.q_heads = max(card.num_attention_heads // tp, 1)
         self.overlap = bool(plan.overlap_schedule)
         self.graph_sizes = _graph_sizes(cfg, plan)
         # The fabric, PCIe P2P, or host-staged where P2P is blocked (F3: Ada TP2 prefill ~2K).
@@ -210,15 +211,25 @@ class PerfModel:
         return 0.0
 
     # --- public step times -------------------------------------------------------------------
-    def _kv_read_s(self, ctx_tokens: int, batch: int) -> float:
-        """Decode attention: the KV of every running sequence read by the decode backend."""
+    def _kv_read_s(self, seq_lens: Sequence[int]) -> float:
+        """Decode attention: the KV of every running sequence read by the decode backend. A
+        split-KV kernel (Triton) splits each sequence as SGLang's get_num_kv_splits picks, up
+        to the configured cap; its programs bound how much of the bus it draws."""
         k = self.decode_kernel
         bw = self.bandwidth * k.decode
         t = 0.0
-        if k.fixed_splits:
-            bw *= attention.split_occupancy(self.gpu, batch, self.kv_heads, self.kv_splits)
-            t += self.n_full * self.kv_splits * attention.SPLIT_COST_S
-        return t + ctx_tokens * self.kv_cell / bw
+        if k.split_kv:
+            splits = triton_splits.decode_kv_splits(
+                seq_lens,
+                num_heads=self.q_heads,
+                num_kv_heads=self.kv_heads,
+                max_kv_splits=self.kv_splits,
+                core_count=self.gpu.sm_count,
+            )
+            tiles = triton_splits.head_tiles(self.q_heads, self.kv_heads)
+            bw *= attention.split_occupancy(self.gpu, sum(splits) * tiles)
+            t += self.n_full * max(splits) * attention.SPLIT_COST_S
+        return t + sum(seq_lens) * self.kv_cell / bw
 
     def _sched_cpu_s(self, batch: int) -> float:
         """Scheduler CPU time a step exposes: none under an overlap scheduler."""
@@ -235,12 +246,11 @@ class PerfModel:
     def decode_step_s(self, batch: Sequence[DecodeSeq]) -> float:
         if not batch:
             return 0.0
-        ctx = sum(s.context_len for s in batch)
         tokens = sum(s.tokens for s in batch)
         mem = self.weight_read_bytes + len(batch) * self.state_rw_bytes
         flops = tokens * self.flops_per_token + len(batch) * self.lm_head_flops
         t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
-        t += self._kv_read_s(ctx, len(batch))
+        t += self._kv_read_s([s.context_len for s in batch])
         t += STEP_OVERHEAD_S + len(batch) * REQ_STEP_OVERHEAD_S + self._allreduce_s(tokens)
         t += self._graph_s(len(batch)) - SCHED_CPU_S - len(batch) * SCHED_CPU_REQ_S
         t += self._sched_cpu_s(len(batch))
