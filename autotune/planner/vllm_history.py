@@ -40,6 +40,7 @@ ARCHITECTURE_SINCE_HISTORY = {
     "MllamaForConditionalGeneration": "0.6.2",
     "DeepseekV3ForCausalLM": "0.6.6",
     "Gemma3ForCausalLM": "0.8.0",
+    "Gemma3ForConditionalGeneration": "0.8.0",
     "Llama4ForConditionalGeneration": "0.8.3",
     "Qwen3ForCausalLM": "0.8.4",
     "Qwen3MoeForCausalLM": "0.8.4",

@@ -104,7 +104,9 @@ def shards_vision(card: ModelCard, cfg: dict[str, Any], version: str | None = No
 
 # vLLM's gemma3.py gives the sliding-window layers their own rope (rope_type default, base
 # rope_local_base_freq) beside the full-attention layers' (the config's rope_scaling): get_rope
-# keys its cache on the rope parameters, so two cos/sin caches.
+# keys its cache on the rope parameters, so two cos/sin caches. The same in every release from
+# gemma3.py's first, 0.8.0 (ARCHITECTURE_SINCE_HISTORY; 0.12.0 names the parameters
+# rope_parameters, from 0.32.0 nested per layer type), to 0.33.0.
 LOCAL_ROPE_ARCHS = frozenset({"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"})
 
 
@@ -112,11 +114,12 @@ def rope_cache_bytes(card: ModelCard) -> int:
     """The rotary embedding's cos/sin cache, built at load on every rank and counted in "Model
     loading took": max_position_embeddings x rotary_dim in the model's dtype, one buffer that
     the layers share (layers/rotary_embedding RotaryEmbeddingBase: register_buffer of
-    cache.to(dtype); get_rope caches one module per shape). 2.5 GiB for Llama 4 Scout's 10 M
-    positions. A linear-scaled rope holds max_position_embeddings x factor positions
-    (LinearScalingRotaryEmbedding._compute_cos_sin_cache); Gemma 3's sliding layers add an
-    unscaled cache of their own (LOCAL_ROPE_ARCHS). 0 where the card does not state the rotary
-    width."""
+    cache.to(dtype); get_rope caches one module per shape; both in every release 0.6.3 ..
+    0.33.0, whose fp32 flashinfer branch only DeepSeek's YaRN rope takes, from 0.14.0). 2.5 GiB
+    for Llama 4 Scout's 10 M positions. A linear-scaled rope holds max_position_embeddings x
+    factor positions (LinearScalingRotaryEmbedding._compute_cos_sin_cache, 0.6.3 .. 0.33.0);
+    Gemma 3's sliding layers add an unscaled cache of their own (LOCAL_ROPE_ARCHS). 0 where the
+    card does not state the rotary width."""
     if card.rotary_dim is None:
         return 0
     per_position = card.rotary_dim * DTYPE_BYTES.get(card.dtype, 2.0)
