@@ -14,7 +14,8 @@ every rank (SGLang models/dflash.py: ReplicatedLinear / nn.Linear / nn.Parameter
 models/qwen3_dflash.py: ReplicatedLinear). Neither checkpoint carries embeddings or an LM head:
 the draft shares the target's.
 
-An EAGLE head (vLLM models/llama_eagle.py, llama_eagle3.py; 0.24.0) is one Llama decoder layer
+An EAGLE head (vLLM models/llama_eagle.py, llama_eagle3.py: the same shapes in every release
+from 0.8.5 to 0.33.0; `fc` a bias-free nn.Linear before 0.12.0) is one Llama decoder layer
 (QKVParallelLinear, RowParallelLinear, MergedColumnParallelLinear: split over the ranks) and a
 replicated `fc` (ReplicatedLinear) from the target's hidden states: 2 x hidden for EAGLE (the
 token embedding beside the last hidden state), 3 x hidden for EAGLE-3 (three target layers'
@@ -23,7 +24,10 @@ hidden states). EAGLE-3's first layer also takes 2 x hidden into its qkv project
 (ParallelLMHead: split over the ranks) with its draft_id_to_target_id map (int64, replicated).
 vLLM allocates the head's embedding (and EAGLE's LM head) and drops them for the target's when
 the checkpoint has none or an identical copy (v1/worker/gpu/spec_decode/eagle/utils.py
-load_eagle_model, _should_share), so they free again before "Model loading took" is read.
+load_eagle_model, _should_share; the V1 proposer's load_model), so they free again before
+"Model loading took" is read; from which release, and not under pipeline parallelism:
+planner.vllm_draft. From 0.30.0 the map exists only where the draft vocabulary is not the
+target's (as for the listed head).
 The draft weights are unquantized (the checkpoints carry no quantization_config) in the model
 dtype.
 """

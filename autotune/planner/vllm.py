@@ -247,10 +247,11 @@ def _current_parts(
     if not at_least(version, "0.10.0"):
         check_history_architecture(card, version, reasons)
     spec = _speculative(card, cfg, version, reasons)
-    spec = replace(spec, draft=separate_draft(spec.config, spec.method, assumptions))
+    pp = int(cfg.get("pipeline_parallel_size") or 1)
+    draft = separate_draft(spec.config, spec.method, assumptions, version=version, pp=pp)
+    spec = replace(spec, draft=draft)
     prefix = _prefix_caching(card, cfg, version, limits.chunked_prefill, reasons, assumptions)
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
-    pp = int(cfg.get("pipeline_parallel_size") or 1)
     found: tuple[ProfiledMemory, KVLayout] | None = None
     for stage in pipeline_stages(card, pp, version=version):
         mem, lay = _stage_parts(

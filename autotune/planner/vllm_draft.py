@@ -17,6 +17,20 @@ From vLLM's own source (0.20.x .. 0.24.x):
   limit"): its layers are full attention with the target's KV heads, head size and cache dtype,
   the same KV cache type as the target's full-attention layers, so beside the target's
   sliding-window groups they count as more full-attention layers (FULL_KV_DRAFTS).
+
+An EAGLE / EAGLE-3 head (planner.drafts) frees its own embedding for the target's inside the
+profiled load, read from the wheels' v1/spec_decode/eagle.py load_model (llm_base_proposer.py
+from 0.20.0) and Model Runner V2's spec_decode/eagle/utils.py load_eagle_model:
+- 0.8.4 / 0.8.5's proposer keeps an EAGLE head's own embedding (0.8.5 takes the target's for an
+  EAGLE-3 head only when the checkpoint has none); from 0.9.0 a single pipeline stage takes the
+  target's (0.9.0 always, 0.9.1 .. 0.11.x when the shapes match, from 0.12.0 when the checkpoint
+  has none or an identical copy: the listed heads' case), EAGLE_SHARED_EMBEDDING_SINCE.
+- under pipeline parallelism the V1 proposer (every release) and Model Runner V2 before 0.30.0
+  keep the head's own embedding (vocab x hidden, vocab-parallel): noted, not counted.
+- an EAGLE head takes the target's LM head in every release; an EAGLE-3 head keeps its own
+  (draft_vocab_size rows, never the target's shape) and its draft_id_to_target_id map.
+- from 0.33.0 `draft_lm_head_quantization` (Model Runner V2) gives a head that shares the
+  target's LM head a quantized copy of it beside the target's: noted, not counted.
 """
 
 from __future__ import annotations
@@ -36,17 +50,63 @@ from autotune.planner.vllm_window import uses_window_groups
 SLIDING_DRAFT_SINCE = "0.25.0"
 # draft architecture -> first release whose model file allocates full KV for every draft layer
 FULL_KV_DRAFTS = {"DFlashLagunaForCausalLM": "0.25.0"}
+EAGLE_ARCHITECTURES = frozenset({"EagleLlamaForCausalLM", "Eagle3LlamaForCausalLM"})
+EAGLE_SHARED_EMBEDDING_SINCE = "0.9.0"
+V2_PP_SHARED_EMBEDDING_SINCE = "0.30.0"  # Model Runner V2 shares where the stage has it
+DRAFT_HEAD_QUANTIZATION_SINCE = "0.33.0"
 
 
 def separate_draft(
-    spec_config: dict[str, Any], method: object, assumptions: list[str]
+    spec_config: dict[str, Any],
+    method: object,
+    assumptions: list[str],
+    *,
+    version: str,
+    pp: int = 1,
 ) -> DraftModel | None:
     """The listed draft model `speculative_config.model` names (`method`: the config's, or the
-    one vLLM infers from the path); a DFlash draft the list lacks is noted as unmodelled."""
+    one vLLM infers from the path); a DFlash draft the list lacks is noted as unmodelled, and
+    so is an EAGLE head's memory that `version` holds beside what the plan counts."""
     path = spec_config.get("model")
     if not path:
         return None
-    return noted_draft(path, assumptions, dflash=str(method or "") == "dflash")
+    draft = noted_draft(path, assumptions, dflash=str(method or "") == "dflash")
+    if draft is not None and draft.architecture in EAGLE_ARCHITECTURES:
+        assumptions.extend(eagle_uncounted(draft, spec_config, version, pp))
+    return draft
+
+
+def eagle_uncounted(
+    draft: DraftModel, spec_config: dict[str, Any], version: str, pp: int
+) -> list[str]:
+    """What vLLM `version` keeps of an EAGLE head beyond the weights the plan counts (the
+    module docstring): its own embedding, a quantized copy of the target's LM head."""
+    notes: list[str] = []
+    if not at_least(version, EAGLE_SHARED_EMBEDDING_SINCE):
+        notes.append(
+            f"vLLM {version} gives an EAGLE head the target's token embedding only from "
+            f"{EAGLE_SHARED_EMBEDDING_SINCE} (before, an EAGLE head keeps its own, an EAGLE-3 "
+            "head its checkpoint's if it has one): the head's own embedding is not counted"
+        )
+    elif pp > 1:
+        where = (
+            "only on a stage that holds the target's (Model Runner V2; the V1 runner keeps "
+            "the head's own)"
+            if at_least(version, V2_PP_SHARED_EMBEDDING_SINCE)
+            else "not at all (the head keeps its own)"
+        )
+        notes.append(
+            f"with pipeline parallelism vLLM {version} shares the target's token embedding "
+            f"with the EAGLE head {where}: the head's own embedding is not counted"
+        )
+    quant = spec_config.get("draft_lm_head_quantization")
+    shares_head = draft.lm_head_vocab == 0
+    if quant and shares_head and at_least(version, DRAFT_HEAD_QUANTIZATION_SINCE):
+        notes.append(
+            f"draft_lm_head_quantization={quant}: the {quant} copy of the target's LM head "
+            "the EAGLE head drafts with is not counted"
+        )
+    return notes
 
 
 def draft_kv(
