@@ -25,7 +25,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.hardware.interconnect import tp_link
 from autotune.models.card import ModelCard
 from autotune.models.layout import projections
-from autotune.planner import attention, triton_splits
+from autotune.planner import attention, hicache_perf, triton_splits
 from autotune.planner.common import Plan
 from autotune.planner.drafts import draft_model, launch_draft_path
 from autotune.planner.sglang_mamba import mamba_slot_bytes
@@ -124,7 +124,8 @@ class PerfModel:
         self.attn_width = card.num_attention_heads * card.head_dim / tp
         self.n_full = len(card.full_attention_layers)
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
-        self.state_rw_bytes = 2 * (conv + ssm)
+        self.state_bytes = conv + ssm
+        self.state_rw_bytes = 2 * self.state_bytes
         self.kv_cell = plan.kv_cell_bytes
         spec = plan.speculative
         self.spec_algorithm: str | None = spec.get("algorithm")
@@ -285,10 +286,19 @@ class PerfModel:
             self.state_rw_bytes / self.bandwidth + REQ_STEP_OVERHEAD_S
         )
 
-    def restore_s(self, tokens: int) -> float:
-        """HiCache: host -> device copy of `tokens` of KV plus one mamba state, over PCIe."""
-        nbytes = tokens * self.kv_cell + self.state_rw_bytes / 2
-        return nbytes / (self.gpu.pcie_gbs * 1e9) + 1e-3
+    def _load_back(self, tokens: int, forward_s: float, states: int) -> tuple[float, float]:
+        lb = hicache_perf.load_back(self.card, self.kv_cell, tokens, self.state_bytes, states)
+        return hicache_perf.load_back_s(lb, self.gpu.pcie_gbs, forward_s)
+
+    def restore_s(self, tokens: int, states: int = 1) -> float:
+        """HiCache: how long the host -> device copy of `tokens` of KV and `states` host-only
+        mamba states runs (hicache_perf: each such state is copied twice)."""
+        return self._load_back(tokens, 0.0, states)[1]
+
+    def load_back_s(self, tokens: int, forward_s: float, states: int = 1) -> float:
+        """HiCache: what that copy adds to a forward of forward_s, which waits layer by layer
+        for it (hicache_perf)."""
+        return self._load_back(tokens, forward_s, states)[0]
 
     def accept_length(self, text_kind: str) -> float:
         """Expected tokens per verify step, bonus token included (1.0 without speculation)."""

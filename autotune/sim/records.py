@@ -42,7 +42,7 @@ class SimRequest:
     _alloc: int = 0
     _node: Node | None = None
     _in_tree: int = 0
-    _restore_s: float = 0.0
+    _restore: tuple[int, int] | None = None  # host KV tokens, host-only mamba states
     _ckpts: list[int] = field(default_factory=list)
 
     @property

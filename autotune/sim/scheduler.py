@@ -14,8 +14,8 @@ One `step()` is one forward pass in virtual time, chosen the way SGLang's schedu
   decoding by a verify step of 1 + D tokens that yields a seeded number of accepted tokens whose
   mean is the perf model's accept length for the request's kind of text (C4).
 - Prefixes come from the radix cache (radix.py): device hits are free, host hits (HiCache) cost
-  the PCIe restore time before the prefill (C3), and hybrid models reuse only up to their last
-  mamba checkpoint (P12).
+  what the layer-by-layer PCIe copy adds to the prefill that waits for it (C3,
+  planner/hicache_perf.py), and hybrid models reuse only up to their last mamba checkpoint (P12).
 
 - The waiting queue follows schedule_policy (lpm and dfs-weight: longest cached prefix first,
   lpm only up to 128 waiting requests as SGLang; lof; random); vLLM's
@@ -217,7 +217,8 @@ class Scheduler:
         req.prefilled = m.usable
         req.cached, req.cached_device, req.cached_host = m.usable, m.device, m.host
         if m.restore:
-            req._restore_s = self.perf.restore_s(m.host)
+            state = self.hybrid and bool(m.path) and not m.path[-1].ck_dev
+            req._restore = (m.host, int(state))
             self.stats.load_back_tokens += m.host
         req.admitted_at = self.now
         self.running.append(req)
@@ -306,10 +307,14 @@ class Scheduler:
         self, chunks: list[tuple[SimRequest, int]], decodes: list[SimRequest]
     ) -> StepResult:
         pchunks = [PrefillChunk(n, r.prefilled) for r, n in chunks]
-        restore = 0.0
+        # SGLang merges the round's load-backs into one copy that the forward waits for layer by
+        # layer (planner/hicache_perf.py)
+        host_tokens = host_states = 0
         for r, _ in chunks:
-            restore += r._restore_s
-            r._restore_s = 0.0
+            if r._restore is not None:
+                host_tokens += r._restore[0]
+                host_states += r._restore[1]
+                r._restore = None
         q = 1 + self.spec_d
         if decodes:
             dseqs = [DecodeSeq(r.prompt_len + r.generated, q) for r in decodes]
@@ -318,7 +323,9 @@ class Scheduler:
         else:
             t = self.perf.prefill_step_s(pchunks)
             kind = "prefill"
-        t = t * self._noise() + restore
+        t = t * self._noise()
+        if host_tokens or host_states:
+            t += self.perf.load_back_s(host_tokens, t, host_states)
         self.now += t
         self.stats.forward_steps += 1
         self.stats.prefill_steps += 1
