@@ -17,6 +17,7 @@ from typing import NamedTuple
 from autotune.hardware import get_gpu
 from autotune.models import BUILTIN_CARDS
 from autotune.planner import plan_sglang
+from autotune.planner.hicache_perf import repeat_prefix
 from autotune.planner.perf import PerfModel, PrefillChunk
 from autotune.sweep.known_good import KNOWN_GOOD, flags_to_config
 
@@ -75,8 +76,9 @@ def rows() -> Iterator[Row]:
     # The replay (SGLang 0.5.17, planner/hicache_perf.py): 16,384 tokens (the last chunk
     # boundary holding a mamba state) and that state come from host in the admitting round while
     # one 1,516-token step runs, waiting layer by layer for the copy.
-    tail = mh.prefill_step_s([PrefillChunk(17900 - 16384, 16384)])
-    warm = mh.request_overhead_s + tail + mh.load_back_s(16384, tail)
+    reused = repeat_prefix(17900, mh.plan.chunked_prefill_size)
+    tail = mh.prefill_step_s([PrefillChunk(17900 - reused, reused)])
+    warm = mh.request_overhead_s + tail + mh.load_back_s(reused, tail)
     yield Row("C3 17.9K cold prefill s", cold, 10.2)
     yield Row("C3 replay (16,384 from host) s", warm, 1.25)
     pn = plan_sglang(CARD, GPU, NGRAM, version="0.5.17")

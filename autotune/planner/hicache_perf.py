@@ -45,6 +45,16 @@ MAMBA_LAUNCHES_PER_COPY = 2
 LAUNCH_S = 5e-6
 
 
+def repeat_prefix(prompt_len: int, chunk: int) -> int:
+    """Tokens a hybrid (no_buffer) reuses when the same prompt comes again: the deepest chunk
+    boundary holding a mamba state that the match may reach (Req._compute_max_prefix_len leaves
+    the last token to compute). The state at the end of the first run sits after its output,
+    past the repeat's key."""
+    if chunk <= 0:
+        return 0
+    return (prompt_len - 1) // chunk * chunk
+
+
 @dataclass(frozen=True)
 class LoadBack:
     """One load-back: the bytes each transfer layer copies and the kernels it launches, in the
@@ -122,5 +132,6 @@ __all__ = [
     "LoadBack",
     "load_back",
     "load_back_s",
+    "repeat_prefix",
     "timeline",
 ]

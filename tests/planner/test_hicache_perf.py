@@ -69,3 +69,12 @@ def test_load_back_s_is_bounded_by_serial_copy() -> None:
     assert lb.launches * hp.LAUNCH_S - 1e-12 <= exposed < copy
     # no forward to hide behind: the whole copy is waited for
     assert hp.load_back_s(lb, 25.0, 0.0)[0] == pytest.approx(copy)
+
+
+def test_repeat_reuses_the_last_chunk_boundary() -> None:
+    assert hp.repeat_prefix(17900, 2048) == 16384  # C3
+    # the last token is always computed: a prompt ending on a boundary reuses the one before
+    assert hp.repeat_prefix(18432, 2048) == 16384
+    assert hp.repeat_prefix(18433, 2048) == 18432
+    assert hp.repeat_prefix(1000, 2048) == 0
+    assert hp.repeat_prefix(1000, 0) == 0

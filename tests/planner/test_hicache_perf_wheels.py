@@ -133,3 +133,28 @@ def test_load_starts_in_the_admitting_round() -> None:
     body = ast.unparse(raw)
     built = body.index("ScheduleBatch.init_new(")
     assert built < body.index("ready_to_load_host_cache()") < body.rindex("return (new_batch")
+
+
+def test_no_buffer_donates_the_state_at_each_chunk_end() -> None:
+    """MambaComponent.prepare_for_caching_req (no_buffer) for an unfinished chunked request:
+    the tree gets a copy of the live state keyed at the chunk's end, so states sit at chunk
+    boundaries (repeat_prefix); the match leaves the last token to compute."""
+    copies: list[tuple[object, object]] = []
+    pool = SimpleNamespace(
+        mamba_pool=SimpleNamespace(copy_from=lambda src, dst: copies.append((src, dst))),
+        translate_mamba_indices=lambda ids: ids,
+    )
+    comp = SimpleNamespace(
+        cache=SimpleNamespace(enable_mamba_extra_buffer=False, req_to_token_pool=pool),
+        int8_ckpt_pool=None,
+        _alloc_mamba_slot=lambda: "slot",
+    )
+    prepare = _method(MAMBA_COMPONENT, "prepare_for_caching_req", {})
+    req = SimpleNamespace(mamba_pool_idx=SimpleNamespace(unsqueeze=lambda dim: "live"))
+    params = SimpleNamespace(mamba_value=None)
+    assert prepare(comp, req, params, 16384, False) == 16384
+    assert params.mamba_value == "slot" and copies == [("live", "slot")]
+    limit = ast.unparse(
+        function_def(_src("sglang/srt/managers/schedule_batch.py"), "_compute_max_prefix_len")
+    )
+    assert "max_prefix_len = input_len - 1" in limit
