@@ -34,6 +34,7 @@ from autotune.planner.common import (
     weights_per_rank,
 )
 from autotune.planner.sglang_alloc import load_overhead_bytes
+from autotune.planner.sglang_fusion import fusion_extra_bytes
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_kt import kt_card
 from autotune.planner.sglang_kv import (
@@ -162,6 +163,7 @@ def plan_sglang(
     weights += load_overhead_bytes(card, tp, gpu.vendor, v)
     weights += dp_attention_weights(card, tp, attn_tp, embed_whole=old_embed)
     weights += absorbed_bytes(card, attn_tp, gpu.vendor, sglang_history.release(version))
+    weights += fusion_extra_bytes(card, gpu, cfg, tp, sglang_history.release(version), assumptions)
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
     draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
     static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0
