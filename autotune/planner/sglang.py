@@ -51,7 +51,7 @@ from autotune.planner.sglang_mamba import (
 )
 from autotune.planner.sglang_mla import absorbed_bytes
 from autotune.planner.sglang_offload import offload_card
-from autotune.planner.sglang_swa import hybrid_by_architecture, swa_pools
+from autotune.planner.sglang_swa import check_global_attention, hybrid_by_architecture, swa_pools
 from autotune.sources import cite
 
 __all__ = [
@@ -131,22 +131,16 @@ def plan_sglang(
     """Plan one launch. `config` holds SGLang field names; missing keys mean "engine decides".
 
     Raises:
-        ConfigError: a model whose global attention layers have their own geometry (Gemma 4):
-            SGLang's pools for it are not modelled, and one cell would misprice them; config
+        ConfigError: a model whose global attention layers have their own geometry (Gemma 4)
+            where the release gives it one pool (before 0.5.11, or hybrid SWA memory off); config
             overrides (json_model_override_args) for a card without a committed config.
     """
     cfg = dict(config or {})
     # --json-model-override-args: SGLang builds the model from the config with them merged.
     card = card_with_overrides(card, cfg.get("json_model_override_args"))
-    if card.global_attention is not None:
-        from autotune.errors import ConfigError
-
-        raise ConfigError(
-            f"SGLang's KV pools for {card.architecture} (global layers with their own head "
-            "width and KV heads, beside sliding-window layers) are not modelled",
-            field="model",
-        )
     v = rules.planning_version(version)
+    by_arch = hybrid_by_architecture(card, v, cfg, gpu.arch)
+    check_global_attention(card, by_arch)
     assumptions: list[str] = []
     reasons: list[str] = []
     card = kt_card(card, cfg, v, reasons, assumptions)
@@ -193,7 +187,7 @@ def plan_sglang(
         attn_tp,
         v,
         cfg.get("swa_full_tokens_ratio"),
-        by_architecture=hybrid_by_architecture(card, v, cfg, gpu.arch),
+        by_architecture=by_arch,
     )
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = swa.cell

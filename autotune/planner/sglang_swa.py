@@ -9,13 +9,23 @@ pool holds r x the full pool's tokens). From the releases' `model_runner_kv_cach
   the split counts layers, not bytes: full = tokens x n_layers / (r x n_swa + n_full).
 - 0.5.8: the same split, but the cell counts F over every layer: F x n_layers + S x n_swa.
 - 0.5.9 on: cell = F x n_full + S x n_swa, split by bytes:
-  full = tokens x (F n_full + S n_swa) / (F n_full + r S n_swa) (0.5.12 moved it to
+  full = tokens x (F n_full + S n_swa) / (F n_full + r S n_swa) (0.5.11 moved it to
   `HybridSWAPoolConfigurator`, the same equation).
 - Main before the 0.5.7 release (MiMo-V2-Flash's first builds, dated as 0.5.6.x here) ignored
   the ratio for MiMo-V2-Flash (sglang PR #15488, "respect --swa-full-tokens-ratio arg", merged
   after 2025-12-19): both pools hold the profiled tokens; the 0.5.7 cell.
 
 The full pool's tokens are the launch's KV tokens (`max_total_num_tokens`).
+
+Gemma 4 (0.5.11 on, `Gemma4ForConditionalGeneration` / `Gemma4ForCausalLM` in
+`is_hybrid_swa_model`): the config parser (utils/hf_transformers/config.py) turns its global
+layers into the full pool's shape, `head_dim` = `global_head_dim`, `num_key_value_heads` =
+`num_global_key_value_heads` (whenever the config has it; the card keeps it only with
+`attention_k_eq_v`, as vLLM does, which Gemma 4 26B-A4B has), V as wide as K (a V slot is held
+even with `attention_k_eq_v`), and the sliding layers into `swa_head_dim` / `swa_v_head_dim` =
+`head_dim`, `swa_num_key_value_heads` = `num_key_value_heads`; the same cell and split as above.
+Before 0.5.11 SGLang has no Gemma 4; `--disable-hybrid-swa-memory` puts it in one pool the
+planner does not model (planner.sglang refuses both).
 
 Which models get the two pools: window layers with their own shape (MiMo-V2), and from 0.5.8
 gpt-oss (`GptOssForCausalLM` in `is_hybrid_swa_model`, model_config; 0.5.19 lists it among
@@ -36,6 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autotune.errors import ConfigError
 from autotune.models.card import ModelCard
 
 DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
@@ -43,6 +54,8 @@ DEFAULT_SWA_FULL_TOKENS_RATIO = 0.8
 HYBRID_SWA_ARCHITECTURES: dict[str, tuple[int, int, int]] = {
     "GptOssForCausalLM": (0, 5, 8),
     "LagunaForCausalLM": (0, 5, 12),
+    "Gemma4ForConditionalGeneration": (0, 5, 11),
+    "Gemma4ForCausalLM": (0, 5, 11),
 }
 DFLASH_IN_SWA_CELL_SINCE = (0, 5, 18)
 _BACKEND_KEYS = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
@@ -128,6 +141,8 @@ def swa_pools(
     local = card.local_attention
     if local is None or card.latent_attention is not None:
         return None
+    if card.global_attention is not None:
+        return _global_pools(card, kv_bytes, attn_tp, version, ratio) if by_architecture else None
     if not (local.own_shape or by_architecture):
         return None
     swa_heads = max(1, (local.num_kv_heads or card.num_kv_heads) // attn_tp)
@@ -142,3 +157,43 @@ def swa_pools(
         version=version,
         ratio=DEFAULT_SWA_FULL_TOKENS_RATIO if ratio is None else float(ratio),
     )
+
+
+def _global_pools(
+    card: ModelCard,
+    kv_bytes: float,
+    attn_tp: int,
+    version: tuple[int, int, int],
+    ratio: float | None,
+) -> SwaPools:
+    """Gemma 4's pools (module doc): the full pool in the global layers' shape, the window
+    pool in the card's own (sliding) one."""
+    g, local = card.global_attention, card.local_attention
+    assert g is not None and local is not None
+    n_swa = len(local.layers)
+    return SwaPools(
+        full_per_token=int(max(1, g.num_kv_heads // attn_tp) * 2 * g.head_dim * kv_bytes),
+        swa_per_token=int(
+            max(1, card.num_kv_heads // attn_tp) * (card.head_dim + card.value_head_dim) * kv_bytes
+        ),
+        n_full=len(card.full_attention_layers) - n_swa,
+        n_swa=n_swa,
+        version=version,
+        ratio=DEFAULT_SWA_FULL_TOKENS_RATIO if ratio is None else float(ratio),
+    )
+
+
+def check_global_attention(card: ModelCard, by_architecture: bool) -> None:
+    """Refuse a card whose global layers have their own shape (Gemma 4) where the release does
+    not give it the two pools: before 0.5.11, or with --disable-hybrid-swa-memory.
+
+    Raises:
+        ConfigError: as above.
+    """
+    if card.global_attention is not None and not by_architecture:
+        raise ConfigError(
+            f"SGLang's KV pool for {card.architecture} (global layers with their own head "
+            "width and KV heads) is modelled only as its two SWA pools (0.5.11 on, hybrid SWA "
+            "memory on)",
+            field="model",
+        )

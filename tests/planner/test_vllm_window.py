@@ -132,11 +132,14 @@ def test_the_rules_are_the_releases() -> None:
     assert "self.sliding_window - 1 + max_in_flight_tokens" in later
 
 
-def test_sglang_refuses_gemma4_rather_than_misprice_it() -> None:
+def test_sglang_prices_gemma4_as_two_pools_or_refuses() -> None:
+    """SGLang gives Gemma 4 its two SWA pools from 0.5.11 (tests/planner/
+    test_sglang_gemma4_wheels.py); before, one cell would misprice it."""
     from autotune.errors import ConfigError
     from autotune.planner.sglang import plan_sglang
 
     c = config_card(NVFP4)
     assert c is not None
-    with pytest.raises(ConfigError, match="not modelled"):
-        plan_sglang(c, get_gpu("gb10-128g"), {}, version="0.5.16")
+    assert plan_sglang(c, get_gpu("gb10-128g"), {}, version="0.5.16").kv_pool_tokens > 0
+    with pytest.raises(ConfigError, match="modelled only"):
+        plan_sglang(c, get_gpu("gb10-128g"), {}, version="0.5.10")
