@@ -146,6 +146,15 @@ class Experts(_Frozen):
 class VisionTower(_Frozen):
     layers: int
     hidden_size: int
+    # What vLLM's encoder profiling sizes its dummy image by (vllm_encoder.py); 0 / "" where
+    # the config does not state it.
+    model_type: str = ""
+    intermediate_size: int = 0
+    image_size: int = 0
+    patch_size: int = 0
+    tokens_per_image: int = Field(
+        default=0, description="config.json's mm_tokens_per_image (Gemma 3's 256)"
+    )
 
 
 class RopeScaling(_Frozen):

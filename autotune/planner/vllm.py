@@ -308,6 +308,8 @@ def _stage_parts(
         workspace_bytes=cublas_workspace_bytes(gpu),
         sm_count=gpu.sm_count,
         last_stage=stage.last,
+        max_model_len=limits.max_model_len,
+        chunked_prefill=limits.chunked_prefill,
     )
     return mem, _layout(card, cfg, version, tp, kv_dtype, limits, spec, prefix, mem, assumptions)
 

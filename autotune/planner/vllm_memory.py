@@ -14,6 +14,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
+from autotune.planner.vllm_encoder import encoder_profile
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_sampler import sampler_phase_bytes
 
@@ -302,29 +303,40 @@ def profiled_memory(
     workspace_bytes: int = 0,
     sm_count: int,
     last_stage: bool = True,
+    max_model_len: int = 0,
+    chunked_prefill: bool = True,
 ) -> ProfiledMemory:
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
     and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes
     the Triton sampler's buffer; `workspace_bytes`, what the run's first GEMM allocates beside
     them), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
     the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
-    before the last (no sampler in its profiling run)."""
+    before the last (no sampler in its profiling run). A multimodal model's encoder profiling
+    (vllm_encoder.py; `max_model_len` and `chunked_prefill` size its batch) takes the larger
+    phase of the run."""
     requested = startup.requested_gib
     loaded = vllm_weights_bytes(card, cfg, tp, load_mtp=mtp, version=version)
     weights = (loaded + padding_bytes + draft_bytes) / GIB
-    act = (
-        activation_bytes(
-            card,
-            tp,
-            max_tokens,
-            max_num_seqs,
-            version,
-            sm_count,
-            flashinfer_setting(cfg),
-            sampler=last_stage,
-        )
-        + workspace_bytes
-    ) / GIB
+    text = activation_bytes(
+        card,
+        tp,
+        max_tokens,
+        max_num_seqs,
+        version,
+        sm_count,
+        flashinfer_setting(cfg),
+        sampler=last_stage,
+    )
+    enc = encoder_profile(
+        card,
+        cfg,
+        version,
+        max_num_batched_tokens=max_tokens,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        chunked_prefill=chunked_prefill,
+    )
+    act = ((enc.peak(text) if enc else text) + workspace_bytes) / GIB
     if tp_mib is None:
         tp_mib = NON_TORCH_TP_MIB if tp > 1 else 0
     non_torch = (NON_TORCH_MIB + tp_mib) / 1024

@@ -29,9 +29,22 @@ def vision_from_config(
         return None, 0, 0
     extra = vc.get("num_global_layers")
     layers += extra if isinstance(extra, int) else 0
-    inter = _first(vc, "intermediate_size", "vt_intermediate_size")
-    inter = inter if isinstance(inter, int) else 4 * hidden
-    tower = VisionTower(layers=layers, hidden_size=hidden)
+    stated = _first(vc, "intermediate_size", "vt_intermediate_size")
+    inter = stated if isinstance(stated, int) else 4 * hidden
+    image, patch, per_image = (
+        vc.get("image_size"),
+        vc.get("patch_size"),
+        config.get("mm_tokens_per_image"),
+    )
+    tower = VisionTower(
+        layers=layers,
+        hidden_size=hidden,
+        model_type=str(vc.get("model_type") or ""),
+        intermediate_size=stated if isinstance(stated, int) else 0,
+        image_size=image if isinstance(image, int) else 0,
+        patch_size=patch if isinstance(patch, int) else 0,
+        tokens_per_image=per_image if isinstance(per_image, int) else 0,
+    )
     if vc.get("model_type") == "gemma4_vision":
         linear, other = _gemma4_vision_params(vc, layers, hidden, inter, text_hidden)
         return tower, linear + other, linear
