@@ -26,6 +26,7 @@ Before 0.12.0 the item count reads differently (no max_model_len clamp in 0.10.0
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,16 +54,25 @@ class DummyItem:
     tower_hidden: int
 
 
+def _mapping(value: object) -> dict[str, Any]:
+    """A dict-valued flag as the config holds it: a dict, or its JSON text (--flag '{...}')."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
 def _gemma3(card: ModelCard, cfg: dict[str, Any]) -> DummyItem | None:
     """Gemma 3 (gemma3_mm.py): the dummy image is image_size x (image_size x
     pan_and_scan_max_num_crops), but without do_pan_and_scan (the default) get_num_crops is 0
     and the processor resizes it to one image_size square: 3 x 896 x 896 pixels, 64 x 64 SigLIP
     patches, (num_crops + 1) x image_seq_length = mm_tokens_per_image embeddings."""
     v = card.vision
-    kwargs = cfg.get("mm_processor_kwargs") or {}
     if v is None or not (v.image_size and v.patch_size and v.tokens_per_image):
         return None
-    if isinstance(kwargs, dict) and kwargs.get("do_pan_and_scan"):
+    if _mapping(cfg.get("mm_processor_kwargs")).get("do_pan_and_scan"):
         return None  # crops of the tall dummy image: not modelled
     side = v.image_size
     return DummyItem(
@@ -84,8 +94,8 @@ def image_limit(cfg: dict[str, Any]) -> int:
     language_model_only)."""
     if cfg.get("language_model_only"):
         return 0
-    limits = cfg.get("limit_mm_per_prompt")
-    if not isinstance(limits, dict) or "image" not in limits:
+    limits = _mapping(cfg.get("limit_mm_per_prompt"))
+    if "image" not in limits:
         return DEFAULT_LIMIT
     value = limits["image"]
     if isinstance(value, dict):

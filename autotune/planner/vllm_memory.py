@@ -3,7 +3,8 @@ startup check of free memory against gpu_memory_utilization x total, and what co
 budget before the KV cache (weights, the profiling run's peak activations, non-torch memory,
 CUDA graphs by release). The profiling peak's sampler phase is derived from the releases
 (vllm_sampler.py, from 0.10.0); its forward pass and the non-torch terms are estimates
-(documented constants), not measurements.
+(documented constants), not measurements. A multimodal model's encoder profiling before the text
+pass (what it keeps and the larger phase) is vllm_encoder.py's.
 """
 
 from __future__ import annotations

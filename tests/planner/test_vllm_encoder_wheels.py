@@ -166,6 +166,8 @@ def test_no_encoder_profiling_where_vllm_runs_none() -> None:
     assert _profile(card, {}, version="0.11.0") is None
     assert _profile(_card("google/gemma-2-9b-it"), {}) is None
     assert image_limit({"limit_mm_per_prompt": {"image": {"count": 2}}}) == 2
+    assert image_limit({"limit_mm_per_prompt": '{"image": 0, "audio": 0}'}) == 0
+    assert _profile(card, {"mm_processor_kwargs": '{"do_pan_and_scan": true}'}) is None
 
 
 @pytest.mark.parametrize(
