@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.planner.rocm_backend import dsa_backend_filled
 from autotune.planner.sglang_graphs import GraphFacts, prefill_graph_reserve_mib
 
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
@@ -241,7 +242,9 @@ def resolve(
             radix = False
             notes.append("0.5.2 .. 0.5.3.post1: radix cache off for hybrid models")
     context = int(config.get("context_length") or context_default)
-    aiter = _aiter_factor(config, version, v, context) if amd_instinct else None
+    # An unset backend on a DSA model becomes SGLang's own (nsa/dsa), not aiter.
+    dsa_fill = config.get("attention_backend") is None and dsa_backend_filled(architecture, dsa, v)
+    aiter = _aiter_factor(config, version, v, context) if amd_instinct and not dsa_fill else None
     if aiter is not None:
         mfs *= aiter
         notes.append(f"aiter attention (ROCm) with context > 8192: mem_fraction_static x{aiter}")

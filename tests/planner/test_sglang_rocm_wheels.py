@@ -79,3 +79,68 @@ def test_aiter_factor_is_the_releases(version: str) -> None:
         plan = plan_sglang(card, mi355x, cfg, version=version)
         want = 0.8 * factor if scaled else 0.8
         assert plan.mem_fraction_static == pytest.approx(want), (version, context)
+
+
+# Where each release gives a DeepSeek sparse-attention (DSA) model with no attention backend its
+# own one, in the model-specific adjustments that run before the aiter check (planner.rocm_backend).
+DSA_FILL = {
+    "0.5.6": ("sglang/srt/server_args.py", "nsa"),
+    "0.5.9": ("sglang/srt/server_args.py", "nsa"),
+    "0.5.13": ("sglang/srt/server_args.py", "dsa"),
+    "0.5.19": ("sglang/srt/arg_groups/model_overrides/deepseek_v2.py", "dsa"),
+}
+
+
+def _filled_for(source: str, backend: str) -> set[str]:
+    """The architectures whose unset attention backend the release sets to `backend`: the
+    `model_arch in [...]` list around the assignment, or the `_register_for(...)` of the
+    function that declares it."""
+    tree = ast.parse(source)
+
+    def fills(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Assign)
+            and ast.unparse(n.targets[0]).endswith(("attention_backend", "['attention_backend']"))
+            and isinstance(n.value, ast.Constant)
+            and n.value.value == backend
+            for n in ast.walk(node)
+        )
+
+    def names(nodes: list[ast.expr]) -> set[str]:
+        return {
+            c.value
+            for n in nodes
+            for c in ast.walk(n)
+            if isinstance(c, ast.Constant) and isinstance(c.value, str)
+        }
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and fills(node) and "model_arch in" in ast.unparse(node.test):
+            return names([node.test])
+        if isinstance(node, ast.FunctionDef) and fills(node) and node.decorator_list:
+            return names(node.decorator_list)
+    raise AssertionError(f"no {backend} fill for DSA models: the release changed")
+
+
+@pytest.mark.parametrize("version", list(DSA_FILL))
+def test_dsa_models_take_their_own_backend_not_aiter(version: str) -> None:
+    path, backend = DSA_FILL[version]
+    archs = _filled_for(wheel_text("sglang", version, path), backend)
+    mi355x = get_gpu("mi355x-288g")
+    for model in ("zai-org/GLM-5-FP8", "deepseek-ai/DeepSeek-V3.2-Exp"):
+        card = config_card(model)
+        assert card is not None
+        filled = card.architecture in archs
+        unset = plan_sglang(card, mi355x, {"mem_fraction_static": 0.9}, version=version, tp=8)
+        aiter = plan_sglang(
+            card,
+            mi355x,
+            {"mem_fraction_static": 0.9, "attention_backend": "aiter"},
+            version=version,
+            tp=8,
+        )
+        assert unset.mem_fraction_static == pytest.approx(0.9 if filled else 0.9 * 0.85), (
+            version,
+            model,
+        )
+        assert aiter.mem_fraction_static == pytest.approx(0.9 * 0.85), (version, model)
