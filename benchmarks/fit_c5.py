@@ -54,9 +54,7 @@ def main() -> None:
         vp = _solve(lambda x: prefill(short, vp=x), C5_PREFILL[short])
         kp = _solve(lambda x: prefill(long, kp=x), C5_PREFILL[long])
     print(f"VENDOR_EFF['rdna'] = ({vd:.3f}, {vp:.3f})")
-    print(
-        f"KERNELS['rdna']['triton'] = Kernel(decode={kd:.3f}, prefill={kp:.3f}, split_kv=True)"
-    )
+    print(f"KERNELS['rdna']['triton'] = Kernel(decode={kd:.3f}, prefill={kp:.3f}, split_kv=True)")
 
 
 if __name__ == "__main__":
