@@ -3,6 +3,7 @@ hardware/launch_gpus.py)."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -110,3 +111,10 @@ GA100: dict[str, object] = {
     "arch": "sm_80",
     "pcie_gbs": 25.0,
 }
+
+
+def device_capability(arch: str) -> tuple[int, int] | None:
+    """(major, minor) as torch.cuda.get_device_capability reports it for a catalog arch: sm_90 ->
+    (9, 0); on ROCm the gfx target's leading digits (gfx942 -> (9, 4), gfx1100 -> (11, 0))."""
+    m = re.fullmatch(r"sm_(\d+)(\d)", arch) or re.fullmatch(r"gfx(\d+)(\d)\w", arch)
+    return (int(m.group(1)), int(m.group(2))) if m else None

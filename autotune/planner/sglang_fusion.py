@@ -17,11 +17,12 @@ When it is on:
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from autotune.hardware.gpu_spec import device_capability
 from autotune.hardware.gpus import GPUSpec
-from autotune.models.card import DTYPE_BYTES, ModelCard
+from autotune.models.card import ModelCard
+from autotune.models.hf.layer_params import stored_param_bytes
 
 FUSION_FROM = (4, 4, 4)  # --n-share-experts-fusion (0.4.4.post4)
 DEFAULT_FROM = (4, 5, 2)  # on by default on capability >= 9.0
@@ -29,13 +30,6 @@ CUDA_ONLY_FROM = (4, 6, 4)  # the default and the flag refused off NVIDIA
 LAST = (4, 6, 5)  # 0.4.7: num_fused_shared_experts, one copy
 ARCHITECTURE = "DeepseekV3ForCausalLM"
 ROUTED = 256
-
-
-def capability(arch: str) -> tuple[int, int] | None:
-    """torch.cuda.get_device_capability for a catalog arch: sm_90 -> (9, 0); on ROCm the gfx
-    target's major and minor digits (gfx942 -> (9, 4), gfx1100 -> (11, 0))."""
-    m = re.fullmatch(r"sm_(\d+)(\d)", arch) or re.fullmatch(r"gfx(\d+)(\d)\w", arch)
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def fused_copies(
@@ -57,7 +51,7 @@ def fused_copies(
     given = int(cfg.get("n_share_experts_fusion") or 0)
     if given > 0:
         return given
-    cc = capability(gpu.arch)
+    cc = device_capability(gpu.arch)
     auto = rel >= DEFAULT_FROM and cc is not None and cc >= (9, 0)
     return tp if auto and not cfg.get("enable_deepep_moe") else 0
 
@@ -76,9 +70,7 @@ def fusion_extra_bytes(
     e = card.experts
     if n <= 1 or e is None:
         return 0
-    q = card.quantization
-    per = q.bits / 8 if q.scheme != "none" else DTYPE_BYTES.get(card.dtype, 2.0)
-    shared = 3 * card.hidden_size * e.shared_intermediate_size * per
+    shared = 3 * card.hidden_size * e.shared_intermediate_size * stored_param_bytes(card)
     extra = int(e.moe_layers * (n - 1) * shared / tp)
     if assumptions is not None:
         assumptions.append(

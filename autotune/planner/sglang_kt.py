@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from autotune.models.card import DTYPE_BYTES, ModelCard
-from autotune.models.hf.layer_params import card_layers
+from autotune.models.card import ModelCard
+from autotune.models.hf.layer_params import card_layers, stored_param_bytes
 
 KT_SINCE = (0, 5, 6)
 
@@ -19,9 +19,7 @@ def routed_expert_bytes(card: ModelCard) -> int:
     layer_params counts them), at the checkpoint's bits per weight."""
     if card.experts is None:
         return 0
-    q = card.quantization
-    per = q.bits / 8 if q.scheme != "none" else DTYPE_BYTES.get(card.dtype, 2.0)
-    return int(sum(p.experts for p in card_layers(card)) * per)
+    return int(sum(p.experts for p in card_layers(card)) * stored_param_bytes(card))
 
 
 def kt_card(

@@ -23,6 +23,7 @@ import json
 from typing import Any, Literal
 
 from autotune.errors import ConfigError
+from autotune.hardware.gpu_spec import device_capability
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.versions import Version, try_version
@@ -104,10 +105,7 @@ def at_least(version: str, first: str) -> bool:
 
 def compute_capability(gpu: GPUSpec) -> tuple[int, int] | None:
     """(major, minor) of an NVIDIA GPU (`sm_89` -> (8, 9)); None for AMD."""
-    if gpu.vendor != "nvidia" or not gpu.arch.startswith("sm_"):
-        return None
-    digits = gpu.arch[3:]
-    return int(digits[:-1]), int(digits[-1])
+    return device_capability(gpu.arch) if gpu.vendor == "nvidia" else None
 
 
 def check_version_for_model(card: ModelCard, version: str) -> None:

@@ -12,9 +12,10 @@ import pytest
 from autotune.calibration.records import load_records
 from autotune.calibration.replay import replay
 from autotune.hardware import get_gpu
+from autotune.hardware.gpu_spec import device_capability
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
-from autotune.planner.sglang_fusion import capability, fused_copies, fusion_extra_bytes
+from autotune.planner.sglang_fusion import fused_copies, fusion_extra_bytes
 from autotune.planner.sglang_history import release
 from tests.wheels import function_def, wheel_text
 
@@ -64,9 +65,9 @@ def test_one_copy_from_0_4_7() -> None:
 
 
 def test_capability() -> None:
-    assert capability("sm_90") == (9, 0) and capability("sm_120") == (12, 0)
-    assert capability("gfx942") == (9, 4) and capability("gfx1100") == (11, 0)
-    assert capability("gfx90a") == (9, 0)
+    assert device_capability("sm_90") == (9, 0) and device_capability("sm_120") == (12, 0)
+    assert device_capability("gfx942") == (9, 4) and device_capability("gfx1100") == (11, 0)
+    assert device_capability("gfx90a") == (9, 0)
 
 
 def test_copies_by_release_device_and_flags() -> None:

@@ -173,6 +173,12 @@ def moe_layers_of(card: ModelCard) -> tuple[int, ...]:
     return tuple(range(card.num_layers - e.moe_layers, card.num_layers))
 
 
+def stored_param_bytes(card: ModelCard) -> float:
+    """Bytes a weight takes at the checkpoint's quantization bits (no scales), else its dtype."""
+    q = card.quantization
+    return q.bits / 8 if q.scheme != "none" else DTYPE_BYTES.get(card.dtype, 2.0)
+
+
 def card_layers(card: ModelCard, ex: Extras | None = None) -> list[LayerParams]:
     """Every decoder layer's parameters; without `ex`, from what the card alone says
     (`moe_layers_of`; no biases, no dense MLP beside the experts)."""
