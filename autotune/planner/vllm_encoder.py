@@ -26,12 +26,11 @@ Before 0.12.0 the item count reads differently (no max_model_len clamp in 0.10.0
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from autotune.models.card import DTYPE_BYTES, ModelCard
-from autotune.planner.vllm_history import at_least
+from autotune.planner.vllm_history import at_least, json_mapping
 
 # The releases whose profile_run and MultiModalBudget are read above (wheels 0.12.0 .. 0.27.0).
 FIRST = "0.12.0"
@@ -54,16 +53,6 @@ class DummyItem:
     tower_hidden: int
 
 
-def _mapping(value: object) -> dict[str, Any]:
-    """A dict-valued flag as the config holds it: a dict, or its JSON text (--flag '{...}')."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _gemma3(card: ModelCard, cfg: dict[str, Any]) -> DummyItem | None:
     """Gemma 3 (gemma3_mm.py): the dummy image is image_size x (image_size x
     pan_and_scan_max_num_crops), but without do_pan_and_scan (the default) get_num_crops is 0
@@ -72,7 +61,7 @@ def _gemma3(card: ModelCard, cfg: dict[str, Any]) -> DummyItem | None:
     v = card.vision
     if v is None or not (v.image_size and v.patch_size and v.tokens_per_image):
         return None
-    if _mapping(cfg.get("mm_processor_kwargs")).get("do_pan_and_scan"):
+    if json_mapping(cfg.get("mm_processor_kwargs")).get("do_pan_and_scan"):
         return None  # crops of the tall dummy image: not modelled
     side = v.image_size
     return DummyItem(
@@ -94,7 +83,7 @@ def image_limit(cfg: dict[str, Any]) -> int:
     language_model_only)."""
     if cfg.get("language_model_only"):
         return 0
-    limits = _mapping(cfg.get("limit_mm_per_prompt"))
+    limits = json_mapping(cfg.get("limit_mm_per_prompt"))
     if "image" not in limits:
         return DEFAULT_LIMIT
     value = limits["image"]

@@ -17,7 +17,6 @@ planner's own parse so that older logs and launches can be planned.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 from typing import Any, Literal
@@ -132,15 +131,22 @@ def check_history_architecture(card: ModelCard, version: str, reasons: list[str]
         )
 
 
+def json_mapping(value: object) -> dict[str, Any]:
+    """A dict-valued flag as a config holds it: a dict, or its JSON text (--flag '{...}');
+    anything unreadable counts as empty (the planner predicts from the engine's defaults)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def speculative_settings(cfg: dict[str, Any]) -> tuple[dict[str, Any], str | None, int]:
     """(speculative_config object, method or draft model, num_speculative_tokens) as given:
     the pseudo fields, a speculative_config object or its JSON text, or V0's
     --speculative-model; unreadable JSON counts as none."""
-    obj = cfg.get("speculative_config")
-    if isinstance(obj, str):
-        with contextlib.suppress(ValueError):
-            obj = json.loads(obj)
-    spec: dict[str, Any] = dict(obj) if isinstance(obj, dict) else {}
+    spec = json_mapping(cfg.get("speculative_config"))
     found = (
         cfg.get("speculative_method")
         or spec.get("method")
