@@ -1,9 +1,26 @@
-"""The attention backend SGLang fills in on ROCm for a DeepSeek sparse-attention (DSA) model,
-which decides whether the aiter scaling of mem_fraction_static applies (planner.rules)."""
+"""The attention backend SGLang runs on ROCm when --attention-backend is unset, which decides
+whether the aiter scaling of mem_fraction_static applies (planner.rules), and that scaling.
+
+Read from the releases (tests/planner/test_sglang_rocm_wheels.py checks each wheel): the default
+is picked in model_runner (0.4.7 .. 0.5.3.post1), ServerArgs._handle_attention_backend_compatibility
+(0.5.4.post1 .. 0.5.9), ServerArgs._get_default_attn_backend (0.5.10 .. 0.5.18) and
+arg_groups/model_override_base.get_default_attn_backend (0.5.19 ..): is_hip() gives an MHA model
+aiter, and an MLA model aiter only when its KV heads per rank (get_num_kv_heads(tp_size):
+max(1, num_key_value_heads // tp)) are 16 or 128 ("current aiter only support head number 16 or
+128"), else triton; up to 0.5.3rc0 the MLA case also needs no speculative algorithm."""
 
 from __future__ import annotations
 
+from typing import Any
+
 Version = tuple[int, int, int]
+# sglang_history.release form: (minor, patch, post), -1 for a pre-release.
+Release = tuple[int, int, int]
+
+# The per-rank KV head counts for which an MLA model defaults to aiter (every release).
+AITER_MLA_HEADS = frozenset({16, 128})
+# The first release whose MLA default ignores the speculative algorithm (0.5.3rc0 still checks).
+MLA_SPEC_IGNORED_FROM: Release = (5, 3, 0)
 
 
 def dsa_backend_filled(architecture: str, dsa: bool, v: Version) -> bool:
@@ -21,3 +38,45 @@ def dsa_backend_filled(architecture: str, dsa: bool, v: Version) -> bool:
     if architecture == "DeepseekV32ForCausalLM":
         return v < (0, 5, 4) or v >= (0, 5, 12)
     return False
+
+
+def mla_default_is_aiter(kv_heads: int, tp: int, spec: str | None, rel: Release) -> bool:
+    """Whether an MLA model with no --attention-backend gets aiter on ROCm (else triton):
+    `kv_heads` is the config's num_key_value_heads (num_attention_heads without it)."""
+    if max(1, kv_heads // tp) not in AITER_MLA_HEADS:
+        return False
+    return spec is None or rel >= MLA_SPEC_IGNORED_FROM
+
+
+def default_backend_is_aiter(
+    *,
+    architecture: str,
+    dsa: bool,
+    mla: bool,
+    kv_heads: int,
+    tp: int,
+    spec: str | None,
+    v: Version,
+    rel: Release,
+) -> bool:
+    """Whether the backend SGLang fills in for an unset --attention-backend on ROCm is aiter."""
+    if dsa_backend_filled(architecture, dsa, v):
+        return False
+    return not mla or mla_default_is_aiter(kv_heads, tp, spec, rel)
+
+
+def aiter_factor(config: dict[str, Any], version: str, v: Version, context: int) -> float | None:
+    """With the aiter backend and a context over 8192 SGLang scales mem_fraction_static, a
+    user-set value included: x0.85 from 0.4.7 (model_runner), x0.90 in 0.5.4.post1 only, x0.85
+    again from 0.5.4.post2 (server_args). None where it does not apply."""
+    backend = config.get("attention_backend")
+    if backend not in (None, "aiter") or context <= 8192 or v < (0, 4, 7):
+        return None
+    return 0.90 if release_of(version, v) == (5, 4, 1) else 0.85
+
+
+def release_of(version: str, v: Version) -> Release:
+    """sglang_history.release of `version`, else the planning version's (minor, patch, 0)."""
+    from autotune.planner import sglang_history as history
+
+    return history.release(version) or (v[1], v[2], 0)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.planner.rocm_backend import dsa_backend_filled
+from autotune.planner import rocm_backend
 from autotune.planner.sglang_graphs import GraphFacts, prefill_graph_reserve_mib
 
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
@@ -201,9 +201,11 @@ def resolve(
     dsa: bool = False,
     mla: bool = False,
     hip: bool = False,
+    kv_heads: int = 0,
 ) -> Resolved:
     """`dsa`: the model has DeepSeek's sparse-attention indexer (NSA in SGLang's terms); `mla`:
-    latent attention (SGLang's MLA backend); `hip`: a ROCm device."""
+    latent attention (SGLang's MLA backend); `hip`: a ROCm device; `kv_heads`: the config's
+    num_key_value_heads, which picks an MLA model's ROCm backend (planner.rocm_backend)."""
     v = planning_version(version)
     notes: list[str] = []
     spec = speculative_algorithm(config)
@@ -242,9 +244,24 @@ def resolve(
             radix = False
             notes.append("0.5.2 .. 0.5.3.post1: radix cache off for hybrid models")
     context = int(config.get("context_length") or context_default)
-    # An unset backend on a DSA model becomes SGLang's own (nsa/dsa), not aiter.
-    dsa_fill = config.get("attention_backend") is None and dsa_backend_filled(architecture, dsa, v)
-    aiter = _aiter_factor(config, version, v, context) if amd_instinct and not dsa_fill else None
+    # An unset backend is aiter only for some models (planner.rocm_backend).
+    default_aiter = config.get("attention_backend") is not None or (
+        rocm_backend.default_backend_is_aiter(
+            architecture=architecture,
+            dsa=dsa,
+            mla=mla,
+            kv_heads=kv_heads,
+            tp=tp,
+            spec=spec,
+            v=v,
+            rel=rocm_backend.release_of(version, v),
+        )
+    )
+    aiter = (
+        rocm_backend.aiter_factor(config, version, v, context)
+        if amd_instinct and default_aiter
+        else None
+    )
     if aiter is not None:
         mfs *= aiter
         notes.append(f"aiter attention (ROCm) with context > 8192: mem_fraction_static x{aiter}")
@@ -319,20 +336,6 @@ def _mamba_ratio(version: str, v: tuple[int, int, int]) -> float:
     from autotune.planner import sglang_history as history
 
     return history.mamba_full_memory_ratio(history.release(version) or history.FIRST)
-
-
-def _aiter_factor(
-    config: dict[str, Any], version: str, v: tuple[int, int, int], context: int
-) -> float | None:
-    """On ROCm the attention backend defaults to aiter (server_args, HIP MHA), and with it and a
-    context over 8192 SGLang scales mem_fraction_static, a user-set value included: x0.85 from
-    0.4.7 (model_runner), x0.90 in 0.5.4.post1 only, x0.85 again from 0.5.4.post2 (server_args)."""
-    backend = config.get("attention_backend")
-    if backend not in (None, "aiter") or context <= 8192 or v < (0, 4, 7):
-        return None
-    from autotune.planner import sglang_history as history
-
-    return 0.90 if history.release(version) == (5, 4, 1) else 0.85
 
 
 def _history_memory(

@@ -266,6 +266,7 @@ def _resolve_launch(
         dsa=card.latent_attention is not None and card.latent_attention.index_head_dim is not None,
         mla=card.latent_attention is not None,
         hip=gpu.vendor == "amd",
+        kv_heads=card.num_kv_heads,
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:

@@ -17,10 +17,13 @@ import pytest
 from autotune.hardware.gpus import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner.sglang import plan_sglang
-from tests.wheels import wheel_text
+from tests.wheels import function_def, wheel_text
 
-# Where each release keeps the block: server_args until 0.5.18, arg_groups/attention_hook after.
+# Where each release keeps the block: model_runner until 0.5.3.post1, server_args until 0.5.18,
+# arg_groups/attention_hook after.
 SOURCES = {
+    "0.4.7": "sglang/srt/model_executor/model_runner.py",
+    "0.5.3.post1": "sglang/srt/model_executor/model_runner.py",
     "0.5.4.post1": "sglang/srt/server_args.py",
     "0.5.9": "sglang/srt/server_args.py",
     "0.5.10": "sglang/srt/server_args.py",
@@ -131,6 +134,9 @@ def test_dsa_models_take_their_own_backend_not_aiter(version: str) -> None:
         card = config_card(model)
         assert card is not None
         filled = card.architecture in archs
+        # Not filled: the MLA default, aiter at 16 KV heads per rank (DeepSeek-V3.2's 128 / 8),
+        # triton at 8 (GLM-5's 64 / 8).
+        scaled = not filled and card.num_kv_heads // 8 == 16
         unset = plan_sglang(card, mi355x, {"mem_fraction_static": 0.9}, version=version, tp=8)
         aiter = plan_sglang(
             card,
@@ -139,8 +145,119 @@ def test_dsa_models_take_their_own_backend_not_aiter(version: str) -> None:
             version=version,
             tp=8,
         )
-        assert unset.mem_fraction_static == pytest.approx(0.9 if filled else 0.9 * 0.85), (
+        assert unset.mem_fraction_static == pytest.approx(0.9 * 0.85 if scaled else 0.9), (
             version,
             model,
         )
         assert aiter.mem_fraction_static == pytest.approx(0.9 * 0.85), (version, model)
+
+
+# Where each release picks the backend for an unset --attention-backend (planner.rocm_backend).
+_RUNNER = "sglang/srt/model_executor/model_runner.py"
+_ARGS = "sglang/srt/server_args.py"
+_OVERRIDE = "sglang/srt/arg_groups/model_override_base.py"
+DEFAULT_PICK = {
+    **dict.fromkeys(
+        ("0.4.7", "0.4.7.post1", "0.5.2", "0.5.3rc0", "0.5.3", "0.5.3.post1"), _RUNNER
+    ),
+    **dict.fromkeys(
+        ("0.5.4.post1", "0.5.5", "0.5.6", "0.5.6.post2", "0.5.7", "0.5.8", "0.5.9", "0.5.10"),
+        _ARGS,
+    ),
+    **dict.fromkeys(tuple(f"0.5.{n}" for n in range(11, 19)), _ARGS),
+    **dict.fromkeys(tuple(f"0.5.{n}" for n in range(19, 24)), _OVERRIDE),
+}
+
+
+def _chain(stmts: list[ast.stmt]) -> list[ast.If]:
+    """The first if/elif chain in `stmts` (0.5.15 imports before it)."""
+    out: list[ast.If] = []
+    node = next((s for s in stmts if isinstance(s, ast.If)), None)
+    while isinstance(node, ast.If):
+        out.append(node)
+        node = node.orelse[0] if len(node.orelse) == 1 else None
+    return out
+
+
+def _backend(stmts: list[ast.stmt]) -> str:
+    """The backend name `stmts` assign to attention_backend or return."""
+    for stmt in stmts:
+        value = stmt.value if isinstance(stmt, (ast.Assign, ast.Return)) else None
+        if isinstance(stmt, ast.Assign) and not ast.unparse(stmt.targets[0]).endswith(
+            "attention_backend"
+        ):
+            continue
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+    raise AssertionError([ast.unparse(s) for s in stmts])
+
+
+def _hip_branch(stmts: list[ast.stmt]) -> ast.If:
+    (hip,) = [b for b in _chain(stmts) if "is_hip" in ast.unparse(b.test)]
+    return hip
+
+
+def _default_pick(source: str) -> tuple[str, set[int], bool]:
+    """(MHA's ROCm backend, the per-rank KV head counts that give an MLA model aiter, whether
+    that needs no speculative algorithm) from the `if not use_mla_backend:` split."""
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.If)
+            and ast.unparse(node.test).replace("self.", "") == "not use_mla_backend"
+            and "get_num_kv_heads" in ast.unparse(node)
+        ):
+            mha = _backend(_hip_branch(node.body).body)
+            mla = _hip_branch(node.orelse)
+            (call,) = [
+                c
+                for c in ast.walk(mla)
+                if isinstance(c, ast.Call) and ast.unparse(c.func).endswith("get_num_kv_heads")
+            ]
+            assert ast.unparse(call.args[0]).endswith("tp_size"), ast.unparse(call)
+            (check,) = [s for s in mla.body if isinstance(s, ast.If)]
+            assert _backend(check.body) == "aiter" and _backend(check.orelse) == "triton"
+            heads = {
+                int(c.value)
+                for c in ast.walk(check.test)
+                if isinstance(c, ast.Constant) and isinstance(c.value, int)
+            }
+            return mha, heads, "spec_algorithm" in ast.unparse(check.test)
+    raise AssertionError("no MHA/MLA default-backend split: the release changed")
+
+
+@pytest.mark.parametrize("version", list(DEFAULT_PICK))
+def test_rocm_default_backend_is_the_releases(version: str) -> None:
+    from autotune.planner import sglang_history as history
+    from autotune.planner.rocm_backend import (
+        AITER_MLA_HEADS,
+        MLA_SPEC_IGNORED_FROM,
+        mla_default_is_aiter,
+    )
+
+    mha, heads, needs_no_spec = _default_pick(wheel_text("sglang", version, DEFAULT_PICK[version]))
+    rel = history.release(version)
+    assert rel is not None
+    assert mha == "aiter"
+    assert heads == set(AITER_MLA_HEADS), version
+    assert needs_no_spec == (rel < MLA_SPEC_IGNORED_FROM), version
+    for per_rank in (1, 8, 16, 32, 64, 128):
+        assert mla_default_is_aiter(per_rank * 8, 8, None, rel) == (per_rank in heads)
+        with_spec = per_rank in heads and not needs_no_spec
+        assert mla_default_is_aiter(per_rank * 8, 8, "NEXTN", rel) == with_spec
+    # The per-rank count is get_num_kv_heads: max(1, heads // tp).
+    config = wheel_text("sglang", version, "sglang/srt/configs/model_config.py")
+    body = ast.unparse(function_def(config, "get_num_kv_heads"))
+    assert "max(1, total_num_kv_heads // " in body, body
+
+
+@pytest.mark.parametrize("version", ["0.4.6.post5"])
+def test_no_aiter_scaling_before_047(version: str) -> None:
+    """0.4.6.post5 already defaults MHA to aiter on ROCm but does not scale the fraction."""
+    source = wheel_text("sglang", version, _RUNNER)
+    with pytest.raises(AssertionError, match="no aiter block"):
+        _aiter_block(source)
+    card = config_card("Qwen/Qwen3-30B-A3B-Instruct-2507-FP8")
+    assert card is not None
+    cfg = {"mem_fraction_static": 0.8, "context_length": 32768}
+    plan = plan_sglang(card, get_gpu("mi355x-288g"), cfg, version=version)
+    assert plan.mem_fraction_static == pytest.approx(0.8)
