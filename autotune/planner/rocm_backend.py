@@ -7,7 +7,8 @@ is picked in model_runner (0.4.7 .. 0.5.3.post1), ServerArgs._handle_attention_b
 arg_groups/model_override_base.get_default_attn_backend (0.5.19 ..): is_hip() gives an MHA model
 aiter, and an MLA model aiter only when its KV heads per rank (get_num_kv_heads(tp_size):
 max(1, num_key_value_heads // tp)) are 16 or 128 ("current aiter only support head number 16 or
-128"), else triton; up to 0.5.3rc0 the MLA case also needs no speculative algorithm."""
+128"), else triton; up to 0.5.3rc0 the MLA case also needs no speculative algorithm. Some
+architectures get their own backend first (DSA models; NOT_AITER_FILLS)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,22 @@ def dsa_backend_filled(architecture: str, dsa: bool, v: Version) -> bool:
     return False
 
 
+# Architectures whose model-specific adjustments give an unset backend something other than aiter
+# on ROCm (triton; the fills run before the aiter check), over releases [first, end), end None:
+# through 0.5.23. GptOssForCausalLM (the model arrived in 0.5.0): triton until its fill gains an
+# is_hip() -> aiter branch in 0.5.10. Olmo2ForCausalLM: triton off CUDA from 0.5.4.
+NOT_AITER_FILLS: dict[str, tuple[Release, Release | None]] = {
+    "GptOssForCausalLM": ((0, 0, 0), (5, 10, 0)),
+    "Olmo2ForCausalLM": ((5, 4, 0), None),
+}
+
+
+def fill_not_aiter(architecture: str, rel: Release) -> bool:
+    """Whether the release's model-specific adjustments fill a non-aiter backend on ROCm."""
+    span = NOT_AITER_FILLS.get(architecture)
+    return span is not None and span[0] <= rel and (span[1] is None or rel < span[1])
+
+
 def mla_default_is_aiter(kv_heads: int, tp: int, spec: str | None, rel: Release) -> bool:
     """Whether an MLA model with no --attention-backend gets aiter on ROCm (else triton):
     `kv_heads` is the config's num_key_value_heads (num_attention_heads without it)."""
@@ -60,7 +77,7 @@ def default_backend_is_aiter(
     rel: Release,
 ) -> bool:
     """Whether the backend SGLang fills in for an unset --attention-backend on ROCm is aiter."""
-    if dsa_backend_filled(architecture, dsa, v):
+    if dsa_backend_filled(architecture, dsa, v) or fill_not_aiter(architecture, rel):
         return False
     return not mla or mla_default_is_aiter(kv_heads, tp, spec, rel)
 

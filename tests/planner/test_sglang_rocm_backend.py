@@ -9,7 +9,7 @@ import pytest
 from autotune.hardware.gpus import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner import rules
-from autotune.planner.rocm_backend import mla_default_is_aiter
+from autotune.planner.rocm_backend import fill_not_aiter, mla_default_is_aiter
 from autotune.planner.sglang import plan_sglang
 
 
@@ -107,3 +107,29 @@ def test_plan_reads_the_cards_kv_heads(tp: int, scaled: bool) -> None:
     cfg = {"mem_fraction_static": 0.8, "context_length": 32768}
     plan = plan_sglang(card, get_gpu("mi355x-288g"), cfg, version="0.5.8", tp=tp)
     assert plan.mem_fraction_static == pytest.approx(0.8 * 0.85 if scaled else 0.8)
+
+
+@pytest.mark.parametrize(
+    ("architecture", "rel", "not_aiter"),
+    [
+        ("GptOssForCausalLM", (5, 1, 3), True),
+        ("GptOssForCausalLM", (5, 9, 0), True),
+        ("GptOssForCausalLM", (5, 10, 0), False),  # 0.5.10 adds is_hip() -> aiter
+        ("GptOssForCausalLM", (5, 23, 0), False),
+        ("Olmo2ForCausalLM", (5, 3, 1), False),
+        ("Olmo2ForCausalLM", (5, 4, 0), True),
+        ("Olmo2ForCausalLM", (5, 23, 0), True),
+        ("Qwen3ForCausalLM", (5, 9, 0), False),
+    ],
+)
+def test_model_fills(architecture: str, rel: tuple[int, int, int], not_aiter: bool) -> None:
+    assert fill_not_aiter(architecture, rel) is not_aiter
+
+
+def test_gpt_oss_unset_backend_is_triton_until_0510() -> None:
+    card = config_card("openai/gpt-oss-120b")
+    assert card is not None
+    cfg = {"mem_fraction_static": 0.8, "context_length": 131072}
+    for version, want in (("0.5.9", 0.8), ("0.5.10", 0.8 * 0.85)):
+        plan = plan_sglang(card, get_gpu("mi355x-288g"), cfg, version=version)
+        assert plan.mem_fraction_static == pytest.approx(want), version

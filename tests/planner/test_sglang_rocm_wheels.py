@@ -180,11 +180,12 @@ def _chain(stmts: list[ast.stmt]) -> list[ast.If]:
 
 
 def _backend(stmts: list[ast.stmt]) -> str:
-    """The backend name `stmts` assign to attention_backend or return."""
+    """The backend name `stmts` assign to attention_backend (an attribute, or an overrides
+    dict's key from 0.5.15) or return."""
     for stmt in stmts:
         value = stmt.value if isinstance(stmt, (ast.Assign, ast.Return)) else None
         if isinstance(stmt, ast.Assign) and not ast.unparse(stmt.targets[0]).endswith(
-            "attention_backend"
+            (".attention_backend", "['attention_backend']")
         ):
             continue
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
@@ -261,3 +262,93 @@ def test_no_aiter_scaling_before_047(version: str) -> None:
     cfg = {"mem_fraction_static": 0.8, "context_length": 32768}
     plan = plan_sglang(card, get_gpu("mi355x-288g"), cfg, version=version)
     assert plan.mem_fraction_static == pytest.approx(0.8)
+
+
+# Where each release keeps the model-specific backend fills (planner.rocm_backend.NOT_AITER_FILLS).
+def _fill_sources(version: str, module: str) -> list[str]:
+    rel = history_release(version)
+    if rel < (5, 15, 0):
+        return [_ARGS]
+    if rel < (5, 19, 0):
+        return ["sglang/srt/arg_groups/overrides.py"]
+    return [f"sglang/srt/arg_groups/model_overrides/{module}.py"]
+
+
+FILL_MODULES = {"GptOssForCausalLM": "gpt_oss", "Olmo2ForCausalLM": "olmo2"}
+# Predicates that are false on ROCm in the fills' if/elif chains.
+_NOT_HIP = ("is_sm100", "is_sm90", "is_cuda", "is_xpu", "is_cpu", "has_amx", "is_blackwell")
+
+
+def history_release(version: str) -> tuple[int, int, int]:
+    from autotune.planner import sglang_history as history
+
+    rel = history.release(version)
+    assert rel is not None
+    return rel
+
+
+def _fill_on_hip(source: str, architecture: str) -> str | None:
+    """The backend the release's fill for `architecture` sets on ROCm when none is set (walking
+    its if/elif chain: is_hip() is taken, CUDA/XPU/CPU tests are false), None without a fill."""
+    for scope in ast.walk(ast.parse(source)):
+        decorated = isinstance(scope, ast.FunctionDef) and any(
+            f"'{architecture}'" in ast.unparse(d) for d in scope.decorator_list
+        )
+        branch = isinstance(scope, ast.If) and f"'{architecture}'" in ast.unparse(scope.test)
+        if not (decorated or branch):
+            continue
+        for unset in ast.walk(scope):
+            test = ast.unparse(unset.test) if isinstance(unset, ast.If) else ""
+            if "attention_backend is None" not in test and "backend_not_set" not in test:
+                continue
+            assert isinstance(unset, ast.If)
+            links = _chain(unset.body)
+            for link in links:
+                cond = ast.unparse(link.test)
+                if "is_hip" in cond:
+                    return _backend(link.body)
+                assert any(p in cond for p in _NOT_HIP), cond
+            return _backend(links[-1].orelse)
+    return None
+
+
+FILL_VERSIONS = [
+    "0.5.2",
+    "0.5.3.post1",
+    "0.5.4",
+    "0.5.4.post1",
+    "0.5.8",
+    "0.5.9",
+    "0.5.10",
+    "0.5.14",
+    "0.5.15",
+    "0.5.18",
+    "0.5.19",
+    "0.5.23",
+]
+
+
+@pytest.mark.parametrize("version", FILL_VERSIONS)
+def test_model_fills_on_rocm_are_the_releases(version: str) -> None:
+    from autotune.planner.rocm_backend import fill_not_aiter
+
+    rel = history_release(version)
+    for architecture, module in FILL_MODULES.items():
+        found = [
+            _fill_on_hip(wheel_text("sglang", version, path), architecture)
+            for path in _fill_sources(version, module)
+        ]
+        backend = next((b for b in found if b is not None), None)
+        assert fill_not_aiter(architecture, rel) == (backend not in (None, "aiter")), (
+            version,
+            architecture,
+            backend,
+        )
+    # The planner on a gpt-oss card, backend unset: scaled only where the fill gives aiter.
+    card = config_card("openai/gpt-oss-20b")
+    assert card is not None and card.architecture == "GptOssForCausalLM"
+    cfg = {"mem_fraction_static": 0.8, "context_length": 32768}
+    plan = plan_sglang(card, get_gpu("mi355x-288g"), cfg, version=version)
+    factor = 0.90 if version == "0.5.4.post1" else 0.85
+    want = 0.8 if fill_not_aiter(card.architecture, rel) else 0.8 * factor
+    assert plan.mem_fraction_static == pytest.approx(want), version
