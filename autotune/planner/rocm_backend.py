@@ -2,7 +2,7 @@
 whether the aiter scaling of mem_fraction_static applies (planner.rules), and that scaling.
 
 Read from the releases (tests/planner/test_sglang_rocm_wheels.py checks each wheel): the default
-is picked in model_runner (0.4.7 .. 0.5.3.post1), ServerArgs._handle_attention_backend_compatibility
+is picked in model_runner (0.4.7 .. 0.5.4), ServerArgs._handle_attention_backend_compatibility
 (0.5.4.post1 .. 0.5.9), ServerArgs._get_default_attn_backend (0.5.10 .. 0.5.18) and
 arg_groups/model_override_base.get_default_attn_backend (0.5.19 ..): is_hip() gives an MHA model
 aiter, and an MLA model aiter only when its KV heads per rank (get_num_kv_heads(tp_size):

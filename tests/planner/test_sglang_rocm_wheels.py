@@ -19,11 +19,12 @@ from autotune.models.config_cards import config_card
 from autotune.planner.sglang import plan_sglang
 from tests.wheels import function_def, wheel_text
 
-# Where each release keeps the block: model_runner until 0.5.3.post1, server_args until 0.5.18,
+# Where each release keeps the block: model_runner until 0.5.4, server_args until 0.5.18,
 # arg_groups/attention_hook after.
 SOURCES = {
     "0.4.7": "sglang/srt/model_executor/model_runner.py",
     "0.5.3.post1": "sglang/srt/model_executor/model_runner.py",
+    "0.5.4": "sglang/srt/model_executor/model_runner.py",
     "0.5.4.post1": "sglang/srt/server_args.py",
     "0.5.9": "sglang/srt/server_args.py",
     "0.5.10": "sglang/srt/server_args.py",
@@ -158,7 +159,7 @@ _ARGS = "sglang/srt/server_args.py"
 _OVERRIDE = "sglang/srt/arg_groups/model_override_base.py"
 DEFAULT_PICK = {
     **dict.fromkeys(
-        ("0.4.7", "0.4.7.post1", "0.5.2", "0.5.3rc0", "0.5.3", "0.5.3.post1"), _RUNNER
+        ("0.4.7", "0.4.7.post1", "0.5.2", "0.5.3rc0", "0.5.3", "0.5.3.post1", "0.5.4"), _RUNNER
     ),
     **dict.fromkeys(
         ("0.5.4.post1", "0.5.5", "0.5.6", "0.5.6.post2", "0.5.7", "0.5.8", "0.5.9", "0.5.10"),
