@@ -141,6 +141,25 @@ class Experts(_Frozen):
     moe_intermediate_size: int
     shared_intermediate_size: int = 0
     moe_layers: int = Field(description="decoder layers with an expert MLP")
+    bias: bool = Field(
+        default=False,
+        description="every expert's gate_up and down projections and the router carry biases "
+        "(gpt-oss gate_up_proj_bias, down_proj_bias, router.bias); kept at the model's dtype "
+        "under a quantized pack",
+    )
+    dense_mlp: bool = Field(
+        default=False,
+        description="a gated dense MLP of the card's intermediate_size beside the routed "
+        "experts in every MoE layer (Gemma 4 enable_moe_block), with the block's router scale, "
+        "per-expert scales and three extra norms",
+    )
+    latent_size: int | None = Field(
+        default=None,
+        gt=0,
+        description="the routed experts work at this width, not hidden_size, between a "
+        "hidden -> latent and a latent -> hidden projection held whole on every TP rank "
+        "(Nemotron-H LatentMoE moe_latent_size: fc1_latent_proj, fc2_latent_proj)",
+    )
 
 
 class VisionTower(_Frozen):
@@ -230,6 +249,10 @@ class ModelCard(_Frozen):
     attention_sinks: bool = Field(
         default=False, description="one learned sink logit per head and layer (gpt-oss)"
     )
+    attention_bias: bool = Field(
+        default=False,
+        description="q, k, v and o projections carry biases (config attention_bias; gpt-oss)",
+    )
     cross_attention_layers: tuple[int, ...] = Field(
         default=(), description="layers attending to the vision encoder's states (Mllama)"
     )
@@ -280,7 +303,31 @@ class ModelCard(_Frozen):
             said = tuple(i for i, c in enumerate(self.block_pattern) if c == "*")
             if said != self.full_attention_layers:
                 raise ValueError("block_pattern's '*' layers are not full_attention_layers")
+        self._check_experts()
+        self._check_attention_bias()
         return self
+
+    def _check_experts(self) -> None:
+        e = self.experts
+        if e is None:
+            return
+        # Each field is counted by one layer builder only: latent experts by the Nemotron-H
+        # blocks (nemotron_h.py), biases and the dense MLP beside by the others.
+        if e.latent_size is not None and self.block_pattern is None:
+            raise ValueError(
+                "experts.latent_size (LatentMoE) is modelled for Nemotron-H layer plans only "
+                "(block_pattern); this card has none"
+            )
+        if self.block_pattern is not None and (e.bias or e.dense_mlp):
+            raise ValueError("Nemotron-H MoE blocks have no expert biases and no dense MLP beside")
+        if e.dense_mlp and self.intermediate_size <= 0:
+            raise ValueError("experts.dense_mlp needs the dense MLP's intermediate_size above 0")
+
+    def _check_attention_bias(self) -> None:
+        if self.attention_bias and self.latent_attention is not None:
+            raise ValueError("attention_bias is not modelled for latent attention (MLA)")
+        if self.attention_bias and self.block_pattern is not None:
+            raise ValueError("Nemotron-H attention blocks have no biases (bias=False)")
 
     @property
     def is_hybrid(self) -> bool:

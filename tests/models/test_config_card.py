@@ -330,7 +330,8 @@ def test_gemma4_global_layers_dense_mlp_beside_experts_and_vision() -> None:
     # vLLM's qkv_proj keeps a V slot on k_eq_v layers (K is loaded into both)
     full = h * (4 * 32 + 2 * 1 * 32) + 4 * 32 * h
     mlp = 3 * h * 32 + 3 * h * 8 * 4  # the dense MLP beside the experts
-    kept = 2 * h + h * 4  # norms, router
+    # norms, router; the MoE block's router.scale, per_expert_scale and its three norms
+    kept = 2 * h + h * 4 + h + 4 + 3 * h
     assert c.weights.decoder == int((5 * sliding + full + 6 * (mlp + kept)) * 2 + h * 2)
     assert c.weights.lm_head == 0  # tied
     vision = 2 * (4 * 8 * 8 + 3 * 8 * 16) + 3 * 2**2 * 8 + 2 * 10 * 8 + 8 * h

@@ -111,7 +111,11 @@ def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | N
     n = _num_experts(f)
     if not n:
         return None
-    inter = f.opt_int("moe_intermediate_size") or f.get_int("intermediate_size")
+    inter = (
+        f.opt_int("moe_intermediate_size")
+        or f.opt_int("expert_intermediate_size")  # Gemma 4's other name (vLLM gemma4.py)
+        or f.get_int("intermediate_size")
+    )
     shared = f.opt_int("shared_expert_intermediate_size", minimum=0) or 0
     shared += (f.opt_int("n_shared_experts", minimum=0) or 0) * inter
     nemotron_shared = shared_intermediate(f.data)
@@ -130,6 +134,11 @@ def _experts(f: ConfigFields, moe_layers: int, architecture: str) -> Experts | N
         moe_intermediate_size=inter,
         shared_intermediate_size=shared,
         moe_layers=moe_layers,
+        bias=architecture == "GptOssForCausalLM",
+        # Gemma 4: a MoE block beside the dense MLP (vLLM reads either name)
+        dense_mlp=f.get_bool("enable_moe_block", False)
+        or f.get_bool("use_second_mlp_block", False),
+        latent_size=f.opt_int("moe_latent_size"),  # Nemotron 3 Super's LatentMoE
     )
 
 
@@ -206,13 +215,9 @@ def card_from_config(
             moe_layers=moe_layer_ids(f, card.num_layers),
             vision_params=vision_params,
             vision_linear_params=vision_linear,
-            attention_bias=f.get_bool("attention_bias", False),
-            expert_bias=arch == "GptOssForCausalLM",
-            dense_beside_experts=f.get_bool("enable_moe_block", False),
             conv_bias=f.get_bool("conv_bias", False),
             quant=q if isinstance(q, dict) else None,
             source=source,
-            config=text,
             mtp_pattern=f.get_str("mtp_hybrid_override_pattern") or "",
         )
         counted = weight_bytes(card, ex)
@@ -280,6 +285,8 @@ def _skeleton(
         global_attention=_global_attention(f),
         mm_prefix_lm=f.get_str("use_bidirectional_attention") == "vision",
         attention_sinks=architecture == "GptOssForCausalLM",
+        # MLA and Nemotron-H attention are built without biases whatever the config says
+        attention_bias=latent is None and pattern is None and f.get_bool("attention_bias", False),
         cross_attention_layers=tuple(cross) if isinstance(cross, list) else (),
         experts=_experts(f, len(moe_layer_ids(f, num_layers)), architecture),
         max_position_embeddings=f.get_int("max_position_embeddings", 262144),

@@ -4,9 +4,11 @@
 conv), dense MLP, shared experts, routed experts, kept parts (norms, routers, biases, sinks) and
 replicated parts (MLA down-projections); embeddings and the LM head are counted apart
 (`weight_bytes`). config_card counts a checkpoint's loaded bytes from it with the config facts
-the card does not hold (`Extras`); the planner splits a loaded card by it (`card_layers`, with
-what the card alone says), so vLLM's pipeline stages and SGLang's KTransformers offload weigh
-the same layers the card's bytes were counted from.
+the card does not hold (`Extras`: MoE layer ids, the vision tower, the pack's per-module rules);
+the planner splits a loaded card by it (`card_layers`, with what the card alone says), so vLLM's
+pipeline stages and SGLang's KTransformers offload weigh the same layers the card's bytes were
+counted from. The shape facts themselves are the card's (attention and expert biases, Gemma 4's
+dense MLP beside the experts, Nemotron-H's latent expert width), so both counts agree.
 """
 
 from __future__ import annotations
@@ -53,13 +55,9 @@ class Extras:
     moe_layers: tuple[int, ...] = ()
     vision_params: int = 0
     vision_linear_params: int = 0
-    attention_bias: bool = False
-    expert_bias: bool = False  # gpt-oss: biases on the experts and the router
-    dense_beside_experts: bool = False  # Gemma 4 (enable_moe_block): a dense MLP in every layer
     conv_bias: bool = False  # LFM2's short convolution has a bias
     quant: Mapping[str, Any] | None = None
     source: str = ""
-    config: Mapping[str, Any] = field(default_factory=dict)  # the text config (Nemotron-H)
     mtp_pattern: str = ""  # Nemotron-H's MTP layer plan (mtp_hybrid_override_pattern)
     parts: dict[tuple[str, int | None], float] = field(default_factory=dict, compare=False)
 
@@ -100,10 +98,10 @@ def _attention_params(card: ModelCard, layer: int) -> tuple[int, int]:
     return q_up + kv_up + heads * v * h, q_down + kv_down + indexer
 
 
-def _attention_extras(card: ModelCard, ex: Extras) -> int:
+def _attention_extras(card: ModelCard) -> int:
     """Biases of q/k/v/o (`attention_bias`) and sink logits: kept at the model's dtype."""
     n = card.num_attention_heads if card.attention_sinks else 0
-    if ex.attention_bias:
+    if card.attention_bias:
         n += card.num_attention_heads * card.head_dim + card.hidden_size
         n += card.num_kv_heads * (card.head_dim + card.value_head_dim)
     return n
@@ -114,7 +112,7 @@ def _mixer_params(card: ModelCard, ex: Extras, layer: int, p: LayerParams) -> No
     la = card.linear_attention
     if layer in card.full_attention_layers or la is None:
         p.attention, p.replicated = _attention_params(card, layer)
-        p.kept += _attention_extras(card, ex)
+        p.kept += _attention_extras(card)
         return
     if la.kind == "mamba2":  # GraniteMoeHybrid's mixer: Nemotron-H's Mamba-2 block
         parts = dict.fromkeys(("linear_attention", "kept"), 0)
@@ -133,7 +131,7 @@ def _mixer_params(card: ModelCard, ex: Extras, layer: int, p: LayerParams) -> No
     p.kept += 2 * la.num_value_heads * h + 2 * la.num_value_heads
 
 
-def _mlp_params(card: ModelCard, ex: Extras, moe: bool, p: LayerParams) -> None:
+def _mlp_params(card: ModelCard, moe: bool, p: LayerParams) -> None:
     h = card.hidden_size
     e = card.experts
     if not moe or e is None:
@@ -141,10 +139,13 @@ def _mlp_params(card: ModelCard, ex: Extras, moe: bool, p: LayerParams) -> None:
         return
     p.experts = 3 * h * e.moe_intermediate_size * e.num_experts
     p.shared = 3 * h * e.shared_intermediate_size
-    if ex.dense_beside_experts:
+    p.kept += h * e.num_experts  # router
+    if e.dense_mlp:
+        # Gemma 4: gate_up / down of the dense MLP; router.scale, moe.per_expert_scale and
+        # pre_feedforward_layernorm_2, post_feedforward_layernorm_1 / _2 (vLLM gemma4.py)
         p.mlp = 3 * h * card.intermediate_size
-    p.kept += h * e.num_experts
-    if ex.expert_bias:
+        p.kept += h + e.num_experts + 3 * h
+    if e.bias:  # gpt-oss: w13 bias (2 x intermediate), w2 bias (hidden), router bias
         p.kept += e.num_experts * (2 * e.moe_intermediate_size + h + 1)
 
 
@@ -153,11 +154,11 @@ def layer_params(card: ModelCard, ex: Extras, layer: int) -> LayerParams:
     model's MLP kind; Nemotron-H: the blocks its layer plan names)."""
     if card.block_pattern is not None:
         blocks = ex.mtp_pattern if layer < 0 else card.block_pattern[layer]
-        return LayerParams(**block_parts(card, ex.config, blocks))
+        return LayerParams(**block_parts(card, blocks))
     p = LayerParams(kept=2 * card.hidden_size)
     _mixer_params(card, ex, layer if layer >= 0 else card.full_attention_layers[-1], p)
     moe = layer in ex.moe_layers if layer >= 0 else bool(ex.moe_layers)
-    _mlp_params(card, ex, moe, p)
+    _mlp_params(card, moe, p)
     return p
 
 
@@ -181,7 +182,7 @@ def stored_param_bytes(card: ModelCard) -> float:
 
 def card_layers(card: ModelCard, ex: Extras | None = None) -> list[LayerParams]:
     """Every decoder layer's parameters; without `ex`, from what the card alone says
-    (`moe_layers_of`; no biases, no dense MLP beside the experts)."""
+    (`moe_layers_of`)."""
     if ex is None:
         ex = Extras(moe_layers=moe_layers_of(card))
     return [layer_params(card, ex, i) for i in range(card.num_layers)]

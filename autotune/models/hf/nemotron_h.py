@@ -7,8 +7,9 @@
 - *: attention: q/k/v/o without biases.
 - -: a non-gated MLP (relu2): up_proj and down_proj only.
 - E: MoE: a router (plus its e_score_correction_bias), non-gated routed experts over the latent
-  width when `moe_latent_size` is set (Nemotron 3 Super's LatentMoE: fc1_latent_proj and
-  fc2_latent_proj, ReplicatedLinear on every TP rank), else over hidden, and a non-gated shared
+  width when `moe_latent_size` is set (the card's `experts.latent_size`; Nemotron 3 Super's
+  LatentMoE: fc1_latent_proj and fc2_latent_proj, ReplicatedLinear on every TP rank), else over
+  hidden, and a non-gated shared
   expert of moe_shared_expert_intermediate_size x n_shared_experts over hidden.
 
 Each block has its own RMSNorm. The counts are per part of a layer (the LayerParams fields of
@@ -45,21 +46,20 @@ def _attention(card: ModelCard, parts: dict[str, int]) -> None:
     parts["attention"] += heads * card.value_head_dim * h
 
 
-def _moe(card: ModelCard, config: Mapping[str, Any], parts: dict[str, int]) -> None:
+def _moe(card: ModelCard, parts: dict[str, int]) -> None:
     e = card.experts
     if e is None:
         raise ValueError("a Nemotron-H E block needs the card's experts")
     h = card.hidden_size
-    latent = config.get("moe_latent_size")
-    width = latent if isinstance(latent, int) and latent > 0 else h
+    width = e.latent_size or h
     parts["experts"] += 2 * width * e.moe_intermediate_size * e.num_experts
     parts["shared"] += 2 * h * e.shared_intermediate_size
-    if width != h:
+    if e.latent_size is not None:  # vLLM builds both projections whenever the size is set
         parts["replicated"] += 2 * h * width
     parts["kept"] += h * e.num_experts + e.num_experts  # router and its correction bias
 
 
-def block_parts(card: ModelCard, config: Mapping[str, Any], blocks: str) -> dict[str, int]:
+def block_parts(card: ModelCard, blocks: str) -> dict[str, int]:
     """Parameters per part of the blocks `blocks` (one letter each: a layer of the main stack,
     or the MTP layer's plan such as Super's '*E')."""
     parts = dict.fromkeys(
@@ -74,7 +74,7 @@ def block_parts(card: ModelCard, config: Mapping[str, Any], blocks: str) -> dict
         elif c == "-":
             parts["mlp"] += 2 * card.hidden_size * card.intermediate_size
         elif c == "E":
-            _moe(card, config, parts)
+            _moe(card, parts)
     return parts
 
 
