@@ -15,8 +15,9 @@ from pydantic import ValidationError
 
 from autotune.errors import ModelLoadError
 from autotune.models.card import Experts, ModelCard, WeightBytes
-from autotune.models.config_cards import config_card
-from autotune.models.hf.config_card import card_from_config
+from autotune.models.config_cards import config_card, config_cards
+from autotune.models.hf.config_card import card_from_config, moe_layer_ids
+from autotune.models.hf.fields import ConfigFields
 from autotune.models.hf.layer_params import Extras, card_layers, moe_layers_of, weight_bytes
 from autotune.planner.sglang_kt import routed_expert_bytes
 
@@ -290,3 +291,29 @@ def test_the_fields_are_checked_with_clear_errors() -> None:
         _card({**NEMOTRON, "moe_latent_size": "1024"})
     # Nemotron-H builds its attention without biases whatever the config says
     assert not _card({**NEMOTRON, "attention_bias": True}).attention_bias
+
+
+def test_every_committed_card_alone_counts_what_its_config_counts() -> None:
+    """The planner's per-layer split reads the card alone; the config's count adds only the
+    facts Extras keeps (MoE layer ids, LFM2's conv bias). Before the card held the fields
+    above, the Gemma 4 cards lost their dense MLP here, gpt-oss its biases, and Nemotron 3
+    Super counted its experts at hidden width."""
+    for name, c in config_cards().items():
+        alone = [p.projections + p.kept for p in card_layers(c)]
+        counted = [p.projections + p.kept for p in card_layers(c, _config_extras(name, c))]
+        assert alone == counted, (name, c.architecture)
+
+
+def _config_extras(name: str, c: ModelCard) -> Extras:
+    from autotune.models.config_cards import _committed
+    from autotune.yamlio import load_yaml
+
+    _, label, raw = _committed()[name]
+    config = load_yaml(raw, source=label)["config"]
+    text = config.get("text_config")  # as config_card reads it
+    nested = isinstance(text, dict) and "num_hidden_layers" in text
+    text, prefix = (text, "text_config.") if nested else (config, "")
+    f = ConfigFields(text, Path(label), prefix)
+    return Extras(
+        moe_layers=moe_layer_ids(f, c.num_layers), conv_bias=f.get_bool("conv_bias", False)
+    )
