@@ -34,6 +34,7 @@ from autotune.planner.common import (
     weights_per_rank,
 )
 from autotune.planner.sglang_alloc import load_overhead_bytes
+from autotune.planner.sglang_comm import comm_split
 from autotune.planner.sglang_fusion import fusion_extra_bytes
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_kt import kt_card
@@ -104,7 +105,7 @@ class StaticBudget:
     pre_gib: float
     weights_gib: float
     mem_fraction_static: float
-    comm_gib: float = 0.0  # NCCL buffers allocated after the free-memory reading (TP > 1)
+    comm_gib: float = 0.0  # NCCL memory set up after SGLang's free-memory reading (sglang_comm)
     draft_gib: float = 0.0  # a separate draft's weights, loaded before the target profiles
     transient_gib: float = 0.0  # held while the target profiles, freed before the graphs
 
@@ -148,6 +149,15 @@ def plan_sglang(
     draft = sglang_draft.dflash_draft(cfg, v, assumptions)
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
     pre = _free_before_weights_gib(gpu, gpu_free_gib, assumptions)
+    logged = gpu_free_gib is not None
+    comm = comm_split(
+        gpu, tp, version, pre_logged=logged, mem_fraction_static=r.mem_fraction_static
+    )
+    if comm.before_reading_gib:
+        pre -= comm.before_reading_gib
+        assumptions.append(
+            f"NCCL at TP {tp} takes {comm.before_reading_gib:.2f} GiB before weights"
+        )
     eagle = _eagle_draft(card, cfg, r, reasons)
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
     dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
@@ -171,7 +181,7 @@ def plan_sglang(
         pre,
         weights / GIB,
         r.mem_fraction_static,
-        _comm_gib(gpu, tp),
+        comm.after_reading_gib,
         static_draft / GIB,
         held / GIB,
     )
@@ -291,19 +301,6 @@ def _free_before_weights_gib(
             f"(CUDA context {DEFAULT_RESERVE_MIB} MiB + desktop {gpu.desktop_reserve_mib} MiB)"
         )
     return pre
-
-
-def _comm_gib(gpu: GPUSpec, tp: int) -> float:
-    """NCCL's buffers on an NVLink rank (Hopper, B200 / GB200: vllm_memory.NVLINK_ARCHS) at
-    TP > 1, taken after SGLang reads the free memory before weights (its `Init torch distributed
-    ends. mem usage` stays near 0: NCCL allocates at the first collective). Size as vLLM
-    measures it on H100 (HOPPER_TP_NON_TORCH_MIB)."""
-    from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB, NVLINK_ARCHS
-
-    if tp <= 1 or gpu.arch not in NVLINK_ARCHS:
-        return 0.0
-
-    return HOPPER_TP_NON_TORCH_MIB / 1024
 
 
 def _eagle_draft(

@@ -30,12 +30,14 @@ def test_nvlink_parts_take_hoppers_buffers() -> None:
 
 
 def test_sglang_budget_loses_them_at_tp_above_one() -> None:
+    """From the capacity: SGLang reads the free memory after NCCL's set-up (planner.sglang_comm),
+    so the buffers come off `pre` and the KV pool loses their mem_fraction_static share."""
     card = config_card("Qwen/Qwen3-30B-A3B")
     assert card is not None
     b200 = get_gpu("b200-180g")
     pcie = b200.model_copy(update={"arch": "sm_120"})  # the same card without NVLink
     cfg = {"mem_fraction_static": 0.8}
-    for tp, lost in ((2, HOPPER_TP_NON_TORCH_MIB / 1024), (1, 0.0)):
+    for tp, lost in ((2, HOPPER_TP_NON_TORCH_MIB / 1024 * 0.8), (1, 0.0)):
         nvlink = plan_sglang(card, b200, cfg, version="0.5.6.post2", tp=tp)
         other = plan_sglang(card, pcie, cfg, version="0.5.6.post2", tp=tp)
         assert other.kv_pool_gib - nvlink.kv_pool_gib == pytest.approx(lost, abs=0.01)
@@ -51,6 +53,8 @@ def test_sglang_budget_loses_them_at_tp_above_one() -> None:
 )
 def test_public_b200_launches(name: str) -> None:
     """The launches the sm_100 extension was chosen on (marked fitted in benchmarks/fidelity.py,
-    not counted as evidence): they stay where it put them."""
+    not counted as evidence): they stay near where it put them (0.999 / 1.011 / 1.023), each up
+    by the buffers' (1 - mem_fraction_static) share since they come off the free memory SGLang
+    reads rather than off the budget after it (planner.sglang_comm)."""
     r = replay(next(rec for rec in load_records(RECORDS) if rec.name == name))
-    assert r.kv_ratio == pytest.approx(1.0, abs=0.025)
+    assert r.kv_ratio == pytest.approx(1.0, abs=0.035)
