@@ -88,11 +88,13 @@ def mamba_pool(
         )
         if d:
             mrr_for_spec = r.max_running_requests or 48
-            if v >= (0, 5, 16):
+            if v >= JOINT_SOLVE_SINCE:  # capped_reqs = min(max_running_requests, N // ratio)
                 mrr_for_spec = min(mrr_for_spec, max(n_slots // max(slots_per_req, 1), 0))
             # the intermediate state is priced per request as the pool's slot, conv included
             # (mamba2_cache_params.mamba_cache_per_req: conv + temporal, 0.5.9 .. 0.5.23)
             spec_bytes = per_slot * (mrr_for_spec + 1) * d
+            if v < RESERVE_BEFORE_SPLIT_SINCE:  # 0.5.4 .. 0.5.6: D more slots per slot
+                spec_bytes = per_slot * max(n_slots, 0) * d
         if rest <= 0:
             pass  # reported with the KV pool as weights leaving no memory
         elif n_slots <= 0:
@@ -112,6 +114,42 @@ def mamba_pool(
     # non-static slack, not the KV budget. 0.5.17 adds it ("+1: the pool's padding slot").
     budget = max(n_slots, 0) * per_slot if card.is_hybrid and v < (0, 5, 17) else -1
     return MambaPool(conv_b, ssm_b, slots_per_req, n_slots, spec_bytes, mamba_bytes, budget)
+
+
+# handle_max_mamba_cache's ratio rule with speculative decoding, by release: 0.5.4.post1 ..
+# 0.5.6.post2 divide the mamba share by (1 + D) slots per slot (model_runner.py); 0.5.7 ..
+# 0.5.12 take max_running_requests x D slots of intermediate state off the rest before the split
+# (model_runner_kv_cache_mixin.py); 0.5.13 solves the slots and the intermediate state of
+# N // ratio requests jointly inside the mamba share (0.5.16: mem_cache/kv_cache_configurator.py);
+# 0.5.17 first takes one slot and its D states off the share (the pool's padding slot).
+RESERVE_BEFORE_SPLIT_SINCE = (0, 5, 7)
+JOINT_SOLVE_SINCE = (0, 5, 13)
+PADDING_SLOT_SINCE = (0, 5, 17)
+
+
+def ratio_rule_slots(
+    v: tuple[int, int, int],
+    rest_b: float,
+    ratio: float,
+    per_slot: int,
+    slots_per_req: int,
+    d: int,
+    mrr: int,
+) -> int:
+    """max_mamba_cache_size from the mamba_full_memory_ratio split of `rest_b` bytes, `d` draft
+    tokens (0: no speculative decoding) and `mrr` max_running_requests."""
+    if d and RESERVE_BEFORE_SPLIT_SINCE <= v < JOINT_SOLVE_SINCE:
+        rest_b -= per_slot * mrr * d
+    budget = max(rest_b, 0) * ratio / (1 + ratio)
+    if v >= PADDING_SLOT_SINCE:
+        if d:
+            return int((budget - per_slot * (1 + d)) // (per_slot * (1 + d / slots_per_req)))
+        return int((budget - per_slot) // per_slot)
+    if d and v >= JOINT_SOLVE_SINCE:
+        return int(budget // (per_slot * (1 + d / slots_per_req)))
+    if d and v < RESERVE_BEFORE_SPLIT_SINCE:
+        return int(budget // per_slot // (1 + d))
+    return int(budget // per_slot)
 
 
 def mamba_slots(
@@ -137,16 +175,9 @@ def mamba_slots(
     elif not r.radix_cache and v < (0, 5, 9):
         n_slots = 512  # releases before 0.5.9 fell back to 512 slots
     else:
-        budget = max(rest_b, 0) * ratio / (1 + ratio)
-        if v < (0, 5, 16):
-            if d:
-                budget -= per_slot * (r.max_running_requests or 48) * d
-            n_slots = int(budget // per_slot)
-        elif d:
-            # joint solve for slots and the intermediate state of N // ratio requests
-            n_slots = int((budget - per_slot * (1 + d)) // (per_slot * (1 + d / slots_per_req)))
-        else:
-            n_slots = int((budget - per_slot) // per_slot)
+        n_slots = ratio_rule_slots(
+            v, rest_b, ratio, per_slot, slots_per_req, d, r.max_running_requests or 48
+        )
         assumptions.append(
             f"max_mamba_cache_size from the ratio rule (mamba_full_memory_ratio {ratio})"
         )
