@@ -87,14 +87,10 @@ def mamba_pool(
             assumptions=assumptions,
         )
         if d:
-            mrr_for_spec = r.max_running_requests or 48
-            if v >= JOINT_SOLVE_SINCE:  # capped_reqs = min(max_running_requests, N // ratio)
-                mrr_for_spec = min(mrr_for_spec, max(n_slots // max(slots_per_req, 1), 0))
             # the intermediate state is priced per request as the pool's slot, conv included
             # (mamba2_cache_params.mamba_cache_per_req: conv + temporal, 0.5.9 .. 0.5.23)
-            spec_bytes = per_slot * (mrr_for_spec + 1) * d
-            if v < RESERVE_BEFORE_SPLIT_SINCE:  # 0.5.4 .. 0.5.6: D more slots per slot
-                spec_bytes = per_slot * max(n_slots, 0) * d
+            reqs = spec_state_requests(v, n_slots, slots_per_req, r.max_running_requests or 48)
+            spec_bytes = per_slot * reqs * d
         if rest <= 0:
             pass  # reported with the KV pool as weights leaving no memory
         elif n_slots <= 0:
@@ -150,6 +146,20 @@ def ratio_rule_slots(
     if d and v < RESERVE_BEFORE_SPLIT_SINCE:
         return int(budget // per_slot // (1 + d))
     return int(budget // per_slot)
+
+
+def spec_state_requests(
+    v: tuple[int, int, int], n_slots: int, slots_per_req: int, mrr: int
+) -> int:
+    """The requests whose D intermediate states come off the KV budget: every slot's before
+    0.5.7 (the share's (1 + D) divisor), max_running_requests to 0.5.12, capped at N // ratio
+    from 0.5.13 (capped_reqs), plus the padding slot's from 0.5.17 ("capped_reqs + 1")."""
+    if v < RESERVE_BEFORE_SPLIT_SINCE:
+        return max(n_slots, 0)
+    if v < JOINT_SOLVE_SINCE:
+        return mrr
+    capped = min(mrr, max(n_slots // max(slots_per_req, 1), 0))
+    return capped + 1 if v >= PADDING_SLOT_SINCE else capped
 
 
 def mamba_slots(

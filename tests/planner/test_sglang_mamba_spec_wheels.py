@@ -14,6 +14,7 @@ from autotune.planner.sglang_mamba import (
     PADDING_SLOT_SINCE,
     RESERVE_BEFORE_SPLIT_SINCE,
     ratio_rule_slots,
+    spec_state_requests,
 )
 from tests.wheels import function_def, wheel_text
 
@@ -105,3 +106,29 @@ def test_the_rule_is_the_releases(version: str) -> None:
 )
 def test_ratio_rule_slots(v: tuple[int, int, int], d: int, slots: int) -> None:
     assert ratio_rule_slots(v, 1_900_000, 0.9, 1_000, 3, d, 10) == slots
+
+
+@pytest.mark.parametrize("version", list(HANDLERS))
+def test_intermediate_requests_are_the_releases(version: str) -> None:
+    """Which requests' D intermediate states the ratio branch takes off the KV budget."""
+    text = ast.unparse(_handler(version))
+    v = _release(version)
+    assert ("per_req * capped_reqs * D" in text) == (JOINT_SOLVE_SINCE <= v < PADDING_SLOT_SINCE)
+    assert ("(capped_reqs + 1) * D" in text) == (v >= PADDING_SLOT_SINCE)
+    if v < RESERVE_BEFORE_SPLIT_SINCE:  # the state memory is N slots x (1 + D)
+        assert "* (1 + speculativa_ratio)" in text.replace("\n", " ")
+
+
+@pytest.mark.parametrize(
+    ("v", "slots", "reqs"),
+    [
+        ((0, 5, 6), 900, 900),  # every slot's D states
+        ((0, 5, 12), 9, 10),  # max_running_requests, uncapped
+        ((0, 5, 13), 9, 3),  # capped at 9 slots // 3 a request
+        ((0, 5, 16), 900, 10),
+        ((0, 5, 17), 9, 4),  # and the padding slot's
+        ((0, 5, 23), 900, 11),
+    ],
+)
+def test_spec_state_requests(v: tuple[int, int, int], slots: int, reqs: int) -> None:
+    assert spec_state_requests(v, slots, 3, 10) == reqs
