@@ -108,7 +108,7 @@ def _distribution(replays: list[Replay], engine: str) -> list[str]:
 
 def _misses(replays: list[Replay]) -> list[str]:
     """Predicted records off by more than the first band, worst first, with what the source
-    says the launch ran that the planner leaves out."""
+    says the launch ran that the planner leaves out, and the record's planner gap."""
     off = [
         r
         for r in replays
@@ -119,6 +119,7 @@ def _misses(replays: list[Replay]) -> list[str]:
         f"- {r.record.name} ({r.record.engine} {r.record.version}): {r.kv_ratio:.3f}"
         + (f"; unmodelled: {'; '.join(r.record.unmodelled)}" if r.record.unmodelled else "")
         + (f"; unstated: {', '.join(r.record.unstated)}" if r.record.unstated else "")
+        + (f"; planner gap: {'; '.join(r.record.planner_gap)}" if r.record.planner_gap else "")
         for r in off
     ]
 

@@ -56,6 +56,13 @@ class LaunchRecord(BaseModel):
         "does not model, as the source states it (a KV connector, TunableOp tuning during the "
         "profiling run, a vGPU profile, an external draft model)",
     )
+    planner_gap: list[str] = Field(
+        default_factory=list,
+        description="why the planner misses this launch where the cause is the engine release's "
+        "own accounting (a rule the planner does not model, with its evidence from the release "
+        "source or a replay), or, where no cause is found, what was checked; unlike `unmodelled` "
+        "the miss is the planner's, so the record still counts as having nothing unmodelled",
+    )
     unstated: list[str] = Field(
         default_factory=list,
         description="inputs that size this launch's pool and that the source does not show "

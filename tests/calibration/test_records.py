@@ -61,6 +61,15 @@ def test_unknown_field_is_refused(tmp_path: Path) -> None:
         load_record(path)
 
 
+def test_planner_gap_is_its_own_field(tmp_path: Path) -> None:
+    """A cause in the engine's own accounting goes in planner_gap, not unmodelled (which the
+    fidelity table's 'nothing unmodelled' share leaves out)."""
+    path = tmp_path / "gap.yaml"
+    path.write_text(GOOD + "planner_gap:\n  - the allocator's reserved pool\n")
+    rec = load_record(path)
+    assert rec.planner_gap == ["the allocator's reserved pool"] and rec.unmodelled == []
+
+
 def test_committed_records_load_and_are_distinct() -> None:
     records = load_records(RECORDS)
     assert records, f"no records under {RECORDS}"

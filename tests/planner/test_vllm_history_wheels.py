@@ -93,3 +93,46 @@ def test_pipeline_stages_split_as_get_pp_indices_and_weigh_their_experts() -> No
     dense_first = (31 * expert) / (58 * expert + 3 * 18432)
     assert stage_share(DEEPSEEK, 2, "0.6.6.post1") == pytest.approx(dense_first, rel=0.02)
     assert stage_share(DEEPSEEK, 2, "0.6.6.post1") > 31 / 61
+
+
+def test_mllama_profile_run_gives_each_of_max_num_seqs_a_four_tile_image() -> None:
+    """The Llama-3.2-11B-Vision launch's planner gap, from the 0.6.6.post1 wheel: V0's
+    encoder-decoder profile_run keeps all max_num_seqs dummy sequences (the decoder-only runner
+    caps them by the image tokens), each with one 1024 x 1024 dummy image (the default limit of
+    one) of max_num_tiles x 1,601 encoder tokens; the tower's mask alone is 9.86 GiB. The planner
+    says it leaves that share out."""
+    enc = full_vllm_text("0.6.6.post1", "vllm/worker/enc_dec_model_runner.py")
+    profile = enc[enc.index("def profile_run") : enc.index("def _prepare_encoder_model_input")]
+    dec = full_vllm_text("0.6.6.post1", "vllm/worker/model_runner.py")
+    assert "for group_id in range(max_num_seqs):" in profile
+    cap = "max_num_batched_tokens // max_mm_tokens"
+    assert cap in dec and cap not in profile
+    registry = full_vllm_text("0.6.6.post1", "vllm/multimodal/registry.py")
+    assert "key: config_limits_per_plugin.get(key, 1)" in registry
+    mllama = full_vllm_text("0.6.6.post1", "vllm/model_executor/models/mllama.py")
+    assert "width = height = 1024" in mllama
+    assert "token_per_chunk = (hf_config.vision_config.image_size // 14)**2 + 1" in mllama
+    assert "return hf_config.vision_config.max_num_tiles * token_per_chunk" in mllama
+    assert "num_padding_patches = (8 - (hidden_state.shape[-2] % 8)) % 8" in mllama
+    image_size, tiles = 560, 4  # the checkpoint's vision_config (config.json)
+    patches = (image_size // 14) ** 2 + 1
+    assert tiles * patches == 6404
+    padded = tiles * (patches + (8 - patches % 8) % 8)
+    assert round(128 * padded**2 * 2 / 2**30, 2) == 9.86  # [128, 1, 6432, 6432] bf16
+    r = replay(load_record(RECORDS / "v-llama-3.2-11b-vision-h100-tp1.yaml"))
+    assert r.plan is not None and r.kv_ratio is not None and r.kv_ratio > 2
+    assert any("128 dummy images at once" in a for a in r.plan.assumptions)
+    assert any("9.86 GiB" in gap and "6,404" in gap for gap in r.record.planner_gap)
+
+
+def test_deepseek_pp2_gap_figures_are_the_plans() -> None:
+    """The DeepSeek-V3 PP2 launch's planner gap (cause not found) states the non-KV memory its
+    2,889 blocks leave on a last-stage rank and the planner's sum; both are the plan's own."""
+    r = replay(load_record(RECORDS / "repo-deepseek-v3-h100-tp8-pp2.yaml"))
+    p = r.plan
+    assert p is not None and r.observed_kv == 2889 * 16 and p.layers_per_group == 31
+    logged_non_kv = p.requested_gib - r.observed_kv * p.kv_cell_bytes / 2**30
+    planned = p.weights_gib + p.activation_gib + p.non_torch_gib
+    gap = r.record.planner_gap[0]
+    assert f"{logged_non_kv:.1f} GiB" in gap and f"{planned:.1f} GiB" in gap
+    assert f"{logged_non_kv - planned:.1f} GiB" in gap
