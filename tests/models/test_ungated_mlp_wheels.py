@@ -30,8 +30,22 @@ def test_phi_mlp_is_fc1_and_fc2_without_a_gate() -> None:
     assert "self.fc1 = ColumnParallelLinear(" in mlp
     assert "self.fc2 = RowParallelLinear(" in mlp
     assert "gate" not in mlp and "MergedColumnParallelLinear" not in mlp
-    assert "PhiForCausalLM" in src and UNGATED_MLP == {"PhiForCausalLM"}
+    assert "PhiForCausalLM" in src and "PhiForCausalLM" in UNGATED_MLP
     assert (mlp_matrices("PhiForCausalLM"), mlp_matrices("Phi3ForCausalLM")) == (2, 3)
+
+
+def test_xlm_roberta_mlp_is_up_and_down_without_a_gate() -> None:
+    """SGLang's XLMRobertaModel runs bert.py's BertEncoder, whose layer MLP is BertIntermediate
+    (one ColumnParallelLinear up) and BertOutput (one RowParallelLinear down)."""
+    roberta = wheel_text("sglang", "0.4.7.post1", "sglang/srt/models/roberta.py")
+    bert = wheel_text("sglang", "0.4.7.post1", "sglang/srt/models/bert.py")
+    assert "BertEncoder(" in ast.unparse(_class(roberta, "XLMRobertaBaseModel"))
+    up = ast.unparse(_class(bert, "BertIntermediate"))
+    down = ast.unparse(_class(bert, "BertOutput"))
+    assert up.count("ParallelLinear(") == 1 and "self.dense = ColumnParallelLinear(" in up
+    assert down.count("ParallelLinear(") == 1 and "self.dense = RowParallelLinear(" in down
+    assert "gate" not in up + down and "MergedColumnParallelLinear" not in up + down
+    assert mlp_matrices("XLMRobertaModel") == 2
 
 
 def test_phi2_card_counts_two_mlp_matrices() -> None:

@@ -271,8 +271,10 @@ def rotary_dim(f: ConfigFields, architecture: str, head_dim: int) -> int | None:
 
 
 # Architectures whose dense MLP is two matrices, up and down with no gate: vLLM's phi.py PhiMLP
-# (fc1 / fc2 around a GELU). Every other architecture here runs a gated (SwiGLU-style) MLP.
-UNGATED_MLP = frozenset({"PhiForCausalLM"})
+# (fc1 / fc2 around a GELU), and the XLM-RoBERTa encoder SGLang's roberta.py builds on bert.py's
+# BertEncoder (BertIntermediate up, BertOutput down). Every other architecture here runs a gated
+# (SwiGLU-style) MLP.
+UNGATED_MLP = frozenset({"PhiForCausalLM", "XLMRobertaModel"})
 
 
 def mlp_matrices(architecture: str) -> int:
