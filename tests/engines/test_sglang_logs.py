@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from autotune.engines.sglang import parse_batch_line, parse_startup, split_prefix, strip_prefix
+from tests.wheels import wheel_text
 
 # SGLang 0.5.9, TP=1 (no rank prefix): the C1 calibration figures (34 slots, 183,838 tokens).
 LOG_0_5_9 = """\
@@ -266,3 +269,32 @@ def test_swa_pools_give_the_full_pools_tokens() -> None:
     report = parse_startup(log)
     assert report.kv_pool_tokens == 318715
     assert parse_startup("\n".join(log.splitlines()[1:])).kv_pool_tokens == 254972
+
+
+def test_no_op_pool_line_gives_the_logical_pool() -> None:
+    r = parse_startup(
+        "Load weight end. elapsed=24.47 s, type=EmbeddingGemmaModel, avail mem=77.88 GB, "
+        "mem usage=0.59 GB.\n"
+        "KV Cache skipped (no-op pool). Logical #tokens: 1686301, physical K/V size: ~24.0 KB "
+        "placeholder\n"
+    )
+    assert (r.kv_pool_tokens, r.kv_k_gib, r.weights_gib) == (1686301, None, 0.59)
+
+
+@pytest.mark.parametrize("version", ["0.5.15", "0.5.23"])
+def test_no_op_pool_line_as_the_release_prints_it(version: str) -> None:
+    """NoOpMHATokenToKVPool's log f-string, rendered from the release's own source."""
+    source = wheel_text("sglang", version, "sglang/srt/mem_cache/memory_pool.py")
+    (fstring,) = [
+        node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.JoinedStr)
+        and any(
+            isinstance(v, ast.Constant) and "KV Cache skipped" in str(v.value) for v in node.values
+        )
+    ]
+    line = eval(  # noqa: S307 - the release's own f-string, rendered with two numbers
+        compile(ast.Expression(fstring), "<memory_pool>", "eval"),
+        {"num_tokens": 1686301, "placeholder_bytes": 24576},
+    )
+    assert parse_startup(f"[2026-08-22 10:00:00] {line}\n").kv_pool_tokens == 1686301

@@ -4,7 +4,9 @@ Handles both log generations (0.5.9 and 0.5.2x; reference/sglang-internals.md §
 f-strings were checked against every wheel 0.5.9 .. 0.5.23:
 - `Load weight end. ... dtype=... (0.5.9) / quant=... (0.5.10+) ..., mem usage=X GB.`
 - `KV Cache is allocated. [dtype: D, ]#tokens: N, K size: K GB, V size: V GB` (dtype from
-  0.5.13; MLA prints `KV size:`; 0.5.18+ may say `VA upper bound` instead of `is allocated`);
+  0.5.13; MLA prints `KV size:`; 0.5.18+ may say `VA upper bound` instead of `is allocated`),
+  or `KV Cache skipped (no-op pool). Logical #tokens: N, ...` (0.5.15+, an embedding model
+  served without a pool: N is still the pool the scheduler admits against);
 - `Capture cuda graph end. Time elapsed: ... mem usage=X GB.` (<= 0.5.13) and
   `Capture target decode CUDA graph end. [bs=[..], ]elapsed=..., mem usage=X GB, ...` (0.5.14+).
 Older releases, as public logs show them (checked against the 0.3.0 .. 0.5.8 wheels):
@@ -65,6 +67,10 @@ _KV_RE = re.compile(
     r"(?:K size: (?P<k>\d+(?:\.\d+)?) GB, V size: (?P<v>\d+(?:\.\d+)?) GB"
     r"|KV size: (?P<kv>\d+(?:\.\d+)?) GB)"
 )
+# An embedding launch that attends over raw K/V (prefill_only_disable_kv_cache, 0.5.15 on:
+# NoOpMHATokenToKVPool) allocates no pool; the line still states the profiled pool's size,
+# which the scheduler admits against.
+_NOOP_KV_RE = re.compile(r"^KV Cache skipped \(no-op pool\)\. Logical #tokens: (?P<tokens>\d+), ")
 _SWA_POOLS_RE = re.compile(
     r"^Use sliding window memory pool\. full_layer_tokens=(?P<full>\d+), swa_layer_tokens=\d+"
 )
@@ -191,6 +197,7 @@ _READERS: tuple[Reader, ...] = (
     ((_BEGIN_RE,), keep_first(free_before_weights_gib=("gib", float))),
     ((_SWA_POOLS_RE,), keep_first(kv_pool_tokens=("full", int))),
     ((_KV_RE,), _kv_pool),
+    ((_NOOP_KV_RE,), keep_first(kv_pool_tokens=("tokens", int))),
     ((_SWA_KV_POOL_RE,), _swa_kv_pool),
     ((_MAMBA_RE,), _mamba_pool),
     ((_GRAPH_RE,), add_up("graph_gib", "gib")),
