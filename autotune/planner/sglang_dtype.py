@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-from autotune.planner.vllm_dtype import _with_dtype
+from autotune.planner.vllm_dtype import with_dtype
 from autotune.versions import Version
 
 ANY_GEMMA_BF16_SINCE = Version("0.4.4.post2")
@@ -38,6 +38,6 @@ def launch_card(
     if str(cfg.get("dtype") or "auto") != "auto" or card.dtype != "float32":
         return card
     dtype = auto_dtype(card, version)
-    return _with_dtype(
+    return with_dtype(
         card, dtype, assumptions, f"--dtype auto on a float32 checkpoint: served in {dtype}"
     )

@@ -90,7 +90,7 @@ def launch_card(
     if str(dtype or "auto") == "auto" and card.dtype == "float32":
         dtype = auto_dtype(card, version, arch)
         label = f"--dtype auto on a float32 checkpoint: served in {dtype}"
-    card = _with_dtype(card, dtype, assumptions, label)
+    card = with_dtype(card, dtype, assumptions, label)
     if cfg.get("quantization") == "fp8" and card.quantization.scheme == "none":
         card = _online_fp8(card)
         assumptions.append(
@@ -100,7 +100,7 @@ def launch_card(
     return card
 
 
-def _with_dtype(
+def with_dtype(
     card: ModelCard, dtype: object, assumptions: list[str], label: str | None = None
 ) -> ModelCard:
     name = DTYPE_NAMES.get(str(dtype or "auto"))
