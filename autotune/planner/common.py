@@ -125,21 +125,6 @@ def weights_per_rank(card: ModelCard, tp: int, load_mtp: bool, shard_vision: boo
     return (sharded + w.load_overhead) // tp + vision_per_rank(w, tp, shard_vision) + w.replicated
 
 
-def dp_attention_weights(
-    card: ModelCard, tp: int, attn_tp: int, *, embed_whole: bool = False
-) -> int:
-    """What SGLang's DP attention adds to a rank's weights over plain TP: the attention
-    projections split over `attn_tp` = tp / dp ranks only; the embedding split over those ranks
-    too (0.5.8+: VocabParallelEmbedding(use_attn_tp_group=is_dp_attention_enabled())) or, before,
-    whole (`embed_whole`: enable_tp=not is_dp_attention_enabled()); the LM head stays split over
-    the whole TP group unless --enable-dp-lm-head."""
-    if attn_tp >= tp:
-        return 0
-    w = card.weights
-    embed = w.embed_tokens if embed_whole else w.embed_tokens // attn_tp
-    return w.attention // attn_tp - w.attention // tp + embed - w.embed_tokens // tp
-
-
 def vision_per_rank(w: WeightBytes, tp: int, shard: bool) -> int:
     """The vision tower on one rank: whole, or its linear layers / TP and the rest whole."""
     if not shard:

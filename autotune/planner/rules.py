@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.planner import rocm_backend
+from autotune.planner import rocm_backend, sglang_dp
 from autotune.planner.sglang_graphs import GraphFacts, prefill_graph_reserve_mib
 
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
@@ -211,7 +211,10 @@ def resolve(
     spec = speculative_algorithm(config)
     mrr_user = config.get("max_running_requests")
     mfs_cfg = config.get("mem_fraction_static")
-    dp = dp_attention_size(config)
+    from autotune.planner.sglang_history import release
+
+    rel = release(version)
+    dp = sglang_dp.attention_dp_size(config, tp, rel)
     if v < (0, 5, 9):
         cps, max_bs, mfs = _history_memory(
             config, version, gpu_mem_mib, tp, spec, vision_factor, dp
@@ -225,6 +228,8 @@ def resolve(
         cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor, dp, graph)
     steps, topk, draft = speculative_shape(config, spec)
     mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
+    # DP attention's own adjustments, after the memory defaults are set (planner.sglang_dp).
+    cps, max_bs, overlap = sglang_dp.adjusted(cps, max_bs, overlap, dp, rel)
     page = int(config.get("page_size") or 1)
     strategy, overlap, radix = mamba_strategy(
         config,
@@ -284,11 +289,6 @@ def resolve(
         notes=tuple(notes),
         mamba_full_memory_ratio=_mamba_ratio(version, v),
     )
-
-
-def dp_attention_size(config: dict[str, Any]) -> int:
-    """The DP-attention size SGLang runs: dp_size with --enable-dp-attention, else 1."""
-    return int(config.get("dp_size") or 1) if config.get("enable_dp_attention") else 1
 
 
 # The architectures 0.5.3's is_deepseek_nsa names (with index_topk in the config: `dsa`).

@@ -30,11 +30,11 @@ from autotune.planner.common import (
     MIB,
     Plan,
     PlanWorking,
-    dp_attention_weights,
     weights_per_rank,
 )
 from autotune.planner.sglang_alloc import load_overhead_bytes
 from autotune.planner.sglang_comm import comm_split
+from autotune.planner.sglang_dp import attention_dp_size, dp_attention_weights
 from autotune.planner.sglang_fusion import fusion_extra_bytes
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_kt import kt_card
@@ -161,14 +161,14 @@ def plan_sglang(
         )
     eagle = _eagle_draft(card, cfg, r, reasons)
     # DP attention splits the attention heads over tp / dp ranks (get_attention_tp_size).
-    dp = int(cfg.get("dp_size") or 1) if cfg.get("enable_dp_attention") else 1
-    attn_tp = max(tp // dp, 1)
-    old_embed = (sglang_history.release(version) or (5, 8, 0)) < (5, 8, 0)
+    rel = sglang_history.release(version)
+    attn_tp = max(tp // attention_dp_size(cfg, tp, rel), 1)
     weights = weights_per_rank(card, tp, load_mtp=False)
     weights += load_overhead_bytes(card, tp, gpu.vendor, v)
-    weights += dp_attention_weights(card, tp, attn_tp, embed_whole=old_embed)
-    weights += absorbed_bytes(card, attn_tp, gpu.vendor, sglang_history.release(version))
-    weights += fusion_extra_bytes(card, gpu, cfg, tp, sglang_history.release(version), assumptions)
+    dp_head = bool(cfg.get("enable_dp_lm_head"))
+    weights += dp_attention_weights(card, tp, attn_tp, rel, dp_lm_head=dp_head)
+    weights += absorbed_bytes(card, attn_tp, gpu.vendor, rel)
+    weights += fusion_extra_bytes(card, gpu, cfg, tp, rel, assumptions)
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
     draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
     static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0
@@ -189,7 +189,6 @@ def plan_sglang(
     kv_dtype = resolve_kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
     # The DSA indexer key joined the cell SGLang divides its budget by in 0.5.3.post1 (sglang
     # PR #11309); before, the pool held it beyond the budget.
-    rel = sglang_history.release(version)
     indexer_in_cell = rel is None or rel >= (5, 3, 1)
     cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions, indexer_in_cell)
     swa = swa_pools(

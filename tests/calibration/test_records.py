@@ -77,3 +77,22 @@ def test_committed_records_load_and_are_distinct() -> None:
     assert len(keys) == len(set(keys)), "the same launch is recorded twice"
     for rec in records:
         assert rec.path is not None and rec.path.parent.name == rec.engine
+
+
+def test_dp_attention_records_print_their_dp_ranks() -> None:
+    """The replay runs an SGLang record with dp > 1 inside its TP group as DP attention; ranks a
+    DP controller starts print `DPn` before `TPn` (scheduler.py run_scheduler_process, read in
+    tests/planner/test_sglang_dp_wheels.py), so a line with `TPn` alone came from a launch
+    with dp_size 1."""
+    import re
+
+    prefix = re.compile(r"^\s*\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d((?: [A-Z]+\d+)+)\]", re.M)
+    seen = 0
+    for rec in load_records(RECORDS):
+        if rec.engine != "sglang" or rec.dp <= 1 or rec.gpu_count != rec.tp:
+            continue
+        ranks = [p for p in prefix.findall(rec.log) if " TP" in p]
+        assert ranks, rec.name
+        assert all(p.startswith(" DP") for p in ranks), (rec.name, ranks)
+        seen += 1
+    assert seen

@@ -199,21 +199,27 @@ def test_dp_attention_holds_the_attention_and_the_embedding_on_every_rank() -> N
     and the embedding over them too from 0.5.8 (whole before): at dp = tp both are whole on each
     rank either way; the LM head stays split over the TP group."""
     from autotune.models.config_cards import config_card
-    from autotune.planner.common import dp_attention_weights
+    from autotune.planner.sglang_dp import dp_attention_weights
 
     card = config_card("deepseek-ai/DeepSeek-V3.2-Exp")
     assert card is not None
     w = card.weights
     assert 0 < w.attention < w.decoder
-    extra = dp_attention_weights(card, 8, 1)
+    extra = dp_attention_weights(card, 8, 1, (5, 9, 0))
     assert extra == w.attention - w.attention // 8 + w.embed_tokens - w.embed_tokens // 8
-    assert dp_attention_weights(card, 8, 1, embed_whole=True) == extra
-    assert dp_attention_weights(card, 8, 8) == 0
+    assert dp_attention_weights(card, 8, 1, (5, 7, 0)) == extra
+    assert dp_attention_weights(card, 8, 8, (5, 9, 0)) == 0
     # dp 2 of tp 8: attention and (0.5.8+) embedding over 4 ranks; before 0.5.8 the embedding whole
-    four = dp_attention_weights(card, 8, 4)
+    four = dp_attention_weights(card, 8, 4, (5, 9, 0))
     assert four == w.attention // 4 - w.attention // 8 + w.embed_tokens // 4 - w.embed_tokens // 8
-    whole = dp_attention_weights(card, 8, 4, embed_whole=True)
+    whole = dp_attention_weights(card, 8, 4, (5, 7, 0))
     assert whole - four == w.embed_tokens - w.embed_tokens // 4
+    # --enable-dp-lm-head (0.4.6.post4 on): the LM head over the attention-TP group too
+    head = dp_attention_weights(card, 8, 4, (5, 9, 0), dp_lm_head=True)
+    assert head - four == w.lm_head // 4 - w.lm_head // 8
+    # up to 0.4.4 the LM head is a ReplicatedLinear under DP attention: whole on every rank
+    old = dp_attention_weights(card, 8, 1, (4, 4, 0))
+    assert old - extra == w.lm_head - w.lm_head // 8
     gpu = get_gpu("b200-180g")
     plain = plan_sglang(card, gpu, {"mem_fraction_static": 0.8}, version="0.5.9", tp=8)
     dp = plan_sglang(
@@ -231,6 +237,8 @@ def test_dp_attention_holds_the_attention_and_the_embedding_on_every_rank() -> N
     )
     assert kc == 61 * 128 * 256 * 512 * 2 * 7 // 8
     assert dp.weights_gib == pytest.approx(plain.weights_gib + (extra + kc) / 2**30, abs=0.01)
+    # and the chunk divided by dp_size after the memory defaults (planner.sglang_dp)
+    assert dp.chunked_prefill_size == plain.chunked_prefill_size // 8
 
 
 def test_auto_mamba_strategy_follows_the_releases_architecture_list() -> None:

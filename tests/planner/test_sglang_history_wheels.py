@@ -200,7 +200,7 @@ def test_auto_mamba_strategy_before_the_list_was_no_buffer() -> None:
 
 @pytest.mark.parametrize(("version", "whole"), [("0.5.7", True), ("0.5.8", False)])
 def test_dp_attention_embedding_layout_is_the_releases(version: str, whole: bool) -> None:
-    """planner.common.dp_attention_weights: under DP attention DeepSeek-V2's input embedding is
+    """planner.sglang_dp.dp_attention_weights: under DP attention DeepSeek-V2's input embedding is
     whole on every rank up to 0.5.7 and split over the attention-TP group from 0.5.8."""
     src = _source(version, "sglang/srt/models/deepseek_v2.py")
     assert ("enable_tp=not is_dp_attention_enabled()" in src) is whole
