@@ -44,17 +44,38 @@ def dsa_backend_filled(architecture: str, dsa: bool, v: Version) -> bool:
 # Architectures whose model-specific adjustments give an unset backend something other than aiter
 # on ROCm (triton; the fills run before the aiter check), over releases [first, end), end None:
 # through 0.5.23. GptOssForCausalLM (the model arrived in 0.5.0): triton until its fill gains an
-# is_hip() -> aiter branch in 0.5.10. Olmo2ForCausalLM: triton off CUDA from 0.5.4.
+# is_hip() -> aiter branch in 0.5.10. Olmo2ForCausalLM: triton off CUDA from 0.5.4. Gemma 4:
+# "trtllm_mha" if is_sm100_supported() else "triton" (server_args 0.5.11 .. 0.5.14, then the
+# override registry), Gemma4ForConditionalGeneration from 0.5.11, the text-only and unified
+# architectures from 0.5.13. FalconH1, LFM2, NemotronH, GraniteMoeHybrid and Jet-Nemotron fill
+# only on sm100, so ROCm keeps aiter (tests/planner/test_sglang_rocm_wheels.py).
 NOT_AITER_FILLS: dict[str, tuple[Release, Release | None]] = {
     "GptOssForCausalLM": ((0, 0, 0), (5, 10, 0)),
     "Olmo2ForCausalLM": ((5, 4, 0), None),
+    "Gemma4ForConditionalGeneration": ((5, 11, 0), None),
+    "Gemma4ForCausalLM": ((5, 13, 0), None),
+    "Gemma4UnifiedForConditionalGeneration": ((5, 13, 0), None),
+}
+# Fills that apply only to a model with sliding-window layers (hf_config.sliding_window_pattern
+# set): EXAONE 4 / EXAONE MoE get triton off CUDA from 0.5.22 (arg_groups/model_overrides/
+# exaone.py); before it no fill, and its assertion (fa3, triton or trtllm_mha) fails on aiter.
+SLIDING_FILLS: dict[str, tuple[Release, Release | None]] = {
+    "Exaone4ForCausalLM": ((5, 22, 0), None),
+    "ExaoneMoEForCausalLM": ((5, 22, 0), None),
+    "ExaoneMoeForCausalLM": ((5, 22, 0), None),
 }
 
 
-def fill_not_aiter(architecture: str, rel: Release) -> bool:
-    """Whether the release's model-specific adjustments fill a non-aiter backend on ROCm."""
-    span = NOT_AITER_FILLS.get(architecture)
+def _within(span: tuple[Release, Release | None] | None, rel: Release) -> bool:
     return span is not None and span[0] <= rel and (span[1] is None or rel < span[1])
+
+
+def fill_not_aiter(architecture: str, rel: Release, sliding: bool = False) -> bool:
+    """Whether the release's model-specific adjustments fill a non-aiter backend on ROCm;
+    `sliding`: the model has sliding-window layers."""
+    if _within(NOT_AITER_FILLS.get(architecture), rel):
+        return True
+    return sliding and _within(SLIDING_FILLS.get(architecture), rel)
 
 
 def mla_default_is_aiter(kv_heads: int, tp: int, spec: str | None, rel: Release) -> bool:
@@ -75,9 +96,10 @@ def default_backend_is_aiter(
     spec: str | None,
     v: Version,
     rel: Release,
+    sliding: bool = False,
 ) -> bool:
     """Whether the backend SGLang fills in for an unset --attention-backend on ROCm is aiter."""
-    if dsa_backend_filled(architecture, dsa, v) or fill_not_aiter(architecture, rel):
+    if dsa_backend_filled(architecture, dsa, v) or fill_not_aiter(architecture, rel, sliding):
         return False
     return not mla or mla_default_is_aiter(kv_heads, tp, spec, rel)
 

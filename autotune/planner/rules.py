@@ -202,10 +202,12 @@ def resolve(
     mla: bool = False,
     hip: bool = False,
     kv_heads: int = 0,
+    sliding: bool = False,
 ) -> Resolved:
     """`dsa`: the model has DeepSeek's sparse-attention indexer (NSA in SGLang's terms); `mla`:
     latent attention (SGLang's MLA backend); `hip`: a ROCm device; `kv_heads`: the config's
-    num_key_value_heads, which picks an MLA model's ROCm backend (planner.rocm_backend)."""
+    num_key_value_heads, which picks an MLA model's ROCm backend (planner.rocm_backend);
+    `sliding`: sliding-window layers, which some ROCm backend fills need."""
     v = planning_version(version)
     notes: list[str] = []
     spec = speculative_algorithm(config)
@@ -260,6 +262,7 @@ def resolve(
             spec=spec,
             v=v,
             rel=rocm_backend.release_of(version, v),
+            sliding=sliding,
         )
     )
     aiter = (

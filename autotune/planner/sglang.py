@@ -277,6 +277,7 @@ def _resolve_launch(
         mla=card.latent_attention is not None,
         hip=gpu.vendor == "amd",
         kv_heads=card.num_kv_heads,
+        sliding=card.local_attention is not None and card.local_attention.kind == "sliding",
     )
     assumptions += list(r.notes)
     if r.mfs_was_default:

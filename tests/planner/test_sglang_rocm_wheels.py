@@ -275,9 +275,32 @@ def _fill_sources(version: str, module: str) -> list[str]:
     return [f"sglang/srt/arg_groups/model_overrides/{module}.py"]
 
 
-FILL_MODULES = {"GptOssForCausalLM": "gpt_oss", "Olmo2ForCausalLM": "olmo2"}
-# Predicates that are false on ROCm in the fills' if/elif chains.
-_NOT_HIP = ("is_sm100", "is_sm90", "is_cuda", "is_xpu", "is_cpu", "has_amx", "is_blackwell")
+FILL_MODULES = {
+    "GptOssForCausalLM": "gpt_oss",
+    "Olmo2ForCausalLM": "olmo2",
+    "Gemma4ForConditionalGeneration": "gemma4",
+    "Gemma4ForCausalLM": "gemma4",
+    "Gemma4UnifiedForConditionalGeneration": "gemma4",
+    "Exaone4ForCausalLM": "exaone",
+    "ExaoneMoEForCausalLM": "exaone",
+    "FalconH1ForCausalLM": "falcon_h1",
+    "Lfm2ForCausalLM": "lfm2",
+    "NemotronHForCausalLM": "nemotron_h",
+    "GraniteMoeHybridForCausalLM": "granitemoehybrid",
+}
+# Predicates that are false on ROCm in the fills' conditions (calls, or get_platform() fields).
+_NOT_HIP = (
+    "is_sm100",
+    "is_sm90",
+    "is_sm120",
+    "is_cuda",
+    "is_xpu",
+    "is_cpu",
+    "is_npu",
+    "has_amx",
+    "is_blackwell",
+)
+_UNSET = ("attention_backend is None", "backend_not_set")
 
 
 def history_release(version: str) -> tuple[int, int, int]:
@@ -288,9 +311,76 @@ def history_release(version: str) -> tuple[int, int, int]:
     return rel
 
 
-def _fill_on_hip(source: str, architecture: str) -> str | None:
-    """The backend the release's fill for `architecture` sets on ROCm when none is set (walking
-    its if/elif chain: is_hip() is taken, CUDA/XPU/CPU tests are false), None without a fill."""
+def _on_hip(test: ast.expr) -> bool | None:
+    """A condition's value on ROCm with no --attention-backend: is_hip() true, CUDA/XPU/CPU
+    predicates false, the unset-backend tests true; None where it reads the model's config."""
+    if isinstance(test, ast.BoolOp):
+        values = [_on_hip(v) for v in test.values]
+        stop = isinstance(test.op, ast.Or)
+        if stop in values:
+            return stop
+        return None if None in values else not stop
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _on_hip(test.operand)
+        return None if inner is None else not inner
+    text = ast.unparse(test)
+    if any(p in text for p in _NOT_HIP):
+        return False
+    if "is_hip" in text or any(u in text for u in _UNSET):
+        return True
+    return None
+
+
+def _value(node: ast.expr, names: dict[str, object]) -> object:
+    """A backend name: a literal, a local set before, or `a if cond else b` decided on ROCm."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id)
+    if isinstance(node, ast.IfExp):
+        taken = _on_hip(node.test)
+        if taken is not None:
+            return _value(node.body if taken else node.orelse, names)
+        body, orelse = _value(node.body, names), _value(node.orelse, names)
+        return body if body == orelse else None
+    return None
+
+
+def _run(stmts: list[ast.stmt], names: dict[str, object], conds: list[str]) -> object:
+    """The attention backend `stmts` fill on ROCm (an attribute, an overrides key, a returned
+    dict), None without one; `conds` collects the config conditions the path passed."""
+    for stmt in stmts:
+        if isinstance(stmt, ast.If):
+            taken = _on_hip(stmt.test)
+            if taken is None:
+                branches = [stmt.body, stmt.orelse]
+            else:
+                branches = [stmt.body if taken else stmt.orelse]
+            for branch in branches:
+                got = _run(branch, names, conds)
+                if got is not None:
+                    if taken is None and branch is stmt.body:
+                        conds.append(ast.unparse(stmt.test))
+                    return got
+        elif isinstance(stmt, ast.Assign):
+            target = ast.unparse(stmt.targets[0])
+            if target.endswith(("attention_backend", "['attention_backend']")) and not any(
+                side in target for side in ("prefill", "decode")
+            ):
+                return _value(stmt.value, names)
+            if isinstance(stmt.targets[0], ast.Name):
+                names[stmt.targets[0].id] = _value(stmt.value, names)
+        elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Dict):
+            for key, val in zip(stmt.value.keys, stmt.value.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value == "attention_backend":
+                    return _value(val, names)
+    return None
+
+
+def _fill_on_hip(source: str, architecture: str) -> tuple[str | None, list[str]]:
+    """The backend the release's fill for `architecture` sets on ROCm when none is set (None
+    without a fill) and the config conditions it needs: the fill's own function, or the
+    `model_arch` branch that names the architecture."""
     for scope in ast.walk(ast.parse(source)):
         decorated = isinstance(scope, ast.FunctionDef) and any(
             f"'{architecture}'" in ast.unparse(d) for d in scope.decorator_list
@@ -298,19 +388,13 @@ def _fill_on_hip(source: str, architecture: str) -> str | None:
         branch = isinstance(scope, ast.If) and f"'{architecture}'" in ast.unparse(scope.test)
         if not (decorated or branch):
             continue
-        for unset in ast.walk(scope):
-            test = ast.unparse(unset.test) if isinstance(unset, ast.If) else ""
-            if "attention_backend is None" not in test and "backend_not_set" not in test:
-                continue
-            assert isinstance(unset, ast.If)
-            links = _chain(unset.body)
-            for link in links:
-                cond = ast.unparse(link.test)
-                if "is_hip" in cond:
-                    return _backend(link.body)
-                assert any(p in cond for p in _NOT_HIP), cond
-            return _backend(links[-1].orelse)
-    return None
+        assert isinstance(scope, (ast.FunctionDef, ast.If))
+        conds: list[str] = []
+        got = _run(scope.body, {}, conds)
+        if got is not None:
+            assert isinstance(got, str), (architecture, got)
+            return got, conds
+    return None, []
 
 
 FILL_VERSIONS = [
@@ -321,17 +405,22 @@ FILL_VERSIONS = [
     "0.5.8",
     "0.5.9",
     "0.5.10",
+    "0.5.11",
+    "0.5.12",
+    "0.5.13",
     "0.5.14",
     "0.5.15",
     "0.5.18",
     "0.5.19",
+    "0.5.21",
+    "0.5.22",
     "0.5.23",
 ]
 
 
 @pytest.mark.parametrize("version", FILL_VERSIONS)
 def test_model_fills_on_rocm_are_the_releases(version: str) -> None:
-    from autotune.planner.rocm_backend import fill_not_aiter
+    from autotune.planner.rocm_backend import SLIDING_FILLS, fill_not_aiter
 
     rel = history_release(version)
     for architecture, module in FILL_MODULES.items():
@@ -339,11 +428,20 @@ def test_model_fills_on_rocm_are_the_releases(version: str) -> None:
             _fill_on_hip(wheel_text("sglang", version, path), architecture)
             for path in _fill_sources(version, module)
         ]
-        backend = next((b for b in found if b is not None), None)
-        assert fill_not_aiter(architecture, rel) == (backend not in (None, "aiter")), (
+        backend, conds = next((f for f in found if f[0] is not None), (None, []))
+        filled = backend not in (None, "aiter")
+        # A fill that needs the config's sliding-window pattern is planned only for such models.
+        sliding = any("sliding_window_pattern" in c for c in conds)
+        assert all("sliding_window_pattern" in c for c in conds), (version, architecture, conds)
+        assert sliding == (filled and architecture in SLIDING_FILLS), (version, architecture)
+        assert fill_not_aiter(architecture, rel, sliding=True) == filled, (
             version,
             architecture,
             backend,
+        )
+        assert fill_not_aiter(architecture, rel) == (filled and not sliding), (
+            version,
+            architecture,
         )
     # The planner on a gpt-oss card, backend unset: scaled only where the fill gives aiter.
     card = config_card("openai/gpt-oss-20b")
@@ -353,3 +451,23 @@ def test_model_fills_on_rocm_are_the_releases(version: str) -> None:
     factor = 0.90 if version == "0.5.4.post1" else 0.85
     want = 0.8 if fill_not_aiter(card.architecture, rel) else 0.8 * factor
     assert plan.mem_fraction_static == pytest.approx(want), version
+
+
+@pytest.mark.parametrize("version", ["0.5.11", "0.5.15", "0.5.21", "0.5.22"])
+def test_planner_follows_the_model_fills_on_rocm(version: str) -> None:
+    """Gemma 4 (triton from 0.5.11, the first release that runs it) and a sliding-window EXAONE 4
+    (triton from 0.5.22): with the backend unset the fraction is not scaled where the release's
+    fill gives triton. The EXAONE case reuses the Gemma 3 card's shape (sliding and full layers) under EXAONE's architecture."""
+    mi355x = get_gpu("mi355x-288g")
+    cfg = {"mem_fraction_static": 0.8, "context_length": 32768}
+    gemma4 = config_card("google/gemma-4-26B-A4B-it")
+    gemma3 = config_card("google/gemma-3-4b-it")
+    assert gemma4 is not None and gemma3 is not None and gemma3.local_attention is not None
+    exaone = gemma3.model_copy(update={"architecture": "Exaone4ForCausalLM"})
+    rel = history_release(version)
+    for card, triton in ((gemma4, True), (exaone, rel >= (5, 22, 0))):
+        plan = plan_sglang(card, mi355x, cfg, version=version)
+        assert plan.mem_fraction_static == pytest.approx(0.8 if triton else 0.8 * 0.85), (
+            version,
+            card.architecture,
+        )
