@@ -53,6 +53,7 @@ from autotune.planner.sglang_mamba import (
 from autotune.planner.sglang_mla import absorbed_bytes
 from autotune.planner.sglang_offload import offload_card
 from autotune.planner.sglang_swa import check_global_attention, hybrid_by_architecture, swa_pools
+from autotune.planner.sglang_vision import vision_split_saving
 from autotune.sources import cite
 
 __all__ = [
@@ -167,6 +168,7 @@ def plan_sglang(
     weights += load_overhead_bytes(card, tp, gpu.vendor, v)
     dp_head = bool(cfg.get("enable_dp_lm_head"))
     weights += dp_attention_weights(card, tp, attn_tp, rel, dp_lm_head=dp_head)
+    weights -= vision_split_saving(card, cfg, rel, attn_tp)
     weights += absorbed_bytes(card, attn_tp, gpu.vendor, rel)
     weights += fusion_extra_bytes(card, gpu, cfg, tp, rel, assumptions)
     # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
