@@ -58,7 +58,9 @@ def _threshold_and_factor(block: ast.If) -> tuple[int, float]:
             and isinstance(node.ops[0], ast.Gt)
             and isinstance(node.comparators[0], ast.Constant)
         ):
-            threshold = int(node.comparators[0].value)
+            bound = node.comparators[0].value
+            assert isinstance(bound, int), bound
+            threshold = bound
         mult = (isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult)) or (
             isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
         )
@@ -173,7 +175,7 @@ DEFAULT_PICK = {
 def _chain(stmts: list[ast.stmt]) -> list[ast.If]:
     """The first if/elif chain in `stmts` (0.5.15 imports before it)."""
     out: list[ast.If] = []
-    node = next((s for s in stmts if isinstance(s, ast.If)), None)
+    node: ast.stmt | None = next((s for s in stmts if isinstance(s, ast.If)), None)
     while isinstance(node, ast.If):
         out.append(node)
         node = node.orelse[0] if len(node.orelse) == 1 else None
@@ -346,34 +348,51 @@ def _value(node: ast.expr, names: dict[str, object]) -> object:
     return None
 
 
+_STOP = "<returned without a fill>"
+
+
+def _assign(stmt: ast.Assign, names: dict[str, object]) -> None:
+    """Record local names (`a = ...`, `a, b = x, y`) for _value."""
+    target = stmt.targets[0]
+    if isinstance(target, ast.Name):
+        names[target.id] = _value(stmt.value, names)
+    elif isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
+        for t, v in zip(target.elts, stmt.value.elts, strict=False):
+            if isinstance(t, ast.Name):
+                names[t.id] = _value(v, names)
+
+
 def _run(stmts: list[ast.stmt], names: dict[str, object], conds: list[str]) -> object:
     """The attention backend `stmts` fill on ROCm (an attribute, an overrides key, a returned
-    dict), None without one; `conds` collects the config conditions the path passed."""
+    dict); _STOP where they return without one, None where they fall through. `conds` collects
+    the config conditions the filling path passed; a config-dependent branch that returns
+    without a fill is passed over (it is not the path that fills)."""
     for stmt in stmts:
         if isinstance(stmt, ast.If):
             taken = _on_hip(stmt.test)
             if taken is None:
-                branches = [stmt.body, stmt.orelse]
-            else:
-                branches = [stmt.body if taken else stmt.orelse]
-            for branch in branches:
-                got = _run(branch, names, conds)
-                if got is not None:
-                    if taken is None and branch is stmt.body:
-                        conds.append(ast.unparse(stmt.test))
+                got = _run(stmt.body, names, conds)
+                if got is not None and got != _STOP:
+                    conds.append(ast.unparse(stmt.test))
                     return got
+                got = _run(stmt.orelse, names, conds)
+            else:
+                got = _run(stmt.body if taken else stmt.orelse, names, conds)
+            if got is not None:
+                return got
         elif isinstance(stmt, ast.Assign):
             target = ast.unparse(stmt.targets[0])
             if target.endswith(("attention_backend", "['attention_backend']")) and not any(
                 side in target for side in ("prefill", "decode")
             ):
                 return _value(stmt.value, names)
-            if isinstance(stmt.targets[0], ast.Name):
-                names[stmt.targets[0].id] = _value(stmt.value, names)
-        elif isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Dict):
-            for key, val in zip(stmt.value.keys, stmt.value.values, strict=True):
-                if isinstance(key, ast.Constant) and key.value == "attention_backend":
-                    return _value(val, names)
+            _assign(stmt, names)
+        elif isinstance(stmt, ast.Return):
+            if isinstance(stmt.value, ast.Dict):
+                for key, val in zip(stmt.value.keys, stmt.value.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "attention_backend":
+                        return _value(val, names)
+            return _STOP
     return None
 
 
@@ -391,7 +410,7 @@ def _fill_on_hip(source: str, architecture: str) -> tuple[str | None, list[str]]
         assert isinstance(scope, (ast.FunctionDef, ast.If))
         conds: list[str] = []
         got = _run(scope.body, {}, conds)
-        if got is not None:
+        if got is not None and got != _STOP:
             assert isinstance(got, str), (architecture, got)
             return got, conds
     return None, []
