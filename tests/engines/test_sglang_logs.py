@@ -254,6 +254,39 @@ def test_old_release_lines() -> None:
     assert r.max_total_num_tokens == 196_608
 
 
+# 0.1.17 and 0.2.7 .. 0.2.13 rendered from their wheels' f-strings (managers/controller and
+# model_executor model_runner.py, tp_worker.py): the rank opens the message, no time prefix.
+EARLY_0117 = "".join(
+    f"{line}\n"
+    for line in (
+        "[gpu_id=0] Load weight begin. avail mem=77.50 GB",
+        "[gpu_id=1] Load weight begin. avail mem=77.60 GB",
+        "[gpu_id=0] Load weight end. type=LlamaForCausalLM, avail mem=70.00 GB",
+        "[gpu_id=1] Load weight end. type=LlamaForCausalLM, avail mem=69.00 GB",
+        "[gpu_id=0] Memory pool end. avail mem=8.00 GB",
+        "[gpu_id=1] max_total_num_tokens=999, max_prefill_tokens=4096, context_len=4096, ",
+        "[gpu_id=0] max_total_num_tokens=123456, max_prefill_tokens=4096, context_len=4096, ",
+    )
+)
+EARLY_0213 = """\
+[gpu=0] Load weight begin. avail mem=23.10 GB
+[gpu=0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=8.60 GB
+[gpu=0] Memory pool end. avail mem=2.40 GB
+[gpu=0] max_total_num_tokens=113600, max_prefill_tokens=16384, max_running_requests=2047, context_len=32768
+"""  # noqa: E501
+
+
+def test_early_release_lines() -> None:
+    r = parse_startup(EARLY_0117)  # rank 1's copies are left out; no max_running_requests
+    assert r.free_before_weights_gib == 77.5 and r.weights_gib == 7.5
+    assert r.max_total_num_tokens == 123_456 and r.max_running_requests is None
+    assert r.context_len == 4096
+    r = parse_startup(EARLY_0213)
+    assert r.weights_gib == 14.5 and r.max_total_num_tokens == 113_600
+    assert r.max_running_requests == 2047 and r.max_prefill_tokens == 16384
+    assert split_prefix("[gpu=3] Init nccl begin.") == ({"GPU": 3}, "Init nccl begin.")
+
+
 def test_collector_prefixes_and_free_memory_from_the_end_line() -> None:
     r = parse_startup(DOCKER)
     assert r.kv_pool_tokens == 327_852 and r.weights_gib == 8.62

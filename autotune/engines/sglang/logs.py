@@ -16,6 +16,11 @@ Older releases, as public logs show them (checked against the 0.3.0 .. 0.5.8 whe
   0.4.3.post2), and no KV line at all before that (the summary line gives the pool);
 - the summary line without `chunked_prefill_size=` (< 0.4.2) and `available_gpu_mem=` (< 0.4.7);
 - `Mamba Cache is allocated. conv_state size: ...` without `max_mamba_cache_size` (0.5.2).
+The first releases (0.1.17 .. 0.2.13, checked against their wheels) log through a bare
+`%(message)s` format: no time, and the rank as a message prefix, `[gpu_id=N] ` (<= 0.2.6) or
+`[gpu=N] ` (0.2.7 .. 0.2.13); read as rank GPU N. Their summary line has no
+`max_running_requests=` before 0.1.24 (0.1.17 ends it in `context_len=N, `), and the pool is
+only stated there (no KV line); `Load weight end` has no `mem usage` (weights = begin - end).
 Two SWA pools (0.5.7 .. 0.5.23): `Use sliding window memory pool. full_layer_tokens=N,
 swa_layer_tokens=M` comes before both pools' `KV Cache is allocated` lines (window pool first);
 the launch's KV tokens are the full pool's N (max_total_num_tokens). After both pools'
@@ -52,6 +57,9 @@ PREFIX_RE = re.compile(
     r"^\[(?P<ts>(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d{3})?)(?P<ranks>(?: [A-Z_]+\d+)*)\] "
 )
 _RANK_RE = re.compile(r" ([A-Z_]+?)(\d+)")
+# 0.1.17 .. 0.2.13: `[gpu_id={gpu_id}] ` / `[gpu={gpu_id}] ` opening the message itself
+# (managers/controller/model_runner.py, tp_worker.py), the logger adding nothing.
+_GPU_PREFIX_RE = re.compile(r"^\[gpu(?:_id)?=(?P<gpu>\d+)\] ")
 
 _WEIGHTS_RE = re.compile(
     r"Load weight end\. .*?(?:avail mem=(?P<avail>\d+(?:\.\d+)?) GB, )?"
@@ -86,7 +94,7 @@ _GRAPH_RE = re.compile(
 )
 _SUMMARY_RE = re.compile(
     r"max_total_num_tokens=(?P<tokens>\d+), (?:chunked_prefill_size=(?P<cps>-?\d+|None), )?"
-    r"max_prefill_tokens=(?P<mpt>\d+), max_running_requests=(?P<mrr>\d+), "
+    r"max_prefill_tokens=(?P<mpt>\d+), (?:max_running_requests=(?P<mrr>\d+), )?"
     r"context_len=(?P<ctx>\d+)(?:, available_(?:gpu|cpu)_mem=(?P<avail>-?\d+(?:\.\d+)?) GB)?"
 )
 # bench_one_batch / bench_latency print the pool alone.
@@ -116,12 +124,18 @@ _WARNING_MARKERS = (
 
 
 def split_prefix(line: str) -> tuple[dict[str, int], str]:
-    """`[2026-03-01 12:00:00 TP1] msg` -> ({"TP": 1}, "msg"); no prefix -> ({}, line)."""
+    """`[2026-03-01 12:00:00 TP1] msg` -> ({"TP": 1}, "msg"), `[gpu_id=1] msg` -> ({"GPU": 1},
+    "msg"); no prefix -> ({}, line)."""
     match = PREFIX_RE.match(line)
-    if match is None:
-        return {}, line
-    ranks = {name: int(num) for name, num in _RANK_RE.findall(match.group("ranks"))}
-    return ranks, line[match.end() :]
+    ranks: dict[str, int] = {}
+    if match is not None:
+        ranks = {name: int(num) for name, num in _RANK_RE.findall(match.group("ranks"))}
+        line = line[match.end() :]
+    gpu = _GPU_PREFIX_RE.match(line)
+    if gpu is not None:
+        ranks["GPU"] = int(gpu["gpu"])
+        line = line[gpu.end() :]
+    return ranks, line
 
 
 def strip_prefix(line: str) -> str:
@@ -167,7 +181,7 @@ def _summary(values: Figures, m: re.Match[str]) -> None:
     values["max_total_num_tokens"] = int(m["tokens"])
     values["chunked_prefill_size"] = None if m["cps"] in (None, "None") else int(m["cps"])
     values["max_prefill_tokens"] = int(m["mpt"])
-    values["max_running_requests"] = int(m["mrr"])
+    values["max_running_requests"] = None if m["mrr"] is None else int(m["mrr"])
     values["context_len"] = int(m["ctx"])
     values["available_gpu_mem_gib"] = None if m["avail"] is None else float(m["avail"])
 
