@@ -85,18 +85,18 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 def planning_version(version: str) -> tuple[int, int, int]:
     """parse_version, and also the releases before the flag catalog that the planner models
-    from their own wheels (0.3.0 .. 0.5.8, planner.sglang_history), so older public launch
-    logs can be replayed; launching still needs a catalogued release."""
-    from autotune.planner import sglang_history
+    from their own wheels (0.1.17 .. 0.5.8, planner.sglang_history and sglang_early), so older
+    public launch logs can be replayed; launching still needs a catalogued release."""
+    from autotune.planner import sglang_early, sglang_history
 
     rel = sglang_history.release(version)
     if rel is not None and sglang_history.is_history(version):
         return (0, rel[0], rel[1])
-    if rel is not None and rel < sglang_history.FIRST:
+    if rel is not None and rel < sglang_early.FIRST:
         from autotune.errors import ConfigError
 
         raise ConfigError(
-            f"SGLang {version} is older than the releases the planner models (0.3.0 .. 0.5.23; "
+            f"SGLang {version} is older than the releases the planner models (0.1.17 .. 0.5.23; "
             "launching needs 0.5.9 .. 0.5.23)",
             field="--engine-version",
         )

@@ -24,7 +24,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import card_with_overrides
-from autotune.planner import rules, sglang_draft, sglang_dtype, sglang_history
+from autotune.planner import rules, sglang_draft, sglang_dtype, sglang_early, sglang_history
 from autotune.planner.common import (
     GIB,
     MIB,
@@ -146,6 +146,7 @@ def plan_sglang(
     assumptions: list[str] = []
     reasons: list[str] = []
     card = sglang_dtype.launch_card(card, cfg, version, assumptions)
+    card = sglang_early.mha_card(card, sglang_history.release(version), cfg, assumptions)
     card = kt_card(card, cfg, v, reasons, assumptions)
     card = offload_card(card, cfg, v, tp, assumptions)
     draft = sglang_draft.dflash_draft(cfg, v, assumptions)

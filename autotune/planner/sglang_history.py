@@ -18,11 +18,13 @@ comparing each function across every release 0.3.0 .. 0.5.9 to find where it cha
 - the MHA cell counts 2 x head_dim before 0.5.7 (head_dim + v_head_dim from then).
 
 A release is (minor, patch, post) of 0.minor.patch[.postN]; a release candidate sorts before
-its release (post -1).
+its release (post -1). The releases before 0.3.0 (0.1.17 .. 0.2.15) are planner.sglang_early's;
+the functions here hand them over.
 """
 
 from __future__ import annotations
 
+from autotune.planner import sglang_early
 from autotune.versions import try_version
 
 Release = tuple[int, int, int]
@@ -43,9 +45,10 @@ def release(version: str) -> Release | None:
 
 
 def is_history(version: str) -> bool:
-    """Whether `version` is a release this module models (0.3.0 <= v < 0.5.9)."""
+    """Whether `version` is a release this module (0.3.0 <= v < 0.5.9) or sglang_early
+    (0.1.17 .. 0.2.15) models."""
     rel = release(version)
-    return rel is not None and FIRST <= rel < CATALOG_FIRST
+    return rel is not None and sglang_early.FIRST <= rel < CATALOG_FIRST
 
 
 def _tp_table(p: int, at8: float) -> float:
@@ -94,6 +97,8 @@ def default_mem_fraction(
 ) -> float:
     """The release's mem_fraction_static when the flag is not given (text model, pp 1);
     `dp_attention`: the DP-attention size (1: off)."""
+    if rel < FIRST:
+        return sglang_early.default_mem_fraction(rel, tp)
     if rel < (4, 5, 3):
         return _tp_table(tp, 0.83 if rel < (3, 6, 0) else 0.82 if rel < (4, 0, 0) else 0.81)
     if rel < (4, 6, 2):
@@ -176,6 +181,8 @@ def vision_factor(rel: Release, user_set: bool, modern: float) -> float | None:
 
 def max_running_requests(rel: Release, tokens: int, context_len: int, user: int | None) -> int:
     """The summary line's max_running_requests: min(user or tokens // 2, request pool size)."""
+    if rel < FIRST:
+        return sglang_early.max_running_requests(rel, tokens, context_len, user)
     hi = 5120 if rel < (3, 1, 0) else 4096
     pool = min(max(int(tokens / context_len * 512), 2048), hi)
     if (3, 1, 2) <= rel < (4, 7, 0):

@@ -135,12 +135,12 @@ def test_gpu_free_override_and_tp() -> None:
 
 
 def test_unsupported_version_is_a_clear_error() -> None:
-    # 0.3.0 .. 0.5.8 are planned from their wheels' rules (sglang_history); newer than the
-    # catalog and older than 0.3.0 are refused, naming the flag and the ranges.
+    # 0.1.17 .. 0.5.8 are planned from their wheels' rules (sglang_history, sglang_early); newer
+    # than the catalog and older than 0.1.17 are refused, naming the flag and the ranges.
     with pytest.raises(ConfigError, match="--engine-version.*0.5.9 to 0.5.23"):
         plan_sglang(AWQ, G4080, {}, version="0.5.99")
-    with pytest.raises(ConfigError, match="--engine-version.*0.3.0 .. 0.5.23"):
-        plan_sglang(AWQ, G4080, {}, version="0.2.9")
+    with pytest.raises(ConfigError, match="--engine-version.*0.1.17 .. 0.5.23"):
+        plan_sglang(AWQ, G4080, {}, version="0.1.16")
 
 
 def test_bad_kv_dtype() -> None:
