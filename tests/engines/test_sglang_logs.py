@@ -7,6 +7,7 @@ import ast
 import pytest
 
 from autotune.engines.sglang import parse_batch_line, parse_startup, split_prefix, strip_prefix
+from autotune.engines.sglang.logs import free_after_weights_gib
 from tests.wheels import wheel_text
 
 # SGLang 0.5.9, TP=1 (no rank prefix): the C1 calibration figures (34 slots, 183,838 tokens).
@@ -274,6 +275,26 @@ EARLY_0213 = """\
 [gpu=0] Memory pool end. avail mem=2.40 GB
 [gpu=0] max_total_num_tokens=113600, max_prefill_tokens=16384, max_running_requests=2047, context_len=32768
 """  # noqa: E501
+
+
+# sgl-project/sglang#744 (2024-07-26, 0.1.24 .. 0.2.6 by its format), both ranks as pasted.
+ISSUE_744 = """\
+[gpu_id=0] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=15.61 GB
+[gpu_id=1] Load weight end. type=Qwen2ForCausalLM, dtype=torch.bfloat16, avail mem=15.95 GB
+[gpu_id=0] Memory pool end. avail mem=6.12 GB
+[gpu_id=1] Memory pool end. avail mem=6.46 GB
+[gpu_id=1] Capture cuda graph begin. This can take up to several minutes.
+[gpu_id=0] Capture cuda graph begin. This can take up to several minutes.
+[gpu_id=0] max_total_num_tokens=328021, max_prefill_tokens=16384, max_running_requests=5124, context_len=32768
+[gpu_id=1] max_total_num_tokens=328021, max_prefill_tokens=16384, max_running_requests=5124, context_len=32768
+"""  # noqa: E501
+
+
+def test_real_early_lines() -> None:
+    r = parse_startup(ISSUE_744)  # rank 0's free memory after weights, not rank 1's
+    assert free_after_weights_gib(ISSUE_744) == 15.61
+    assert r.max_total_num_tokens == 328_021 and r.max_running_requests == 5124
+    assert r.context_len == 32768 and r.weights_gib is None
 
 
 def test_early_release_lines() -> None:
