@@ -77,12 +77,29 @@ def gpus_named(record: LaunchRecord) -> list[GPUSpec]:
 
 
 def gpu_of(record: LaunchRecord) -> GPUSpec | None:
-    """The catalog GPU the record names (its memory, when stated, picks among variants)."""
+    """The catalog GPU the record names. A longer name it mentions wins over one inside it ('H100
+    NVL' over 'H100'); a memory it states picks among the named GPU's variants, the catalog
+    entries whose names extend it ('H100 98GB' is no 80 GB H100 SXM but the 94 GB H100 NVL)."""
+    from autotune.hardware.gpus import GPU_CATALOG
+
     hits = gpus_named(record)
     if not hits:
         return None
+    text = _names(record.gpu or "")
+    said = {g.name: _named(g, text) for g in hits}
+    hits = [
+        g for g in hits if not any(said[g.name] in t and said[g.name] != t for t in said.values())
+    ]
     stated = [int(m) for m in _MEM_RE.findall(record.gpu or "")]
     if stated:
+        stems = {f"{said[g.name]} " for g in hits}
+        hits += [
+            g
+            for g in GPU_CATALOG.values()
+            if g not in hits
+            and g.vendor == record.gpu_vendor
+            and any(_names(n).startswith(stem) for n in g.device_names for stem in stems)
+        ]
         return min(hits, key=lambda g: min(abs(g.memory_gib - s) for s in stated))
     stock = [g for g in hits if "modded" not in g.label]
     if len({g.memory_mib for g in stock}) == 1:
@@ -92,6 +109,12 @@ def gpu_of(record: LaunchRecord) -> GPUSpec | None:
 
 def _names(name: str) -> str:
     return name.upper().replace("-", " ").replace("NVIDIA ", "").replace("GEFORCE ", "")
+
+
+def _named(g: GPUSpec, text: str) -> str:
+    """The longest of the GPU's names that `text` mentions ('' for none)."""
+    names = [_names(n) for n in (*g.device_names, g.label)]
+    return max((n for n in names if _mentions(text, n)), key=len, default="")
 
 
 def _mentions(text: str, name: str) -> bool:

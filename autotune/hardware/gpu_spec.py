@@ -49,6 +49,12 @@ class GPUSpec(BaseModel):
     fabric_mesh_links: int = Field(
         default=0, ge=0, description="links of a full-mesh fabric (AMD xGMI: 7); 0: a switch"
     )
+    fabric_group: int = Field(
+        default=0,
+        ge=0,
+        description="GPUs one fabric joins (an NVLink bridge: 2), beyond which peers are reached "
+        "over PCIe; 0: every GPU of the node",
+    )
     desktop_reserve_mib: int = Field(
         default=0, description="memory a desktop session takes on GPU0 (GeForce: ~80 MB)"
     )

@@ -112,6 +112,25 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             pcie_gbs=25.0,
             p2p=False,
         ),
+        # Navi 31 with 84 CUs and 20 GiB of VRAM (ROCm's GPU hardware specifications table,
+        # rocm.docs.amd.com/en/latest/reference/gpu-arch-specs.html: RX 7900 XT, gfx1100, 20 GiB,
+        # 84 CUs), 800 GB/s, PCIe 4.0 x16 (AMD's product page). Tensor peak: the XTX's WMMA rate
+        # per CU and clock (512 fp16 FLOP) at 84 CUs and the 2.4 GHz boost clock.
+        spec(
+            name="rx-7900xt-20g",
+            label="Radeon RX 7900 XT 20G",
+            vendor="amd",
+            device_names=("7900 XT",),
+            cuda_name="AMD Radeon RX 7900 XT",
+            memory_mib=20480,
+            bandwidth_gbs=800,
+            fp16_tflops=103.2,
+            sm_count=84,
+            smem_per_block_kib=64,
+            arch="gfx1100",
+            pcie_gbs=25.0,
+            p2p=False,
+        ),
         spec(
             name="rtx-4090-24g",
             label="RTX 4090 24G",

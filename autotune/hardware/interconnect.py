@@ -48,7 +48,9 @@ def pcie_gbs(gpu: GPUSpec) -> float:
 def tp_link(gpu: GPUSpec, tp: int) -> Link:
     """The link `tp` ranks of this GPU all-reduce over: the fabric when the GPU has one, else
     PCIe peer to peer, else staged through host memory."""
-    if gpu.fabric_gbs:
+    # A bridged pair (H100 NVL) carries a TP2 group; a wider ring also crosses PCIe, which sets
+    # its pace.
+    if gpu.fabric_gbs and (not gpu.fabric_group or tp <= gpu.fabric_group):
         mesh = gpu.fabric_mesh_links
         # A full mesh gives a TP group only the links to its own peers (RCCL rings over them).
         share = min(max(tp - 1, 1), mesh) / mesh if mesh else 1.0

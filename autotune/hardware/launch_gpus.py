@@ -57,6 +57,28 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         arch="sm_90",
         pcie_gbs=50.0,
     ),
+    # H100 NVL: a PCIe Gen5 card of the same GH100 (132 SMs: fastfetch-cli/fastfetch#1658 reports
+    # 16,896 cores for 'NVIDIA H100 NVL') with 94 GB HBM3 at 3.9 TB/s and NVLink bridges of
+    # 600 GB/s bidirectional; dense tensor peaks are half the datasheet's sparse 1,671 (fp16/bf16)
+    # and 3,341 (fp8) TFLOP/s (NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column,
+    # resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet). nvidia-smi
+    # reports 'NVIDIA H100 NVL', 95830 MiB (NVIDIA/gpu-admin-tools#4, driver 535.183.01).
+    spec(
+        name="h100-nvl-94g",
+        label="H100 NVL 94GB",
+        device_names=("H100 NVL",),
+        cuda_name="NVIDIA H100 NVL",
+        memory_mib=95830,
+        # CUDA total 93.00 GiB: torch OOM on an H100 NVL 94GB (github.com/ali-vilab/VACE/issues/56)
+        driver_reserved_mib=95830 - 95232,
+        bandwidth_gbs=3900,
+        fp16_tflops=835.5,
+        fp8_tflops=1670.5,
+        sm_count=132,
+        smem_per_block_kib=227,
+        arch="sm_90",
+        pcie_gbs=50.0,
+    ),
     spec(
         name="h20-96g",
         label="H20 96GB",

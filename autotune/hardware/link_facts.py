@@ -15,12 +15,15 @@ class LinkFacts:
     # Links of a full mesh (AMD xGMI: 7 peers, one link each); 0 = a switch (NVSwitch), where any
     # peer is reached at the full fabric bandwidth.
     fabric_mesh_links: int = 0
+    # GPUs one fabric joins (an NVLink bridge: 2); 0 = every GPU of the node.
+    fabric_group: int = 0
 
     def fields(self) -> dict[str, object]:
         return {
             "pcie_gen": self.pcie_gen,
             "fabric_gbs": self.fabric_gbs,
             "fabric_mesh_links": self.fabric_mesh_links,
+            "fabric_group": self.fabric_group,
         }
 
 
@@ -33,6 +36,7 @@ LINK_FACTS: dict[str, LinkFacts] = {
     "rtx-3090-24g": LinkFacts(4),
     "rtx-2080ti-22g": LinkFacts(3),
     "rx-7900xtx-24g": LinkFacts(4),
+    "rx-7900xt-20g": LinkFacts(4),
     "rtx-4090-24g": LinkFacts(4),
     "rtx-4090-48g": LinkFacts(4),
     "rtx-5090-32g": LinkFacts(5),
@@ -41,6 +45,10 @@ LINK_FACTS: dict[str, LinkFacts] = {
     "h100-80g": LinkFacts(5, _NVLINK4),
     "h200-141g": LinkFacts(5, _NVLINK4),
     "h20-96g": LinkFacts(5, _NVLINK4),
+    # H100 NVL: NVLink bridges of 600 GB/s bidirectional join two cards only (NVIDIA H100
+    # datasheet, H100 NVL column: 'NVIDIA NVLink: 600GB/s, PCIe Gen5: 128GB/s'); a larger TP
+    # group crosses PCIe between the pairs.
+    "h100-nvl-94g": LinkFacts(5, 300.0, fabric_group=2),
     "h800-80g": LinkFacts(5, 200.0),  # NVLink cut to 400 GB/s bidirectional
     "a800-80g": LinkFacts(4, 200.0),  # A100 SXM4 with NVLink cut to 400 GB/s bidirectional
     "a800-pcie-80g": LinkFacts(4),  # peers over PCIe (a two-card bridge is not modelled)

@@ -94,6 +94,20 @@ def test_gpu_names_and_free_memory_from_the_record() -> None:
     assert parse(_record(log=log)).free_before_weights_gib is None  # vLLM logs no such line
 
 
+def test_records_name_the_h100_nvl() -> None:
+    """'NVIDIA H100 NVL' is the NVL, not the H100 inside its name; an H100 stated at 98GB is no
+    80 GB card, and the H100 whose memory is closest is the NVL. A bare 'H100' stays the SXM."""
+
+    def named(gpu: str) -> str | None:
+        g = gpu_of(_record(gpu=gpu))
+        return g.name if g else None
+
+    assert named("NVIDIA H100 NVL") == "h100-nvl-94g"
+    assert named("H100 98GB NVLINK (stated '4*H100 98GB NVLINK')") == "h100-nvl-94g"
+    assert named("H100-80GB") == "h100-80g"
+    assert named("H100") == "h100-80g"
+
+
 def test_an_unnamed_gpu_is_planned_on_a_stand_in_of_the_logged_free_memory() -> None:
     # SGLang's budget is a share of the free memory it measured before the weights; a log that
     # states it places the launch without the GPU's name. Qwen3-14B bf16 on one card, SGLang

@@ -166,3 +166,30 @@ def test_jetson_agx_orin_is_a_unified_pool_of_what_cuda_reports() -> None:
     records = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "sglang"
     record = load_record(records / "repo-tinyllama-1.1b-chat-jetson-agx-orin-tp1.yaml")
     assert gpu_of(record) == orin
+
+
+def test_h100_nvl_is_a_94_gb_pcie_card_with_a_bridged_pair() -> None:
+    """H100 NVL: nvidia-smi's 'NVIDIA H100 NVL', 95830 MiB; torch's total 93.00 GiB (a public
+    OOM); the datasheet's 3.9 TB/s, 835.5 / 1670.5 dense TFLOP/s, PCIe Gen5 and 600 GB/s bridges
+    that join two cards only."""
+    from autotune.hardware.interconnect import tp_link
+
+    nvl = get_gpu("h100-nvl-94g")
+    assert match_device("NVIDIA H100 NVL", 95830) == nvl
+    assert match_device("NVIDIA H100 80GB HBM3", 81559) == get_gpu("h100-80g")
+    assert round(nvl.runtime_memory_mib / 1024, 2) == 93.00
+    assert (nvl.bandwidth_gbs, nvl.fp16_tflops, nvl.fp8_tflops) == (3900, 835.5, 1670.5)
+    assert (nvl.sm_count, nvl.arch, nvl.pcie_gen, nvl.fabric_gbs) == (132, "sm_90", 5, 300.0)
+    assert tp_link(nvl, 2).kind == "fabric"
+    assert tp_link(nvl, 4).kind == "p2p"  # a TP4 ring crosses PCIe between the two pairs
+
+
+def test_rx_7900_xt_is_not_the_xtx() -> None:
+    xt, xtx = get_gpu("rx-7900xt-20g"), get_gpu("rx-7900xtx-24g")
+    assert xt.memory_mib == 20 * 1024 and (xt.sm_count, xt.arch, xt.vendor) == (
+        84,
+        "gfx1100",
+        "amd",
+    )
+    assert match_device("AMD Radeon RX 7900 XT", 20480) == xt
+    assert match_device("AMD Radeon RX 7900 XTX", 24560) == xtx
