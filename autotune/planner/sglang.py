@@ -51,7 +51,7 @@ from autotune.planner.sglang_mamba import (
     mamba_slot_bytes,
 )
 from autotune.planner.sglang_mla import absorbed_bytes
-from autotune.planner.sglang_offload import offload_card
+from autotune.planner.sglang_offload import host_budget_bytes, offload_card
 from autotune.planner.sglang_swa import check_global_attention, hybrid_by_architecture, swa_pools
 from autotune.planner.sglang_vision import vision_split_saving
 from autotune.sources import cite
@@ -166,7 +166,7 @@ def plan_sglang(
     rel = sglang_history.release(version)
     attn_tp = max(tp // attention_dp_size(cfg, tp, rel), 1)
     weights = weights_per_rank(card, tp, load_mtp=False)
-    weights += load_overhead_bytes(card, tp, gpu.vendor, v)
+    weights += load_overhead_bytes(card, tp, gpu.vendor, v, host_budget_bytes(cfg, v))
     dp_head = bool(cfg.get("enable_dp_lm_head"))
     weights += dp_attention_weights(card, tp, attn_tp, rel, dp_lm_head=dp_head)
     weights -= vision_split_saving(card, cfg, rel, attn_tp)

@@ -18,6 +18,11 @@ instance, a GPU buffer of max_position x rotary_dim from model init), kept in fp
 Only dense decoders whose linear layers are plain unquantized tensors are counted (one fused
 QKV, an output projection, a fused gate/up and a down projection per layer); other layouts
 return 0, as before.
+
+Under `--cpu-offload-gb` the offloader replaces each decoder parameter it moves with a pinned
+host copy (`p.data = cpu_data`, sglang_offload), dropping the GPU tensor; the empty_cache before
+the `Load weight end` reading then returns its whole segment, slack included. Only the tensors
+still on the GPU count.
 """
 
 from __future__ import annotations
@@ -78,10 +83,27 @@ def rope_cache_bytes(card: ModelCard, vendor: str, v: tuple[int, int, int]) -> i
     return card.max_position_embeddings * (card.rotary_dim or card.head_dim) * (4 if fp32 else 2)
 
 
-def load_overhead_bytes(card: ModelCard, tp: int, vendor: str, v: tuple[int, int, int]) -> int:
+def left_on_gpu(layer_tensors: list[int], host_budget: int) -> list[int]:
+    """The decoder tensors, in build order, that the offloader leaves on the GPU: it moves them
+    one by one while the bytes moved stay below the budget (the layers' small norms, which it
+    also moves, are not in the list: the boundary is exact to within them)."""
+    moved, kept = 0, []
+    for n in layer_tensors:
+        if moved < host_budget:
+            moved += n
+        else:
+            kept.append(n)
+    return kept
+
+
+def load_overhead_bytes(
+    card: ModelCard, tp: int, vendor: str, v: tuple[int, int, int], host_budget: int = 0
+) -> int:
     """What loading a plain dense model takes on one rank beyond its parameter bytes (module
-    docstring); 0 for other layouts."""
+    docstring), with `host_budget` bytes of each rank's decoder offloaded; 0 for other layouts."""
     if not plain_dense(card):
         return 0
-    slack = sum(segment_slack(n) for n in dense_tensor_bytes(card, tp))
-    return slack + rope_cache_bytes(card, vendor, v)
+    sizes = dense_tensor_bytes(card, tp)
+    layers = sizes[1 : 1 + 4 * card.num_layers]
+    kept = [sizes[0], *left_on_gpu(layers, host_budget), *sizes[1 + len(layers) :]]
+    return sum(segment_slack(n) for n in kept) + rope_cache_bytes(card, vendor, v)

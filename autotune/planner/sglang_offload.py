@@ -17,6 +17,13 @@ from autotune.planner.common import GIB
 OFFLOAD_SINCE = (0, 4, 0)
 
 
+def host_budget_bytes(cfg: dict[str, Any], v: tuple[int, int, int]) -> int:
+    """Each rank's `--cpu-offload-gb` budget in bytes (cpu_offload_gb * 1024**3); 0 without the
+    flag or before the release."""
+    budget = float(cfg.get("cpu_offload_gb") or 0)
+    return int(budget * GIB) if budget > 0 and v >= OFFLOAD_SINCE else 0
+
+
 def offload_card(
     card: ModelCard, cfg: dict[str, Any], v: tuple[int, int, int], tp: int, assumptions: list[str]
 ) -> ModelCard:

@@ -13,8 +13,15 @@ import pytest
 from autotune.calibration.records import load_records
 from autotune.calibration.replay import replay
 from autotune.models.config_cards import config_card
-from autotune.planner.common import GIB, weights_per_rank
-from autotune.planner.sglang_offload import OFFLOAD_SINCE, offload_card
+from autotune.planner.common import GIB, MIB, weights_per_rank
+from autotune.planner.sglang_alloc import (
+    dense_tensor_bytes,
+    left_on_gpu,
+    load_overhead_bytes,
+    rope_cache_bytes,
+    segment_slack,
+)
+from autotune.planner.sglang_offload import OFFLOAD_SINCE, host_budget_bytes, offload_card
 from tests.wheels import engine_wheel_or_skip, function_def, wheel_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
@@ -78,3 +85,48 @@ def test_public_launch_keeps_only_the_embedding_and_head_on_the_gpu() -> None:
     assert r.plan is not None and r.observed.weights_gib is not None
     assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=0.15)
     assert r.kv_ratio == pytest.approx(1.0, abs=0.03)
+
+
+@pytest.mark.parametrize(
+    ("version", "offloader", "memory"),
+    [
+        ("0.4.0", "sglang/srt/utils.py", "sglang/srt/utils.py"),
+        ("0.5.3", "sglang/srt/offloader.py", "sglang/srt/utils/common.py"),
+        ("0.5.9", "sglang/srt/utils/offloader.py", "sglang/srt/utils/common.py"),
+        ("0.5.23", "sglang/srt/utils/offloader.py", "sglang/srt/utils/common.py"),
+    ],
+)
+def test_an_offloaded_parameter_gives_its_gpu_segment_back(
+    version: str, offloader: str, memory: str
+) -> None:
+    """Each moved parameter's data is swapped for its pinned host copy, so nothing holds the GPU
+    tensor; the free-memory reading behind `Load weight end` empties the allocator's cache first,
+    which returns every segment with no live block, the offloaded layers' slack with it."""
+    loop = _offload_loop(wheel_text("sglang", version, offloader))
+    assert "p.data = cpu_data" in loop
+    reading = function_def(wheel_text("sglang", version, memory), "get_available_gpu_memory")
+    text = ast.unparse(reading)
+    # 0.5.23 calls it through empty_device_cache(torch.cuda), which forwards to empty_cache
+    assert "torch.cuda.empty_cache()" in text or "empty_device_cache(torch.cuda)" in text
+    args, values = reading.args.args[::-1], reading.args.defaults[::-1]
+    defaults = {a.arg: d for a, d in zip(args, values, strict=False)}
+    if "empty_cache" in defaults:  # 0.5.x: a flag, on unless a caller turns it off
+        assert ast.literal_eval(defaults["empty_cache"]) is True
+
+
+def test_offloaded_decoder_tensors_hold_no_slack() -> None:
+    # moved in build order while the bytes moved stay below the budget (the last one overshoots)
+    assert left_on_gpu([30, 30, 30, 30], 0) == [30, 30, 30, 30]
+    assert left_on_gpu([30, 30, 30, 30], 31) == [30, 30]
+    assert left_on_gpu([30, 30, 30, 30], 10**6) == []
+    card = config_card("Qwen/Qwen3-14B")
+    assert card is not None
+    sizes = dense_tensor_bytes(card, 2)
+    rope = rope_cache_bytes(card, "nvidia", (0, 5, 9))
+    ends = segment_slack(sizes[0]) + segment_slack(sizes[-1])
+    everything = load_overhead_bytes(card, 2, "nvidia", (0, 5, 9))
+    all_moved = load_overhead_bytes(card, 2, "nvidia", (0, 5, 9), 48 * GIB)
+    assert all_moved == ends + rope and everything - all_moved == 120 * MIB  # 3 MiB x 40 layers
+    assert host_budget_bytes({"cpu_offload_gb": 48}, (0, 5, 9)) == 48 * GIB
+    assert host_budget_bytes({"cpu_offload_gb": 48}, (0, 3, 6)) == 0
+    assert host_budget_bytes({}, (0, 5, 9)) == 0
