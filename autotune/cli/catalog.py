@@ -18,7 +18,9 @@ def gpus(json_out: bool = JSON_OPTION) -> None:
         fp8 = f"{g.fp8_tflops:g}" if g.fp8_tflops else "-"
         fp4 = f"{g.fp4_tflops:g}" if g.fp4_tflops else "-"
         if g.fabric_gbs:
-            link = f"fabric {g.fabric_gbs:g} GB/s"
+            link = f"fabric {g.fabric_gbs:g} GB/s" + (
+                f" ({g.fabric_group} GPUs)" if g.fabric_group else ""
+            )
         else:
             link = f"PCIe {g.pcie_gen} x{g.pcie_lanes}" + ("" if g.p2p else " no P2P")
         typer.echo(

@@ -103,6 +103,7 @@ def test_records_name_the_h100_nvl() -> None:
         return g.name if g else None
 
     assert named("NVIDIA H100 NVL") == "h100-nvl-94g"
+    assert named("H100 NVL") == "h100-nvl-94g"
     assert named("H100 98GB NVLINK (stated '4*H100 98GB NVLINK')") == "h100-nvl-94g"
     assert named("H100-80GB") == "h100-80g"
     assert named("H100") == "h100-80g"
