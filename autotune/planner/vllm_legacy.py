@@ -57,6 +57,7 @@ from autotune.planner.vllm_memory import (
     startup_figures,
     vllm_weights_bytes,
 )
+from autotune.planner.vllm_moe import expert_parallel, moe_phase_bytes
 from autotune.planner.vllm_parts import BatchLimits, PlanParts, SpecDecode
 from autotune.planner.vllm_pipeline import layer_weights, pipeline_stages, pp_partition
 from autotune.versions import Version
@@ -79,7 +80,6 @@ ROCM_TP_NON_TORCH_MIB = 7850
 # `torch.empty_like(logits_sort).scatter_` in 0.6.2 .. 0.7.1); wheels read.
 SAMPLER_FP32_SINCE = "0.5.5"
 SAMPLER_SCATTER_SINCE = "0.6.2"
-FUSED_MOE_CHUNK = 65536  # VLLM_FUSED_MOE_CHUNK_SIZE: fused_moe's caches cover at most this
 
 
 def sampler_bytes_per_logit(version: str, b: float) -> float:
@@ -96,9 +96,6 @@ def sampler_bytes_per_logit(version: str, b: float) -> float:
     copy = x if x != b else 0.0  # .to(torch.float) of float32 logits returns them
     tail = x if at_least(version, SAMPLER_SCATTER_SINCE) else 8 + x
     return b + copy + x + 8 + 2 + 2 * x + tail
-
-
-FUSED_MOE_CHUNK = 65536  # VLLM_FUSED_MOE_CHUNK_SIZE: fused_moe's caches cover at most this
 
 
 # Architectures whose V0 MLP keeps gate_up_proj's output alive through down_proj (`gate_up, _ =
@@ -124,15 +121,21 @@ def keeps_gate_up(architecture: str, version: str | None) -> bool:
 
 
 def v0_activation_bytes(
-    card: ModelCard, tp: int, tokens: int, seqs: int, version: str | None = None
+    card: ModelCard,
+    tp: int,
+    tokens: int,
+    seqs: int,
+    version: str | None = None,
+    ep: bool = False,
 ) -> int:
     """Peak of V0's profiling run above the weights (estimate): the larger of the forward pass
     over `tokens` and the sampler over `seqs` rows of the full vocabulary
     (sampler_bytes_per_logit) with the final hidden states. The forward's peak is at the MLP:
     the layer's input (the model's loop `hidden_states, residual = layer(...)` holds it through
     the call), the residual, the MLP's input, gate_up 2I and SiluAndMul's I; where the release's
-    MLP keeps gate_up alive (keeps_gate_up) down_proj's output h adds to them. MoE: fused_moe's
-    caches topk x (2I + I + h) per token."""
+    MLP keeps gate_up alive (keeps_gate_up) down_proj's output h adds to them. MoE: the expert
+    MLP's phase with fused_moe's workspace by release (vllm_moe.moe_phase_bytes; `ep`: expert
+    parallelism)."""
     b = DTYPE_BYTES.get(card.dtype, 2.0)
     h = card.hidden_size
     q = card.num_attention_heads * card.head_dim // tp
@@ -143,13 +146,7 @@ def v0_activation_bytes(
         if keeps_gate_up(card.architecture, version):
             mlp += h
         per_token = max(per_token, mlp)
-    fwd = tokens * per_token * b
-    e = card.experts
-    if e is not None:
-        shared = h if e.shared_intermediate_size else 0
-        caches = e.experts_per_token * (3 * e.moe_intermediate_size // tp + h)
-        moe = tokens * (3 * h + shared) * b + min(tokens, FUSED_MOE_CHUNK) * caches * b
-        fwd = max(fwd, moe)
+    fwd = max(tokens * per_token * b, moe_phase_bytes(card, tp, tokens, version or "0.4.0", ep))
     per_logit = sampler_bytes_per_logit(version or "0.4.0", b)
     sampler = per_logit * min(seqs, tokens) * card.vocab_size + tokens * h * b
     return int(max(fwd, sampler))
@@ -288,11 +285,14 @@ def history_memory(
     (plan_history)."""
     tokens, seqs = limits.max_num_batched_tokens, limits.max_num_seqs
     weights = history_weights_gib(card, cfg, tp, version)
+    ep = expert_parallel(cfg, tp)
     if engine == "v0":
-        act = v0_activation_bytes(card, tp, tokens, seqs, build or version) / GIB
+        act = v0_activation_bytes(card, tp, tokens, seqs, build or version, ep) / GIB
     else:  # logits over every token up to 0.7.2, over the requests from 0.7.3
         rows = seqs if at_least(version, "0.7.3") else tokens
-        act = activation_bytes(card, tp, tokens, rows, version, gpu.sm_count) / GIB  # before 0.10
+        text = activation_bytes(card, tp, tokens, rows, version, gpu.sm_count)  # before 0.10
+        # The expert MLP's workspace (fused_moe's caches, vllm_moe.py) where it is larger.
+        act = max(text, moe_phase_bytes(card, tp, tokens, version, ep)) / GIB
     non_torch = non_torch_mib(engine, version, tp, gpu.vendor, gpu.arch) / 1024
     sizes = (
         [] if cfg.get("enforce_eager") else history_capture_sizes(engine, version, seqs, tokens)
