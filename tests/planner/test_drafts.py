@@ -209,7 +209,7 @@ def test_vllm_0_27_1_cannot_load_a_dflash2_drafter_the_records_say_so() -> None:
         and (d := draft_model(_spec_model(r))) is not None
         and d.architecture == "DFlash2DraftModel"
     ]
-    assert len(dflash2) == 2
+    assert len(dflash2) >= 2  # club-3090 #1084 and #1086; #1085 (s19e) since
     assert all(any("DFlash2" in u for u in r.unmodelled) for r in dflash2)
 
 
