@@ -241,7 +241,7 @@ def _current_parts(
     assumptions: list[str],
 ) -> PlanParts:
     """The plan's parts under the current model (V1, 0.9.1 .. 0.33.x)."""
-    startup = startup_memory(gpu, cfg, gpu_free_gib, reasons, assumptions)
+    startup = startup_memory(gpu, cfg, gpu_free_gib, reasons, assumptions, version)
     limits = _batch_limits(card, gpu, cfg, version, reasons, assumptions)
     _check_architecture(card, version, reasons)
     if not at_least(version, "0.10.0"):

@@ -194,11 +194,15 @@ def stage_share(card: ModelCard, pp: int, version: str | None = None) -> float:
 
 
 def history_startup(
-    gpu: GPUSpec, cfg: dict[str, Any], gpu_free_gib: float | None, assumptions: list[str]
+    gpu: GPUSpec,
+    cfg: dict[str, Any],
+    gpu_free_gib: float | None,
+    assumptions: list[str],
+    version: str,
 ) -> StartupMemory:
     """Total memory, free memory at startup (what the KV cache and graphs are allocated from)
     and the utilisation; these releases start without comparing free memory to the request."""
-    mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions)
+    mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions, version)
     assumptions.append(
         "no startup free-memory check before 0.9.1: the KV budget is gpu_memory_utilization x "
         "total memory, whatever else the GPU holds"
@@ -410,7 +414,7 @@ def plan_history(
     `build`: the version as given, a development build's own (a rule that changed within a
     release's development, MLP_KEEPS_GATE_UP, reads it); `version` is the release planned."""
     engine = engine_of(card, gpu, cfg, version, assumptions)
-    startup = history_startup(gpu, cfg, gpu_free_gib, assumptions)
+    startup = history_startup(gpu, cfg, gpu_free_gib, assumptions, version)
     limits = history_limits(card, gpu, cfg, version, engine, reasons, assumptions)
     check_history_architecture(card, version, reasons)
     spec = history_spec(cfg, version, assumptions)

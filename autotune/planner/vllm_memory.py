@@ -75,6 +75,14 @@ GRAPH_PER_GRAPH_MIB = 5.5
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 
+def default_gpu_memory_utilization(version: str | None) -> float:
+    """vLLM's default gpu_memory_utilization: 0.9 through 0.19.x, 0.92 from 0.20.0 (CacheConfig's
+    Field default in vllm/config/cache.py of the 0.19.1 and 0.20.0 wheels). None: the newest."""
+    return (
+        0.92 if version is None or at_least(version, "0.20.0") else DEFAULT_GPU_MEMORY_UTILIZATION
+    )
+
+
 # Vision-language architectures whose vLLM model splits the vision tower's linear layers (and
 # the projector) across the TP ranks in mm_encoder_tp_mode "weights", the default; "data"
 # (before 0.11: enable_multimodal_encoder_data_parallel) keeps the tower whole on every rank;
@@ -235,7 +243,11 @@ class StartupMemory:
 
 
 def startup_figures(
-    gpu: GPUSpec, cfg: dict[str, Any], gpu_free_gib: float | None, assumptions: list[str]
+    gpu: GPUSpec,
+    cfg: dict[str, Any],
+    gpu_free_gib: float | None,
+    assumptions: list[str],
+    version: str | None = None,
 ) -> StartupMemory:
     """CUDA's total, the free memory at the initial snapshot (given, else the total less the
     context and a desktop's share) and gpu_memory_utilization."""
@@ -249,7 +261,12 @@ def startup_figures(
             f"free memory at startup = CUDA's total {total_mib} MiB - CUDA context "
             f"{CUDA_CONTEXT_MIB} MiB - desktop {gpu.desktop_reserve_mib} MiB"
         )
-    gmu = float(cfg.get("gpu_memory_utilization") or DEFAULT_GPU_MEMORY_UTILIZATION)
+    gmu = float(cfg.get("gpu_memory_utilization") or 0.0)
+    if not gmu:
+        gmu = default_gpu_memory_utilization(version)
+        assumptions.append(
+            f"gpu_memory_utilization not set: vLLM {version or 'newest'}'s default {gmu}"
+        )
     return StartupMemory(total_mib / 1024, init_free, gmu)
 
 
@@ -259,9 +276,10 @@ def startup_memory(
     gpu_free_gib: float | None,
     reasons: list[str],
     assumptions: list[str],
+    version: str | None = None,
 ) -> StartupMemory:
     """The startup figures; less free memory than requested is a reason (vLLM fails to start)."""
-    mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions)
+    mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions, version)
     init_free, total_gib, gmu = mem.init_free_gib, mem.total_gib, mem.gpu_memory_utilization
     requested = mem.requested_gib
     if init_free < requested:

@@ -197,9 +197,13 @@ def test_k6_two_2080ti_fit() -> None:
     assert plan.kv_pool_tokens > 262144
     assert any("preempts" in a for a in plan.assumptions)
     assert plan.mamba_slots == 8 and plan.mamba_strategy == "align"
-    # the same launch before graph profiling (0.19) puts more in the KV cache
-    old = plan_vllm(K6_CARD, G2080, K6, version="0.19.1", tp=2)
-    assert old.fits and not old.graph_in_budget and old.kv_cache_gib > plan.kv_cache_gib
+    # the same launch before graph profiling (0.19) puts more in the KV cache (at one
+    # utilisation: the default moved from 0.9 to 0.92 at 0.20.0)
+    same = {**K6, "gpu_memory_utilization": 0.9}
+    new = plan_vllm(K6_CARD, G2080, same, version="0.33.0", tp=2)
+    old = plan_vllm(K6_CARD, G2080, same, version="0.19.1", tp=2)
+    assert old.fits and not old.graph_in_budget and old.kv_cache_gib > new.kv_cache_gib
+    assert plan.gpu_memory_utilization == 0.92 and old.gpu_memory_utilization == 0.9
 
 
 def test_k6_needs_a_release_that_knows_the_architecture() -> None:

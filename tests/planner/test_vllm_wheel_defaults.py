@@ -13,6 +13,7 @@ import pytest
 
 from autotune.hardware import GPU_CATALOG
 from autotune.planner.vllm import _defaults
+from autotune.planner.vllm_memory import default_gpu_memory_utilization
 from tests.wheels import engine_wheel_or_skip
 
 VERSIONS = ("0.15.1", "0.19.0", "0.28.0", "0.32.0")
@@ -102,3 +103,15 @@ def test_a_gpu_whose_nvml_reports_no_memory_gets_the_smallest_defaults(version: 
     tokens, seqs = ns["get_batch_defaults"](None, 1)
     want = (seqs[usage.OPENAI_API_SERVER], tokens[usage.OPENAI_API_SERVER])  # type: ignore[attr-defined]
     assert _defaults(0, gb10.cuda_name or gb10.name, version) == want
+
+
+@pytest.mark.parametrize("version", ("0.19.1", "0.20.0", "0.24.0"))
+def test_gpu_memory_utilization_default_is_the_releases(version: str) -> None:
+    """CacheConfig's default (vllm/config/cache.py) moved from 0.9 to 0.92 at 0.20.0."""
+    import re
+
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        src = z.read("vllm/config/cache.py").decode()
+    m = re.search(r"gpu_memory_utilization: float = Field\(default=([0-9.]+)", src)
+    assert m, f"vLLM {version}: no gpu_memory_utilization default in config/cache.py"
+    assert default_gpu_memory_utilization(version) == float(m.group(1))
