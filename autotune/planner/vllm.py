@@ -38,6 +38,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
 from autotune.planner.vllm_alloc import cublas_workspace_bytes, weight_padding_bytes
+from autotune.planner.vllm_connector import note_kv_connector
 from autotune.planner.vllm_draft import draft_kv, separate_draft
 from autotune.planner.vllm_dtype import apply_checkpoint_kv, launch_card
 from autotune.planner.vllm_history import (
@@ -172,8 +173,7 @@ def plan_vllm(
     host_free_gib: float | None = None,
 ) -> VLLMPlan:
     """Plan one vLLM launch. `config` holds vLLM field names (and the search space's speculative
-    fields); missing keys mean "engine decides". host_free_gib is accepted for a uniform call
-    with plan_sglang and unused (vLLM keeps no host KV pool here).
+    fields); missing keys mean "engine decides". host_free_gib is unused (no host KV pool here).
 
     Raises:
         ConfigError: an unsupported version (outside 0.4.0 .. 0.33.x, or a hybrid model before
@@ -252,6 +252,7 @@ def _current_parts(
     spec = replace(spec, draft=draft)
     prefix = _prefix_caching(card, cfg, version, limits.chunked_prefill, reasons, assumptions)
     kv_dtype = str(cfg.get("kv_cache_dtype") or "auto")
+    note_kv_connector(card, cfg, version, tp, kv_dtype, assumptions)
     found: tuple[ProfiledMemory, KVLayout] | None = None
     for stage in pipeline_stages(card, pp, version=version):
         mem, lay = _stage_parts(
@@ -287,8 +288,7 @@ def _stage_parts(
     reasons: list[str],
     assumptions: list[str],
 ) -> tuple[ProfiledMemory, KVLayout]:
-    """One pipeline stage's memory before the KV cache and its KV layout (the whole model at
-    PP 1)."""
+    """One pipeline stage's memory before the KV cache and its KV layout (PP 1: the model)."""
     card = stage.card
     mem = profiled_memory(
         card,
