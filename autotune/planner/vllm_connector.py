@@ -4,8 +4,8 @@ KV budget.
 LMCacheConnectorV1 (vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py) builds
 LMCache's engine on each worker. LMCache 0.3.1.post1 .. 0.3.6 (integration/vllm/vllm_v1_adapter.py,
 v1/gpu_connector.py) puts one staging tensor on the GPU there, through PyTorch's allocator:
-[2 (1 with MLA), layers, chunk_size, kv heads per rank x head size] in the KV cache dtype, and two
-CUDA streams. Its CPU pool (max_local_cpu_size, default 5 GB) is pinned host memory.
+[2 (1 with MLA), layers, chunk_size, kv heads per rank x head size] in the KV cache dtype (0.3.6
+adds two CUDA streams). Its CPU pool (max_local_cpu_size, default 5 GB) is pinned host memory.
 
 vLLM 0.9.1 .. 0.11.0 (v1/worker/gpu_worker.py) build the connector in init_device, before
 load_model (after the initial MemorySnapshot up to 0.10.2, before it on 0.11.0). The budget is a
@@ -77,7 +77,7 @@ def note_kv_connector(
     if name is None:
         return
     if name != LMCACHE_CONNECTOR:
-        assumptions.append(f"KV connector {name}: its own GPU memory is not counted")
+        assumptions.append(f"KV connector {name}: what it allocates on the GPU is not modelled")
         return
     mib = lmcache_buffer_bytes(card, kv_dtype, tp) / MIB
     when = (
