@@ -27,6 +27,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, vision_per_rank
+from autotune.planner.nccl_memory import vllm_tp_growth_mib
 from autotune.planner.vllm_history import (
     Engine,
     at_least,
@@ -152,12 +153,15 @@ def v0_activation_bytes(
     return int(max(fwd, sampler))
 
 
-def non_torch_mib(engine: Engine, version: str, tp: int, vendor: str, arch: str = "") -> int:
+def non_torch_mib(
+    engine: Engine, version: str, tp: int, vendor: str, arch: str = "", gpu: GPUSpec | None = None
+) -> int:
     """Non-torch memory the release subtracts: NCCL / cuBLAS / custom all-reduce, plus the CUDA
-    context where it measures the whole device (V0 0.6.4, V1 before 0.9.1)."""
+    context where it measures the whole device (V0 0.6.4, V1 before 0.9.1). On an NVSwitch node
+    the TP group's NCCL buffers grow past the TP 2 figure with the ranks (nccl_memory)."""
     tp_mib = (ROCM_TP_NON_TORCH_MIB if vendor == "amd" else NON_TORCH_TP_MIB) if tp > 1 else 0
     if tp > 1 and arch == "sm_90":
-        tp_mib = HOPPER_TP_NON_TORCH_MIB
+        tp_mib = HOPPER_TP_NON_TORCH_MIB + (vllm_tp_growth_mib(gpu, tp, version) if gpu else 0)
     whole = engine == "v1" or (at_least(version, "0.6.4") and not at_least(version, "0.6.5"))
     return (WHOLE_DEVICE_NON_TORCH_MIB if whole else NON_TORCH_MIB) + tp_mib
 
@@ -297,7 +301,7 @@ def history_memory(
         text = activation_bytes(card, tp, tokens, rows, version, gpu.sm_count)  # before 0.10
         # The expert MLP's workspace (fused_moe's caches, vllm_moe.py) where it is larger.
         act = max(text, moe_phase_bytes(card, tp, tokens, version, ep)) / GIB
-    non_torch = non_torch_mib(engine, version, tp, gpu.vendor, gpu.arch) / 1024
+    non_torch = non_torch_mib(engine, version, tp, gpu.vendor, gpu.arch, gpu) / 1024
     sizes = (
         [] if cfg.get("enforce_eager") else history_capture_sizes(engine, version, seqs, tokens)
     )
