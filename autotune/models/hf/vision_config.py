@@ -18,8 +18,8 @@ def vision_from_config(
 ) -> tuple[VisionTower | None, int, int]:
     """The vision tower, its parameters and those of them in linear layers (attention 4h^2 +
     MLP 2h*inter per block; Mllama's `num_global_layers` are blocks too; Kimi K2.5 names the
-    fields `vt_*`; Llama 4 and Kimi-VL's MoonViT add their own parts, `_llama4_vision_parts`,
-    `_moonvit_parts`)."""
+    fields `vt_*`; Llama 4, Kimi-VL's MoonViT and Qwen3-VL add their own parts,
+    `_llama4_vision_parts`, `_moonvit_parts`, `_qwen3_vl_parts`)."""
     vc = config.get("vision_config")
     if not isinstance(vc, dict):
         return None, 0, 0
@@ -55,7 +55,32 @@ def vision_from_config(
         linear += more_linear
     elif vc.get("model_type") == "moonvit":
         other = _moonvit_parts(vc, layers, hidden, inter, text_hidden)
+    elif vc.get("model_type") == "qwen3_vl":
+        more_linear, other = _qwen3_vl_parts(vc, layers, hidden, inter, text_hidden)
+        linear += more_linear
     return tower, linear + other, linear
+
+
+def _qwen3_vl_parts(
+    vc: Mapping[str, Any], layers: int, hidden: int, inter: int, text_hidden: int
+) -> tuple[int, int]:
+    """Qwen3-VL's parts beyond the blocks' linear weights, as vLLM's qwen3_vl.py builds them
+    (0.11.0, Qwen3_VisionTransformer): (linear: the patch merger and one more per
+    `deepstack_visual_indexes` entry, each a biased merge^2*h -> merge^2*h ColumnParallelLinear and
+    a biased -> out_hidden_size RowParallelLinear; the rest: their LayerNorms (h wide for the
+    merger, merge^2*h for the deepstack ones, use_postshuffle_norm), the blocks' biases and two
+    LayerNorms, the biased Conv3d patch embedding and the (num_position_embeddings, h) table)."""
+    merged = hidden * int(vc.get("spatial_merge_size") or 2) ** 2
+    out = int(vc.get("out_hidden_size") or text_hidden)
+    deepstack = len(vc.get("deepstack_visual_indexes") or [])
+    mergers = 1 + deepstack
+    linear = mergers * (merged * merged + merged * out)
+    other = mergers * (merged + out) + 2 * hidden + deepstack * 2 * merged
+    other += layers * (3 * hidden + hidden + inter + hidden + 4 * hidden)
+    kernel = int(vc.get("temporal_patch_size") or 2) * int(vc.get("patch_size") or 16) ** 2
+    other += int(vc.get("in_channels") or 3) * kernel * hidden + hidden
+    other += int(vc.get("num_position_embeddings") or 2304) * hidden
+    return linear, other
 
 
 def _moonvit_parts(
