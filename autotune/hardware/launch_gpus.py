@@ -281,8 +281,11 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     # DGX Spark's GB10: one coherent LPDDR5X pool shared with the Arm CPU. CUDA's
     # total is the memory the OS exposes (121.69 GiB at vLLM's startup check in
     # github.com/MiaAI-Lab/GLM-5.3-Flash-EXL3-2x-DGX-Sparks/issues/47); nvidia-smi
-    # reports no memory total, so SGLang falls back to CUDA's. Peaks: NVIDIA's 1 PFLOP
-    # FP4 with sparsity, halved for dense and per precision step; 6,144 CUDA cores.
+    # reports no memory total, so SGLang falls back to CUDA's. Other Sparks report other
+    # totals in SGLang's fallback line: 124546 MiB (sostrowsk/dgx-spark-local-llm,
+    # sglang-versuch2.log), 122501 MiB (jethac/dgx-spark-hijinks, an NVIDIA 26.05 container).
+    # Peaks: NVIDIA's 1 PFLOP FP4 with sparsity, halved for dense and per precision step;
+    # 6,144 CUDA cores.
     spec(
         name="gb10-128g",
         label="GB10 (DGX Spark) 128GB unified",
