@@ -10,7 +10,10 @@ release wheels on PyPI have it (`sglang/srt/server_args.py`; `models/deepseek_v2
   it after the memory defaults are set (so mem_fraction_static still sees the undivided size),
   the attention over tp / dp ranks, the LM head over the TP group, or over the attention-TP
   group with --enable-dp-lm-head (0.4.6.post4 on); the embedding whole before 0.5.8, over the
-  attention-TP group from 0.5.8.
+  attention-TP group from 0.5.8;
+- 0.5.22 on: `--attn-dp-size N` is the size (arg_groups/fields/parallel.py); the old spelling
+  `--enable-dp-attention --dp-size N` resolves to it when it is left at 1
+  (parallel_hook.handle_deprecated_dp_attention).
 
 Every rank a DP controller starts prints `DPn` in its log prefix (managers/scheduler.py
 run_scheduler_process); a launch with dp_size 1 prints none.
@@ -29,12 +32,17 @@ GRAPH_CAP_LAST: Release = (4, 0, 1)  # the last release that caps cuda_graph_max
 NO_OVERLAP_LAST: Release = (4, 1, 6)  # the last release that turns the overlap schedule off
 DP_LM_HEAD_FIRST: Release = (4, 6, 4)  # --enable-dp-lm-head
 SPLIT_EMBED_FIRST: Release = (5, 8, 0)  # VocabParallelEmbedding(use_attn_tp_group=...)
+ATTN_DP_SIZE_FIRST: Release = (5, 22, 0)  # --attn-dp-size
 LATEST: Release = (99, 0, 0)  # a version release() cannot read: the newest rules
 
 
 def attention_dp_size(config: dict[str, Any], tp: int, rel: Release | None) -> int:
     """The DP-attention size the release runs: 1 without --enable-dp-attention (or with
-    dp_size 1); tp_size up to 0.4.4 (server_args forces it); dp_size from 0.4.4.post1."""
+    dp_size 1); tp_size up to 0.4.4 (server_args forces it); dp_size from 0.4.4.post1;
+    from 0.5.22 --attn-dp-size, or dp_size under the old spelling when it is left at 1."""
+    attn_dp = int(config.get("attn_dp_size") or 1)
+    if attn_dp > 1 and (rel or LATEST) >= ATTN_DP_SIZE_FIRST:
+        return attn_dp
     if not config.get("enable_dp_attention"):
         return 1
     if (rel or LATEST) <= FORCED_DP_LAST:

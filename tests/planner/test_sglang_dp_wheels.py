@@ -150,3 +150,22 @@ def test_only_dp_controller_ranks_print_dp(version: str) -> None:
     single = re.search(r"if server_args\.dp_size == 1:(.*?)else:", engine)
     assert single is not None and "target=run_scheduler_process" in single.group(1)
     assert re.search(r"pp_rank, None, writer", single.group(1)), version
+
+
+@pytest.mark.parametrize(
+    ("version", "flag"), [("0.5.21", False), ("0.5.22", True), ("0.5.23", True)]
+)
+def test_attn_dp_size_is_the_size_from_0_5_22(version: str, flag: bool) -> None:
+    """0.5.22 adds --attn-dp-size and turns `--enable-dp-attention --dp-size N` into it (when it
+    is left at 1); before, no such flag: the DP-attention size is dp_size alone."""
+    fields = wheel_text("sglang", version, "sglang/srt/arg_groups/fields/parallel.py")
+    assert ('aliases=["--attention-data-parallel-size"]' in fields) is flag
+    rel = _rel(version)
+    assert d.attention_dp_size({"attn_dp_size": 4}, 8, rel) == (4 if flag else 1)
+    old = {"enable_dp_attention": True, "dp_size": 8}
+    assert d.attention_dp_size(old, 8, rel) == 8
+    assert d.attention_dp_size({**old, "attn_dp_size": 2}, 8, rel) == (2 if flag else 8)
+    if flag:
+        hook = wheel_text("sglang", version, "sglang/srt/arg_groups/parallel_hook.py")
+        body = ast.unparse(function_def(hook, "handle_deprecated_dp_attention"))
+        assert "if cfg.attn_dp_size == 1:" in body and "attn_dp_size=cfg.dp_size" in body
