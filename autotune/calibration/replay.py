@@ -79,7 +79,8 @@ def gpus_named(record: LaunchRecord) -> list[GPUSpec]:
 def gpu_of(record: LaunchRecord) -> GPUSpec | None:
     """The catalog GPU the record names. A longer name it mentions wins over one inside it ('H100
     NVL' over 'H100'); a memory it states picks among the named GPU's variants, the catalog
-    entries whose names extend it ('H100 98GB' is no 80 GB H100 SXM but the 94 GB H100 NVL)."""
+    entries whose names extend it when within 10% of their memory ('H100 98GB' is no 80 GB H100
+    SXM but the 94 GB H100 NVL; '8x H100 640GB' stays the SXM)."""
     from autotune.hardware.gpus import GPU_CATALOG
 
     hits = gpus_named(record)
@@ -93,12 +94,15 @@ def gpu_of(record: LaunchRecord) -> GPUSpec | None:
     stated = [int(m) for m in _MEM_RE.findall(record.gpu or "")]
     if stated:
         stems = {f"{said[g.name]} " for g in hits}
+        # A variant the text does not name joins only at a stated memory near its own (GB vs
+        # GiB and rounding): '8x H100 640GB' (a total) or host RAM must not pick the NVL.
         hits += [
             g
             for g in GPU_CATALOG.values()
             if g not in hits
             and g.vendor == record.gpu_vendor
             and any(_names(n).startswith(stem) for n in g.device_names for stem in stems)
+            and any(abs(g.memory_gib - s) <= 0.1 * g.memory_gib for s in stated)
         ]
         return min(hits, key=lambda g: min(abs(g.memory_gib - s) for s in stated))
     stock = [g for g in hits if "modded" not in g.label]

@@ -107,6 +107,9 @@ def test_records_name_the_h100_nvl() -> None:
     assert named("H100 98GB NVLINK (stated '4*H100 98GB NVLINK')") == "h100-nvl-94g"
     assert named("H100-80GB") == "h100-80g"
     assert named("H100") == "h100-80g"
+    # a stated figure far from every variant (a node's total, host RAM) picks no unnamed variant
+    assert named("8x H100 (640GB total)") == "h100-80g"
+    assert named("H100, 2048GB host RAM") == "h100-80g"
 
 
 def test_an_unnamed_gpu_is_planned_on_a_stand_in_of_the_logged_free_memory() -> None:
