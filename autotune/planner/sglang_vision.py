@@ -2,12 +2,14 @@
 (models/qwen3_vl.py, from its first release 0.5.3) builds every block's attention (VisionAttention:
 QKVParallelLinear and RowParallelLinear, layers/attention/vision.py) and MLP (ColumnParallelLinear
 linear_fc1, RowParallelLinear linear_fc2) over the attention-TP group (get_attention_tp_size to
-0.5.13, get_parallel().attn_tp_size from 0.5.14; 0.5.3's MLP takes the whole TP group's default,
-which equals it without DP attention); the Qwen3-VL MoE and the Qwen3.5 multimodal classes
-(qwen3_vl_moe.py; qwen3_5.py from 0.5.9) subclass it. `--mm-enable-dp-encoder` (0.5.6 on, off by
-default) replicates the tower instead (use_data_parallel: tp_size 1). Read in the 0.5.3, 0.5.9,
-0.5.15 and 0.5.23 wheels (tests/planner/test_sglang_vision_wheels.py). Other multimodal
-architectures stay whole on every rank here (not read)."""
+0.5.13, get_parallel().attn_tp_size from 0.5.14); 0.5.3 .. 0.5.8 build the MLP over the whole TP
+group (get_tensor_model_parallel_world_size), the same size without DP attention (with it, a
+rank holds less of that MLP than the split here over the attention-TP ranks; not modelled); the
+Qwen3-VL MoE and the Qwen3.5 multimodal classes (qwen3_vl_moe.py; qwen3_5.py from 0.5.9)
+subclass it. `--mm-enable-dp-encoder` (0.5.6 on, off by default) replicates the tower instead
+(use_data_parallel: tp_size 1). Read in the 0.5.3, 0.5.9, 0.5.15 and 0.5.23 wheels
+(tests/planner/test_sglang_vision_wheels.py). Other multimodal architectures stay whole on every
+rank here (not read)."""
 
 from __future__ import annotations
 
