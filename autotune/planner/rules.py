@@ -124,6 +124,7 @@ class Resolved:
     context_len: int
     notes: tuple[str, ...]
     mamba_full_memory_ratio: float = 0.9  # the default; 0.2 in 0.5.3.post2
+    dp_attention: int = 1  # the DP-attention size (1: off; planner.sglang_dp)
 
 
 def gpu_size_defaults(gpu_mem_mib: int, tp: int, v: tuple[int, int, int]) -> tuple[int, int]:
@@ -290,6 +291,7 @@ def resolve(
         page_size=page,
         context_len=context,
         notes=tuple(notes),
+        dp_attention=dp,
         mamba_full_memory_ratio=_mamba_ratio(version, v),
     )
 

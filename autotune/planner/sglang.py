@@ -34,7 +34,7 @@ from autotune.planner.common import (
 )
 from autotune.planner.sglang_alloc import load_overhead_bytes
 from autotune.planner.sglang_comm import comm_split
-from autotune.planner.sglang_dp import attention_dp_size, dp_attention_weights
+from autotune.planner.sglang_dp import attention_dp_size, dp_attention_weights, per_rank_requests
 from autotune.planner.sglang_fusion import fusion_extra_bytes
 from autotune.planner.sglang_hicache import HostPool, host_pool
 from autotune.planner.sglang_kt import kt_card
@@ -52,6 +52,7 @@ from autotune.planner.sglang_mamba import (
 )
 from autotune.planner.sglang_mla import absorbed_bytes
 from autotune.planner.sglang_offload import host_budget_bytes, offload_card
+from autotune.planner.sglang_requests import user_requests
 from autotune.planner.sglang_swa import check_global_attention, hybrid_by_architecture, swa_pools
 from autotune.planner.sglang_vision import vision_split_saving
 from autotune.sources import cite
@@ -390,22 +391,22 @@ def _max_running_requests(
     card: ModelCard, r: rules.Resolved, kv_tokens: int, mamba: MambaPool, version: str
 ) -> tuple[int, str]:
     """(max running requests, what bounds it) (§2.3)."""
+    user = per_rank_requests(
+        r.max_running_requests, r.dp_attention, sglang_history.release(version)
+    )
     if sglang_history.is_history(version):
         rel = sglang_history.release(version) or sglang_history.FIRST
-        mrr = sglang_history.max_running_requests(
-            rel, kv_tokens, r.context_len, r.max_running_requests
-        )
-        bound = "user" if r.max_running_requests is not None else "default"
+        mrr = sglang_history.max_running_requests(rel, kv_tokens, r.context_len, user)
+        bound = "user" if user is not None else "default"
         if mrr == kv_tokens // 2:
             bound = "kv_tokens"
-    elif r.max_running_requests is not None:
-        mrr = r.max_running_requests
-        bound = "user"
+    elif user is not None:
+        mrr, bound = user_requests(user, sglang_history.release(version), kv_tokens, r.context_len)
     else:
         mrr = min(max(int(kv_tokens / r.context_len * 512), 2048), 4096)
         bound = "default"
-    if kv_tokens // 2 < mrr and not sglang_history.is_history(version):
-        mrr, bound = kv_tokens // 2, "kv_tokens"
+        if kv_tokens // 2 < mrr:
+            mrr, bound = kv_tokens // 2, "kv_tokens"
     slots_per_req = mamba.slots_per_request
     if card.is_hybrid and slots_per_req and mamba.slots // slots_per_req < mrr:
         mrr, bound = mamba.slots // slots_per_req, "mamba_slots"

@@ -11,6 +11,9 @@ release wheels on PyPI have it (`sglang/srt/server_args.py`; `models/deepseek_v2
   the attention over tp / dp ranks, the LM head over the TP group, or over the attention-TP
   group with --enable-dp-lm-head (0.4.6.post4 on); the embedding whole before 0.5.8, over the
   attention-TP group from 0.5.8;
+- 0.4.1.post7 on: the user's --max-running-requests is each DP rank's share, divided by the
+  DP size (managers/tp_worker.py to 0.5.7, model_runner.py from 0.5.8,
+  mem_cache/kv_cache_configurator.py in 0.5.23);
 - 0.5.22 on: `--attn-dp-size N` is the size (arg_groups/fields/parallel.py); the old spelling
   `--enable-dp-attention --dp-size N` resolves to it when it is left at 1
   (parallel_hook.handle_deprecated_dp_attention).
@@ -33,6 +36,7 @@ NO_OVERLAP_LAST: Release = (4, 1, 6)  # the last release that turns the overlap 
 DP_LM_HEAD_FIRST: Release = (4, 6, 4)  # --enable-dp-lm-head
 SPLIT_EMBED_FIRST: Release = (5, 8, 0)  # VocabParallelEmbedding(use_attn_tp_group=...)
 ATTN_DP_SIZE_FIRST: Release = (5, 22, 0)  # --attn-dp-size
+USER_MRR_SPLIT_FIRST: Release = (4, 1, 7)  # max_running_requests // dp_size per DP rank
 LATEST: Release = (99, 0, 0)  # a version release() cannot read: the newest rules
 
 
@@ -48,6 +52,13 @@ def attention_dp_size(config: dict[str, Any], tp: int, rel: Release | None) -> i
     if (rel or LATEST) <= FORCED_DP_LAST:
         return max(tp, 1)
     return max(int(config.get("dp_size") or 1), 1)
+
+
+def per_rank_requests(user: int | None, dp: int, rel: Release | None) -> int | None:
+    """The user's max_running_requests as one DP rank runs it (module docstring); None: unset."""
+    if user is None or dp <= 1 or (rel or LATEST) < USER_MRR_SPLIT_FIRST:
+        return user
+    return user // dp
 
 
 def chunked_prefill(cps: int, dp: int, rel: Release | None) -> int:

@@ -180,9 +180,13 @@ def vision_factor(rel: Release, user_set: bool, modern: float) -> float | None:
 
 
 def max_running_requests(rel: Release, tokens: int, context_len: int, user: int | None) -> int:
-    """The summary line's max_running_requests: min(user or tokens // 2, request pool size)."""
+    """The summary line's max_running_requests: min(user or tokens // 2, request pool size).
+    From 0.3.1 the user's value also sizes the request pool (model_runner.init_memory_pool gets
+    server_args.max_running_requests), so it stands as given (`user`: one DP rank's share)."""
     if rel < FIRST:
         return sglang_early.max_running_requests(rel, tokens, context_len, user)
+    if user is not None and rel >= (3, 1, 0):
+        return user
     hi = 5120 if rel < (3, 1, 0) else 4096
     pool = min(max(int(tokens / context_len * 512), 2048), hi)
     if (3, 1, 2) <= rel < (4, 7, 0):
