@@ -52,7 +52,7 @@ from autotune.planner.sglang_mamba import (
 )
 from autotune.planner.sglang_mla import absorbed_bytes
 from autotune.planner.sglang_offload import host_budget_bytes, offload_card
-from autotune.planner.sglang_requests import user_requests
+from autotune.planner.sglang_requests import pool_estimate, user_requests
 from autotune.planner.sglang_swa import check_global_attention, hybrid_by_architecture, swa_pools
 from autotune.planner.sglang_vision import vision_split_saving
 from autotune.sources import cite
@@ -403,8 +403,7 @@ def _max_running_requests(
     elif user is not None:
         mrr, bound = user_requests(user, sglang_history.release(version), kv_tokens, r.context_len)
     else:
-        mrr = min(max(int(kv_tokens / r.context_len * 512), 2048), 4096)
-        bound = "default"
+        mrr, bound = pool_estimate(kv_tokens, r.context_len), "default"
         if kv_tokens // 2 < mrr:
             mrr, bound = kv_tokens // 2, "kv_tokens"
     slots_per_req = mamba.slots_per_request

@@ -12,9 +12,12 @@ _resolve_max_num_reqs 0.5.10 .. 0.5.15; mem_cache/kv_cache_configurator.py from 
 
 from __future__ import annotations
 
-Release = tuple[int, int, int]
+from autotune.planner.sglang_dp import LATEST, Release
 
-LATEST: Release = (99, 0, 0)  # a version release() cannot read: the newest rules
+
+def pool_estimate(kv_tokens: int, context_len: int) -> int:
+    """The default request pool: clamp(tokens / context_len x 512, 2048, 4096)."""
+    return min(max(int(kv_tokens / context_len * 512), 2048), 4096)
 
 
 def user_requests(
@@ -26,6 +29,6 @@ def user_requests(
     if r < (5, 10, 0):
         return user, "user"
     if r < (5, 14, 0):
-        estimate = min(max(int(kv_tokens / context_len * 512), 2048), 4096)
+        estimate = pool_estimate(kv_tokens, context_len)
         return (user, "user") if user <= estimate else (estimate, "default")
     return (user, "user") if user <= kv_tokens // 2 else (kv_tokens // 2, "kv_tokens")
