@@ -307,6 +307,7 @@ def _stage_parts(
         draft_bytes=spec.draft.weights_per_rank(tp) if spec.draft else 0,
         workspace_bytes=cublas_workspace_bytes(gpu),
         sm_count=gpu.sm_count,
+        gpu_arch=gpu.arch,
         last_stage=stage.last,
         max_model_len=limits.max_model_len,
         chunked_prefill=limits.chunked_prefill,

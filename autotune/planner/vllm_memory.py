@@ -17,6 +17,7 @@ from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
 from autotune.planner.vllm_encoder import encoder_profile
 from autotune.planner.vllm_history import at_least
+from autotune.planner.vllm_moe import held_moe_workspace_bytes
 from autotune.planner.vllm_sampler import sampler_phase_bytes
 
 # Free memory at vLLM's initial snapshot = capacity - CUDA context - desktop share (F3). The
@@ -321,6 +322,7 @@ def profiled_memory(
     draft_bytes: int = 0,
     workspace_bytes: int = 0,
     sm_count: int,
+    gpu_arch: str = "",
     last_stage: bool = True,
     max_model_len: int = 0,
     chunked_prefill: bool = True,
@@ -328,7 +330,8 @@ def profiled_memory(
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
     and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes
     the Triton sampler's buffer; `workspace_bytes`, what the run's first GEMM allocates beside
-    them), non-torch memory and graphs, and the KV memory they leave; graphs captured outside
+    them; the MoE experts' kept buffer, vllm_moe.held_moe_workspace_bytes, on `gpu_arch`),
+    non-torch memory and graphs, and the KV memory they leave; graphs captured outside
     the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
     before the last (no sampler in its profiling run). A multimodal model's encoder profiling
     (vllm_encoder.py; `max_model_len` and `chunked_prefill` size its batch) takes the larger
@@ -345,7 +348,7 @@ def profiled_memory(
         sm_count,
         flashinfer_setting(cfg),
         sampler=last_stage,
-    )
+    ) + held_moe_workspace_bytes(card, cfg, tp, max_tokens, version, gpu_arch)
     enc = encoder_profile(
         card,
         cfg,

