@@ -321,16 +321,15 @@ def profiled_memory(
     padding_bytes: int = 0,
     draft_bytes: int = 0,
     workspace_bytes: int = 0,
-    sm_count: int,
-    gpu_arch: str = "",
+    gpu: GPUSpec,
     last_stage: bool = True,
     max_model_len: int = 0,
     chunked_prefill: bool = True,
 ) -> ProfiledMemory:
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
-    and a separate draft model's, `draft_bytes`), activations (`sm_count`, the GPU's, sizes
+    and a separate draft model's, `draft_bytes`), activations (the GPU's SM count sizes
     the Triton sampler's buffer; `workspace_bytes`, what the run's first GEMM allocates beside
-    them; the MoE experts' kept buffer, vllm_moe.held_moe_workspace_bytes, on `gpu_arch`),
+    them; the MoE experts' kept buffer by the GPU's kernel, vllm_moe.held_moe_workspace_bytes),
     non-torch memory and graphs, and the KV memory they leave; graphs captured outside
     the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
     before the last (no sampler in its profiling run). A multimodal model's encoder profiling
@@ -345,10 +344,10 @@ def profiled_memory(
         max_tokens,
         max_num_seqs,
         version,
-        sm_count,
+        gpu.sm_count,
         flashinfer_setting(cfg),
         sampler=last_stage,
-    ) + held_moe_workspace_bytes(card, cfg, tp, max_tokens, version, gpu_arch)
+    ) + held_moe_workspace_bytes(card, cfg, tp, max_tokens, version, gpu.arch)
     enc = encoder_profile(
         card,
         cfg,

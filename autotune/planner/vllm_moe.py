@@ -109,6 +109,8 @@ def triton_experts(card: ModelCard, cfg: dict[str, Any], version: str, arch: str
         return False
     if cfg.get("vllm_use_flashinfer_moe_fp16") or cfg.get("vllm_rocm_use_aiter"):
         return False
+    if int(cfg.get("data_parallel_size") or 1) > 1 and cfg.get("enable_expert_parallel"):
+        return False  # all-to-all across DP ranks: batched formats, not modelled
     if not at_least(version, FLASHINFER_FIRST_SINCE):
         return True
     return arch == "sm_90" and at_least(version, TRITON_ON_HOPPER_SINCE)
