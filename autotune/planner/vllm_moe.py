@@ -92,8 +92,10 @@ def moe_phase_bytes(card: ModelCard, tp: int, tokens: int, version: str, ep: boo
 WORKSPACE_MANAGER_SINCE = "0.18.0"
 # Which experts kernel an unquantized MoE runs (fused_moe/oracle/unquantized.py): Triton on CUDA
 # and ROCm through 0.19.x unless VLLM_USE_FLASHINFER_MOE_FP16 (or VLLM_ROCM_USE_AITER) is set,
-# both off by default; from 0.20.0 _get_priority_backends puts FlashInfer's TRT-LLM and CUTLASS
-# kernels first on CUDA, and from 0.24.0 back behind Triton on Hopper (sm_90) only. FlashInfer's
+# both off by default; from 0.20.0 _get_priority_backends puts FlashInfer's TRT-LLM (sm_100
+# family) and CUTLASS (sm_90, 100, 120 families; unquantized from has_device_capability(90))
+# kernels first on CUDA, so Triton runs below sm_90 and on ROCm (VLLM_ROCM_USE_AITER off by
+# default), and from 0.24.0 on Hopper too, where FlashInfer goes behind Triton. FlashInfer's
 # kernels keep their workspace inside FlashInfer, not sized by vLLM's code: not counted.
 FLASHINFER_FIRST_SINCE = "0.20.0"
 TRITON_ON_HOPPER_SINCE = "0.24.0"
@@ -111,9 +113,10 @@ def triton_experts(card: ModelCard, cfg: dict[str, Any], version: str, arch: str
         return False
     if int(cfg.get("data_parallel_size") or 1) > 1 and cfg.get("enable_expert_parallel"):
         return False  # all-to-all across DP ranks: batched formats, not modelled
-    if not at_least(version, FLASHINFER_FIRST_SINCE):
+    if not at_least(version, FLASHINFER_FIRST_SINCE) or not arch.startswith("sm_"):
         return True
-    return arch == "sm_90" and at_least(version, TRITON_ON_HOPPER_SINCE)
+    major = int(arch[3:]) // 10 if arch[3:].isdigit() else 0
+    return major < 9 or (major == 9 and at_least(version, TRITON_ON_HOPPER_SINCE))
 
 
 def held_moe_workspace_bytes(

@@ -34,6 +34,16 @@ def ast_text(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
+def _moe_file(version: str, name: str) -> str:
+    """A fused_moe module of the release, under experts/ (0.22 on) or beside layer.py."""
+    for path in ("experts/" + name, name):
+        try:
+            return wheel_text("vllm", version, MOE + path)
+        except KeyError:
+            continue
+    raise AssertionError(f"no {name}: the release moved it")
+
+
 def _triton_shapes(version: str) -> str:
     """TritonExperts.workspace_shapes in the release (fused_moe.py, experts/ from 0.22)."""
     for path in ("experts/triton_moe.py", "fused_moe.py"):
@@ -90,6 +100,18 @@ def test_the_unquantized_oracle_picks_triton(version: str) -> None:
     assert hopper == at_least(version, TRITON_ON_HOPPER_SINCE)
 
 
+@pytest.mark.parametrize("version", ["0.20.0", "0.22.0", "0.24.0", "0.32.0"])
+def test_flashinfer_needs_sm_90_for_unquantized_experts(version: str) -> None:
+    """FlashInfer CUTLASS takes unquantized experts from compute capability 9.0, TRT-LLM's bf16
+    kernel on the sm_100 family only: below sm_90 the oracle falls through to Triton."""
+    cutlass = _moe_file(version, "flashinfer_cutlass_moe.py")
+    schemes = ast_text(function_def(cutlass, "_supports_quant_scheme"))
+    assert re.search(r"\(None, None\), [^\]]*\] and p\.has_device_capability\(90\)", schemes)
+    trtllm = wheel_text("vllm", version, MOE + "experts/trtllm_bf16_moe.py")
+    device = ast_text(function_def(trtllm, "_supports_current_device"))
+    assert "is_device_capability_family(100)" in device
+
+
 def test_qwen3_30b_a3b_buffer() -> None:
     """8,192 tokens x 8 experts, N = 2 x 768, K = 2,048 in bf16: both views are K wide."""
     card = config_card("Qwen/Qwen3-30B-A3B")
@@ -102,6 +124,10 @@ def test_qwen3_30b_a3b_buffer() -> None:
     assert not triton_experts(card, {}, "0.22.0", "sm_90")
     assert not triton_experts(card, {}, "0.24.0", "sm_120")
     assert triton_experts(card, {}, "0.24.0", "sm_90")
+    # Below sm_90 neither FlashInfer kernel runs, and ROCm keeps Triton without AITER.
+    assert triton_experts(card, {}, "0.22.0", "sm_86")
+    assert triton_experts(card, {}, "0.27.1", "gfx942")
+    assert not triton_experts(card, {"vllm_rocm_use_aiter": True}, "0.27.1", "gfx942")
     assert not triton_experts(card, {"vllm_use_flashinfer_moe_fp16": True}, "0.19.0", "sm_90")
 
 
