@@ -223,7 +223,7 @@ def plan_sglang(
     if swa is not None:
         kv_tokens = swa.full_tokens(kv_tokens, r.page_size)
     kv_tokens += _history_extra_tokens(version, r, kv_tokens)
-    mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version)
+    mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version, cfg.get("max_num_reqs"))
     from_slack = draft_bytes - static_draft + kv_tokens * slack_draft_cell
     need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over, from_slack)
     if r.context_len > card.max_position_embeddings:
@@ -388,15 +388,16 @@ def _history_extra_tokens(version: str, r: rules.Resolved, kv_tokens: int) -> in
 
 
 def _max_running_requests(
-    card: ModelCard, r: rules.Resolved, kv_tokens: int, mamba: MambaPool, version: str
+    card: ModelCard, r: rules.Resolved, kv_tokens: int, mamba: MambaPool, version: str, reqs: Any
 ) -> tuple[int, str]:
-    """(max running requests, what bounds it) (§2.3)."""
+    """(max running requests, what bounds it) (§2.3); `reqs`: --max-num-reqs (0.2.6 .. 0.3.0)."""
     user = per_rank_requests(
         r.max_running_requests, r.dp_attention, sglang_history.release(version)
     )
     if sglang_history.is_history(version):
         rel = sglang_history.release(version) or sglang_history.FIRST
-        mrr = sglang_history.max_running_requests(rel, kv_tokens, r.context_len, user)
+        pool = None if reqs is None else int(reqs)
+        mrr = sglang_history.max_running_requests(rel, kv_tokens, r.context_len, user, pool)
         bound = "user" if user is not None else "default"
         if mrr == kv_tokens // 2:
             bound = "kv_tokens"

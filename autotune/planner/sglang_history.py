@@ -179,16 +179,21 @@ def vision_factor(rel: Release, user_set: bool, modern: float) -> float | None:
     return 0.90 if rel < (4, 9, 3) else modern
 
 
-def max_running_requests(rel: Release, tokens: int, context_len: int, user: int | None) -> int:
+def max_running_requests(
+    rel: Release, tokens: int, context_len: int, user: int | None, max_num_reqs: int | None = None
+) -> int:
     """The summary line's max_running_requests: min(user or tokens // 2, request pool size).
     From 0.3.1 the user's value also sizes the request pool (model_runner.init_memory_pool gets
-    server_args.max_running_requests), so it stands as given (`user`: one DP rank's share)."""
+    server_args.max_running_requests), so it stands as given (`user`: one DP rank's share).
+    `max_num_reqs` (--max-num-reqs, 0.2.6 .. 0.3.0) sizes the pool where the release has it."""
     if rel < FIRST:
-        return sglang_early.max_running_requests(rel, tokens, context_len, user)
+        return sglang_early.max_running_requests(rel, tokens, context_len, user, max_num_reqs)
     if user is not None and rel >= (3, 1, 0):
         return user
     hi = 5120 if rel < (3, 1, 0) else 4096
     pool = min(max(int(tokens / context_len * 512), 2048), hi)
+    if max_num_reqs is not None and rel < (3, 1, 0):
+        pool = max_num_reqs  # 0.3.0 init_memory_pool(server_args.max_num_reqs); 0.3.1 drops it
     if (3, 1, 2) <= rel < (4, 7, 0):
         pool += 1  # ReqToTokenPool(max_num_reqs + 1)
     if rel < (3, 1, 0):

@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from autotune.engines.sglang.logs import parse_startup
+from autotune.hardware.gpus import GPU_CATALOG
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
 from autotune.planner import sglang_early as e
 from autotune.planner import sglang_history as h
 from autotune.planner.common import GIB
-from autotune.planner.sglang import StaticBudget
+from autotune.planner.sglang import StaticBudget, plan_sglang
 from autotune.planner.sglang_kv import kv_cell_bytes
 from tests.wheels import engine_wheel_or_skip
 
@@ -279,3 +280,27 @@ def test_the_releases_startup_lines_parse(version: str) -> None:
     assert (report.max_running_requests is not None) is has_mrr
     rel = h.release(version)
     assert rel is not None and has_mrr is (rel >= (1, 24, 0))
+
+
+@pytest.mark.parametrize("version", ["0.2.5", "0.2.6", "0.2.7", "0.2.15", "0.3.0", "0.3.1"])
+def test_max_num_reqs_sizes_the_request_pool(version: str) -> None:
+    """--max-num-reqs (0.2.6 .. 0.3.0) goes to init_memory_pool as the request pool's size, and
+    the scheduler caps max_running_requests at that size - 1: a launch config's value reaches
+    the plan in exactly the releases whose parser has the flag."""
+    rel = h.release(version)
+    assert rel is not None
+    has_flag = '"--max-num-reqs"' in _source(version, "sglang/srt/server_args.py")
+    runner = " ".join(_model_runner(version).split())
+    assert ("server_args.max_num_reqs" in runner) is has_flag
+    assert has_flag is ((2, 6, 0) <= rel < (3, 1, 0))
+    if has_flag:
+        worker = " ".join(_tp_worker(version).split())
+        assert "self.model_runner.req_to_token_pool.size - 1" in worker
+    plan = plan_sglang(
+        _card("Qwen/Qwen2-7B-Instruct"),
+        GPU_CATALOG["a100-80g"],
+        {"max_num_reqs": 64},
+        version=version,
+        gpu_free_gib=78.0,
+    )
+    assert (plan.max_running_requests == 63) is has_flag, (version, plan.max_running_requests)
