@@ -85,6 +85,8 @@ def mamba_pool(
             slots_per_req=slots_per_req,
             d=d,
             assumptions=assumptions,
+            gdn=card.linear_attention is not None
+            and card.linear_attention.kind == "gated_delta_net",
         )
         if d:
             # the intermediate state is priced per request as the pool's slot, conv included
@@ -121,6 +123,14 @@ def mamba_pool(
 RESERVE_BEFORE_SPLIT_SINCE = (0, 5, 7)
 JOINT_SOLVE_SINCE = (0, 5, 13)
 PADDING_SLOT_SINCE = (0, 5, 17)
+# DP attention: each rank's pool holds value // DP size of an explicit max_mamba_cache_size and
+# of the max_running_requests (or 512) it falls back to without the radix cache (model_runner.py
+# 0.5.2 .. 0.5.3.post1, handle_max_mamba_cache 0.5.4 .. 0.5.6.post2; model_runner_kv_cache_mixin
+# .py 0.5.7 .. 0.5.15; mem_cache/kv_cache_configurator.py from 0.5.16, max(1, ...) for
+# max_running_requests from 0.5.23). Before 0.5.7 only a Gated DeltaNet model's count is divided
+# (`if self.hybrid_gdn_config is not None`), the ratio rule's included (0.5.4 .. 0.5.6.post2).
+DP_SPLIT_EVERY_HYBRID_SINCE = (0, 5, 7)
+DP_SPLIT_AT_LEAST_ONE_SINCE = (0, 5, 23)
 
 
 def ratio_rule_slots(
@@ -173,21 +183,28 @@ def mamba_slots(
     slots_per_req: int,
     d: int,
     assumptions: list[str],
+    gdn: bool,
 ) -> int:
-    """max_mamba_cache_size: the user's, max_running_requests without radix cache, else the
-    ratio rule over `rest_b` (with `d` draft tokens' intermediate state)."""
+    """max_mamba_cache_size on one rank: the user's, max_running_requests without radix cache,
+    else the ratio rule over `rest_b` (with `d` draft tokens' intermediate state); a DP-attention
+    rank's share of the first two (DP_SPLIT_EVERY_HYBRID_SINCE). `gdn`: a Gated DeltaNet model."""
     explicit = cfg.get("max_mamba_cache_size")
     ratio = float(cfg.get("mamba_full_memory_ratio") or r.mamba_full_memory_ratio)
+    dp = max(r.dp_attention, 1) if gdn or v >= DP_SPLIT_EVERY_HYBRID_SINCE else 1
     if explicit is not None:
-        n_slots = int(explicit)
+        n_slots = int(explicit) // dp
     elif not r.radix_cache and r.max_running_requests is not None:
-        n_slots = r.max_running_requests
+        n_slots = r.max_running_requests // dp
+        if dp > 1 and v >= DP_SPLIT_AT_LEAST_ONE_SINCE:
+            n_slots = max(1, n_slots)
     elif not r.radix_cache and v < (0, 5, 9):
-        n_slots = 512  # releases before 0.5.9 fell back to 512 slots
+        n_slots = 512 // dp  # releases before 0.5.9 fell back to 512 slots
     else:
         n_slots = ratio_rule_slots(
             v, rest_b, ratio, per_slot, slots_per_req, d, r.max_running_requests or 48
         )
+        if v < DP_SPLIT_EVERY_HYBRID_SINCE:
+            n_slots //= dp
         assumptions.append(
             f"max_mamba_cache_size from the ratio rule (mamba_full_memory_ratio {ratio})"
         )
