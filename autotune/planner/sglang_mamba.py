@@ -130,6 +130,10 @@ PADDING_SLOT_SINCE = (0, 5, 17)
 # max_running_requests from 0.5.23). Before 0.5.7 only a Gated DeltaNet model's count is divided
 # (`if self.hybrid_gdn_config is not None`), the ratio rule's included (0.5.4 .. 0.5.6.post2).
 DP_SPLIT_EVERY_HYBRID_SINCE = (0, 5, 7)
+# 0.5.4 .. 0.5.6.post2 take an explicit max_mamba_cache_size only without the radix cache (the
+# ratio branch overwrites it); 0.5.7 (`or server_args.max_mamba_cache_size is not None`) on
+# keep it either way.
+EXPLICIT_WITH_RADIX_SINCE = (0, 5, 7)
 DP_SPLIT_AT_LEAST_ONE_SINCE = (0, 5, 23)
 
 
@@ -191,6 +195,9 @@ def mamba_slots(
     explicit = cfg.get("max_mamba_cache_size")
     ratio = float(cfg.get("mamba_full_memory_ratio") or r.mamba_full_memory_ratio)
     dp = max(r.dp_attention, 1) if gdn or v >= DP_SPLIT_EVERY_HYBRID_SINCE else 1
+    if explicit is not None and r.radix_cache and v < EXPLICIT_WITH_RADIX_SINCE:
+        assumptions.append("max_mamba_cache_size is ignored with the radix cache before 0.5.7")
+        explicit = None
     if explicit is not None:
         n_slots = int(explicit) // dp
     elif not r.radix_cache and r.max_running_requests is not None:
