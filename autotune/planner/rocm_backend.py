@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.models.card import ModelCard
+
 Version = tuple[int, int, int]
 # sglang_history.release form: (minor, patch, post), -1 for a pre-release.
 Release = tuple[int, int, int]
@@ -58,12 +60,58 @@ NOT_AITER_FILLS: dict[str, tuple[Release, Release | None]] = {
 }
 # Fills that apply only to a model with sliding-window layers (hf_config.sliding_window_pattern
 # set): EXAONE 4 / EXAONE MoE get triton off CUDA from 0.5.22 (arg_groups/model_overrides/
-# exaone.py); before it no fill, and its assertion (fa3, triton or trtllm_mha) fails on aiter.
+# exaone.py); before it no fill, and an unset backend fails its assertion (EXAONE_CHECKED).
 SLIDING_FILLS: dict[str, tuple[Release, Release | None]] = {
     "Exaone4ForCausalLM": ((5, 22, 0), None),
     "ExaoneMoEForCausalLM": ((5, 22, 0), None),
     "ExaoneMoeForCausalLM": ((5, 22, 0), None),
 }
+
+
+# EXAONE 4 / EXAONE MoE with sliding-window layers: the model-specific adjustments
+# (ServerArgs._handle_model_specific_adjustments 0.5.9 .. 0.5.18, arg_groups/model_hook.py from
+# 0.5.19) assert the attention backend is one of EXAONE_BACKENDS. They run before the default
+# backend is filled (_handle_attention_backend_compatibility), so an unset backend is None there
+# and the launch fails on any device until 0.5.22's fill (SLIDING_FILLS) sets one first. The
+# first release that checks each architecture:
+EXAONE_BACKENDS = ("fa3", "triton", "trtllm_mha")
+EXAONE_CHECKED: dict[str, Release] = {
+    "Exaone4ForCausalLM": (5, 9, 0),
+    "ExaoneMoEForCausalLM": (5, 9, 0),
+    "ExaoneMoeForCausalLM": (5, 22, 0),
+}
+
+
+def exaone_backend_reason(
+    architecture: str, sliding: bool, config: dict[str, Any], rel: Release, hip: bool
+) -> str | None:
+    """Why the release refuses a sliding-window EXAONE launch's attention backend (None: it
+    does not); `sliding`: the model has sliding-window layers."""
+    since = EXAONE_CHECKED.get(architecture)
+    if not sliding or since is None or rel < since:
+        return None
+    backend = config.get("attention_backend")
+    if backend is None and _within(SLIDING_FILLS.get(architecture), rel):
+        return None  # filled before the check
+    if backend in EXAONE_BACKENDS:
+        return None
+    got = "none set" if backend is None else str(backend)
+    pick = "triton" if hip else "fa3, triton or trtllm_mha"
+    return (
+        f"{architecture} with sliding-window layers: SGLang asserts the attention backend is "
+        f"fa3, triton or trtllm_mha (got {got}), so the launch fails; set --attention-backend "
+        f"{pick}"
+    )
+
+
+def exaone_backend_check(
+    card: ModelCard, config: dict[str, Any], rel: Release, hip: bool, reasons: list[str]
+) -> None:
+    """exaone_backend_reason for `card` (sliding-window layers from its card), into `reasons`."""
+    sliding = card.local_attention is not None and card.local_attention.kind == "sliding"
+    reason = exaone_backend_reason(card.architecture, sliding, config, rel, hip)
+    if reason is not None:
+        reasons.append(reason)
 
 
 def _within(span: tuple[Release, Release | None] | None, rel: Release) -> bool:

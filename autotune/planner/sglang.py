@@ -32,6 +32,7 @@ from autotune.planner.common import (
     PlanWorking,
     weights_per_rank,
 )
+from autotune.planner.rocm_backend import exaone_backend_check, release_of
 from autotune.planner.sglang_alloc import load_overhead_bytes
 from autotune.planner.sglang_comm import comm_split
 from autotune.planner.sglang_dp import attention_dp_size, dp_attention_weights, per_rank_requests
@@ -149,6 +150,7 @@ def plan_sglang(
     card = sglang_dtype.launch_card(card, cfg, version, assumptions)
     card = sglang_early.mha_card(card, sglang_history.release(version), cfg, assumptions)
     card = kt_card(card, cfg, v, reasons, assumptions)
+    exaone_backend_check(card, cfg, release_of(version, v), gpu.vendor == "amd", reasons)
     card = offload_card(card, cfg, v, tp, assumptions)
     draft = sglang_draft.dflash_draft(cfg, v, assumptions)
     r = _resolve_launch(card, gpu, cfg, version, tp, assumptions)
