@@ -15,10 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
+from autotune.planner.sglang_release import Release
 
 Version = tuple[int, int, int]
-# sglang_history.release form: (minor, patch, post), -1 for a pre-release.
-Release = tuple[int, int, int]
 
 # The per-rank KV head counts for which an MLA model defaults to aiter (every release).
 AITER_MLA_HEADS = frozenset({16, 128})

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 
 from autotune.hardware.gpus import GPUSpec
 from autotune.planner import sglang_history
+from autotune.planner.sglang_release import Release
 from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB, NVLINK_ARCHS
 
 # The first release whose free-memory reading is reduced over the CPU group (utils.py).
-CPU_GROUP_READING_SINCE: sglang_history.Release = (4, 6, 4)
+CPU_GROUP_READING_SINCE: Release = (4, 6, 4)
 
 
 @dataclass(frozen=True)

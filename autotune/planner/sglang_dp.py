@@ -27,8 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-
-Release = tuple[int, int, int]
+from autotune.planner.sglang_release import Release
 
 FORCED_DP_LAST: Release = (4, 4, 0)  # the last release that forces dp_size = tp_size
 GRAPH_CAP_LAST: Release = (4, 0, 1)  # the last release that caps cuda_graph_max_bs at 96

@@ -29,8 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-
-Release = tuple[int, int, int]
+from autotune.planner.sglang_release import Release
 
 FIRST: Release = (1, 17, 0)  # the first release the planner models
 HISTORY_FIRST: Release = (3, 0, 0)  # sglang_history's first

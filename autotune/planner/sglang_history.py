@@ -25,9 +25,8 @@ the functions here hand them over.
 from __future__ import annotations
 
 from autotune.planner import sglang_early
+from autotune.planner.sglang_release import Release
 from autotune.versions import try_version
-
-Release = tuple[int, int, int]
 
 FIRST: Release = (3, 0, 0)
 CATALOG_FIRST: Release = (5, 9, 0)  # the flag catalog's first release (planner.rules)

@@ -12,7 +12,8 @@ _resolve_max_num_reqs 0.5.10 .. 0.5.15; mem_cache/kv_cache_configurator.py from 
 
 from __future__ import annotations
 
-from autotune.planner.sglang_dp import LATEST, Release
+from autotune.planner.sglang_dp import LATEST
+from autotune.planner.sglang_release import Release
 
 
 def pool_estimate(kv_tokens: int, context_len: int) -> int:

@@ -17,8 +17,7 @@ from typing import Any
 
 from autotune.models.card import ModelCard
 from autotune.planner.common import vision_per_rank
-
-Release = tuple[int, int, int]
+from autotune.planner.sglang_release import Release
 
 # Architecture -> the first release whose tower for it is split over the attention-TP ranks.
 TP_SHARDED_VISION: dict[str, Release] = {

@@ -12,12 +12,13 @@ import pytest
 
 from autotune.planner import sglang_dp as d
 from autotune.planner.sglang_history import release
+from autotune.planner.sglang_release import Release
 from tests.wheels import function_def, wheel_text
 
 SERVER_ARGS = "sglang/srt/server_args.py"
 
 
-def _rel(version: str) -> d.Release:
+def _rel(version: str) -> Release:
     rel = release(version)
     assert rel is not None
     return rel

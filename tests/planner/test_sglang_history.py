@@ -9,6 +9,7 @@ from autotune.hardware import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner import sglang_history as h
 from autotune.planner.sglang import plan_sglang
+from autotune.planner.sglang_release import Release
 
 GPUS = {"4090": 24564, "a100-40": 40960, "l40s": 46068, "h100": 81559, "h20": 97871,
         "h200": 143771, "b200": 183359}  # fmt: skip
@@ -25,7 +26,7 @@ GPUS = {"4090": 24564, "a100-40": 40960, "l40s": 46068, "h100": 81559, "h20": 97
         ("1.0", None),
     ],
 )
-def test_release_strings(version: str, parsed: h.Release | None) -> None:
+def test_release_strings(version: str, parsed: Release | None) -> None:
     assert h.release(version) == parsed
 
 
@@ -117,3 +118,18 @@ def test_aiter_scales_mem_fraction_on_instinct() -> None:
     assert short.mem_fraction_static == 0.8  # context <= 8192: no scaling
     old = plan_sglang(card, mi300, {"mem_fraction_static": 0.8}, version="0.5.4.post1", tp=4)
     assert old.mem_fraction_static == pytest.approx(0.8 * 0.9)
+
+
+def test_release_is_defined_once() -> None:
+    """The planner's SGLang release type lives in planner.sglang_release alone."""
+    import re
+    from pathlib import Path
+
+    import autotune.planner as planner
+
+    owners = [
+        path.name
+        for path in sorted(Path(planner.__file__).parent.glob("*.py"))
+        if re.search(r"^Release\b.*=", path.read_text(), re.MULTILINE)
+    ]
+    assert owners == ["sglang_release.py"]
