@@ -37,7 +37,9 @@ arg_groups/cuda_graph_hook.py; the reserve moved to memory_hook.reserve_for_grap
 0.5.16 unless listed as breakable-safe). 0.5.17 adds 1 GiB with DeepEP; 0.5.19 counts no
 prefill graph on a PD decode server. The context-length cap holds in 0.5.13 .. 0.5.16. Not
 modelled: pipeline parallelism's smaller default (0.5.19+), model-specific defaults (Inkling,
-MuseGlimmer), post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING).
+MuseGlimmer), post-capture KV sizing (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING), and 0.5.20 ..
+0.5.21's switch to tc_piecewise (with its rules) for a multimodal model listed as piecewise- but
+not breakable-safe (MiniMaxM3Sparse).
 """
 
 from __future__ import annotations
@@ -94,7 +96,10 @@ MULTIMODAL_BREAKABLE: dict[tuple[int, int, int], frozenset[str]] = {
 NEMOTRON_H = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
 DEEPSEEK_V4 = _V4_ARCHS | {"DeepseekV4ForCausalLMDSpark"}
 _A2A_OK = frozenset({"none", "deepep", "megamoe", "flashinfer"})
-# Switches that turn the graph off when set (truthy), and the first release that reads them.
+# The tc_piecewise rules' switches that turn the graph off when set (truthy), and the first
+# release that reads them. Only _compatible reads them, so only for 0.5.10 .. 0.5.14, whose
+# default backend that is; from 0.5.15 the breakable rules (_breakable_ok) decide, and 0.5.22
+# drops the tc_piecewise rules (DP attention is then no switch, nor --attn-dp-size).
 _OFF_SWITCHES: tuple[tuple[str, tuple[int, int, int]], ...] = (
     ("enable_dp_attention", FIRST),
     ("enable_torch_compile", FIRST),

@@ -287,3 +287,36 @@ def test_breakable_rules_are_the_releases(version: str) -> None:
     assert "return Backend.BREAKABLE if is_cuda()" in _source(
         version, "sglang/srt/model_executor/cuda_graph_config.py"
     )
+
+
+def _tc_piecewise_rules(version: str) -> str | None:
+    """The release's tc_piecewise auto-disable code (None: it has none)."""
+    path = HOOK if version in BREAKABLE_IN_HOOKS else "sglang/srt/server_args.py"
+    for fn in ast.walk(ast.parse(_source(version, path))):
+        if isinstance(fn, ast.FunctionDef) and (
+            fn.name.endswith("disable_tc_piecewise_cudagraph_if_incompatible")
+            or fn.name == "_handle_piecewise_cuda_graph"
+        ):
+            return ast.unparse(fn)
+    return None
+
+
+@pytest.mark.parametrize("version", PIECEWISE + BREAKABLE_IN_SERVER_ARGS + BREAKABLE_IN_HOOKS)
+def test_dp_attention_is_a_switch_only_where_the_default_backends_rules_read_it(
+    version: str,
+) -> None:
+    """DP attention turns the prefill graph off on CUDA where the default backend's rules read
+    it: the tc_piecewise rules (0.5.10 .. 0.5.14), the breakable ones of 0.5.15 .. 0.5.16. From
+    0.5.22 the tc_piecewise rules are gone and --attn-dp-size is no switch either."""
+    v = rules.planning_version(version)
+    tc = _tc_piecewise_rules(version)
+    assert (tc is None) is (v >= (0, 5, 22))
+    default = tc if version in PIECEWISE else " ".join(_breakable_rules(version))
+    assert default is not None
+    text = g.GraphFacts(architecture="LlamaForCausalLM")
+    dp = {"enable_dp_attention": True, "dp_size": 2}
+    off = g.prefill_graph_reserve_mib(dp, v, 8192, text) == 0.0
+    assert off is ("enable_dp_attention" in default), version
+    if v >= (0, 5, 22):
+        assert "attn_dp_size" not in default
+        assert g.prefill_graph_reserve_mib({"attn_dp_size": 2}, v, 8192, text) > 0
