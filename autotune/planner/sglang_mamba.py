@@ -91,7 +91,7 @@ def mamba_pool(
         if d:
             # the intermediate state is priced per request as the pool's slot, conv included
             # (mamba2_cache_params.mamba_cache_per_req: conv + temporal, 0.5.9 .. 0.5.23)
-            reqs = spec_state_requests(v, n_slots, slots_per_req, r.max_running_requests or 48)
+            reqs = spec_state_requests(v, n_slots, slots_per_req, spec_requests_per_rank(r, v))
             spec_bytes = per_slot * reqs * d
         if rest <= 0:
             pass  # reported with the KV pool as weights leaving no memory
@@ -130,6 +130,7 @@ PADDING_SLOT_SINCE = (0, 5, 17)
 # max_running_requests from 0.5.23). Before 0.5.7 only a Gated DeltaNet model's count is divided
 # (`if self.hybrid_gdn_config is not None`), the ratio rule's included (0.5.4 .. 0.5.6.post2).
 DP_SPLIT_EVERY_HYBRID_SINCE = (0, 5, 7)
+SPEC_DP_SPLIT_SINCE = (0, 5, 8)  # the intermediate-state reserve's requests, per DP rank
 # 0.5.4 .. 0.5.6.post2 take an explicit max_mamba_cache_size only without the radix cache (the
 # ratio branch overwrites it); 0.5.7 (`or server_args.max_mamba_cache_size is not None`) on
 # keep it either way.
@@ -160,6 +161,17 @@ def ratio_rule_slots(
     if d and v < RESERVE_BEFORE_SPLIT_SINCE:
         return int(budget // per_slot // (1 + d))
     return int(budget // per_slot)
+
+
+def spec_requests_per_rank(r: rules.Resolved, v: tuple[int, int, int]) -> int:
+    """max_running_requests as the intermediate-state reserve reads it: from 0.5.8 one
+    DP-attention rank's share (`// dp_size`, model_runner_kv_cache_mixin.py 0.5.8 .. 0.5.15,
+    mem_cache/kv_cache_configurator.py from 0.5.16; at least 1 from 0.5.23); 0.5.7 the whole."""
+    mrr = r.max_running_requests or 48
+    dp = max(r.dp_attention, 1)
+    if dp == 1 or v < SPEC_DP_SPLIT_SINCE:
+        return mrr
+    return max(1, mrr // dp) if v >= DP_SPLIT_AT_LEAST_ONE_SINCE else mrr // dp
 
 
 def spec_state_requests(
@@ -208,7 +220,7 @@ def mamba_slots(
         n_slots = 512 // dp  # releases before 0.5.9 fell back to 512 slots
     else:
         n_slots = ratio_rule_slots(
-            v, rest_b, ratio, per_slot, slots_per_req, d, r.max_running_requests or 48
+            v, rest_b, ratio, per_slot, slots_per_req, d, spec_requests_per_rank(r, v)
         )
         if v < DP_SPLIT_EVERY_HYBRID_SINCE:
             n_slots //= dp

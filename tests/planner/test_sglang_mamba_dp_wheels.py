@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from autotune.planner.sglang_mamba import mamba_slots
+from autotune.planner.sglang_mamba import (
+    PADDING_SLOT_SINCE,
+    mamba_slots,
+    spec_requests_per_rank,
+    spec_state_requests,
+)
 from tests.wheels import function_def, wheel_text
 
 MIXIN = "sglang/srt/model_executor/model_runner_kv_cache_mixin.py"
@@ -40,6 +45,20 @@ def _engine_slots(
     version: str, explicit: int | None, mrr: int | None, radix: bool, dp: int, gdn: bool
 ) -> int:
     """max_mamba_cache_size as the release's handler leaves it on one rank."""
+    return _engine_run(version, explicit, mrr, radix, dp, gdn)[0]
+
+
+def _engine_run(
+    version: str,
+    explicit: int | None,
+    mrr: int | None,
+    radix: bool,
+    dp: int,
+    gdn: bool,
+    d: int = 0,
+) -> tuple[int, float]:
+    """(max_mamba_cache_size, the rest in GiB it returns) from the release's handler on one
+    rank, with `d` draft tokens (0: no speculative decoding; one slot a request)."""
     path, name = HANDLERS[version]
     fn = function_def(wheel_text("sglang", version, path), name)
     fn.decorator_list = []
@@ -50,7 +69,7 @@ def _engine_slots(
         dp_size=dp,
         enable_dp_attention=dp > 1,
         mamba_full_memory_ratio=0.9,
-        speculative_num_draft_tokens=None,
+        speculative_num_draft_tokens=d or None,
         max_speculative_num_draft_tokens=None,
     )
     params = SimpleNamespace(mamba_cache_per_req=PER_REQ, layers=[0, 1])
@@ -61,7 +80,8 @@ def _engine_slots(
         attn_dp_size=dp,
         pp_size=1,
         ps=SimpleNamespace(attn_dp_size=dp, pp_size=1),
-        spec_algorithm=SimpleNamespace(is_none=lambda: True),
+        spec_algorithm=SimpleNamespace(is_none=lambda: d == 0),
+        _calculate_mamba_ratio=lambda: 1,
         hybrid_gdn_config=object() if gdn else None,
         hybrid_kda_config=None,
         fused_entry_bytes=lambda name: None,
@@ -85,19 +105,30 @@ def _engine_slots(
         "_pd_prefill_skips_mamba_spec_state": lambda: False,
     }
     exec(ast.unparse(fn), ns)
+    rest = 0.0
     try:
-        ns[name](runner, REST_GIB)
+        rest = float(ns[name](runner, REST_GIB))
     except RuntimeError as exc:  # 0.5.13 on refuse a pool of no slot
         assert "max_mamba_cache_size=0" in str(exc)
-    return int(args.max_mamba_cache_size)
+    return int(args.max_mamba_cache_size), rest
+
+
+def _release(version: str) -> tuple[int, int, int]:
+    v = tuple(int(p) for p in version.split(".post")[0].split("."))
+    assert len(v) == 3
+    return v[0], v[1], v[2]
 
 
 def _planned_slots(
-    version: str, explicit: int | None, mrr: int | None, radix: bool, dp: int, gdn: bool
+    version: str,
+    explicit: int | None,
+    mrr: int | None,
+    radix: bool,
+    dp: int,
+    gdn: bool,
+    d: int = 0,
 ) -> int:
-    base = version.split(".post")[0]
-    v = tuple(int(p) for p in base.split("."))
-    assert len(v) == 3
+    v = _release(version)
     cfg = {} if explicit is None else {"max_mamba_cache_size": explicit}
     r: Any = SimpleNamespace(
         mamba_full_memory_ratio=0.9, radix_cache=radix, max_running_requests=mrr, dp_attention=dp
@@ -105,12 +136,12 @@ def _planned_slots(
     return mamba_slots(
         cfg,
         r,
-        (v[0], v[1], v[2]),
+        v,
         rest_b=REST_GIB * 2**30,
         ssm_b=PER_REQ,
         per_slot=PER_REQ,
         slots_per_req=1,
-        d=0,
+        d=d,
         assumptions=[],
         gdn=gdn,
     )
@@ -139,3 +170,29 @@ def test_slots_with_radix_are_the_releases(version: str, gdn: bool) -> None:
     for explicit, mrr in ((None, 101), (101, None)):
         engine = _engine_slots(version, explicit, mrr, True, 4, gdn)
         assert _planned_slots(version, explicit, mrr, True, 4, gdn) == engine
+
+
+@pytest.mark.parametrize(
+    "version", [v for v in HANDLERS if v not in ("0.5.4.post1", "0.5.6.post2")]
+)
+@pytest.mark.parametrize(("explicit", "radix"), [(101, True), (None, False), (None, True)])
+def test_spec_state_requests_are_one_ranks_share(
+    version: str, explicit: int | None, radix: bool
+) -> None:
+    """With speculative decoding (3 draft tokens) the intermediate state the handler reserves
+    is priced on one DP rank's share of max_running_requests (40 over 4 ranks) from 0.5.8."""
+    if version == "0.5.7" and (explicit is not None or not radix):
+        pytest.skip("0.5.7 reserves the intermediate state in the ratio branch only")
+    d, dp, mrr = 3, 4, 40
+    slots, rest = _engine_run(version, explicit, mrr, radix, dp, True, d)
+    pad = 1 if _release(version) >= PADDING_SLOT_SINCE else 0
+    engine = REST_GIB * 2**30 - rest * 2**30 - (slots + pad) * PER_REQ
+    r: Any = SimpleNamespace(
+        mamba_full_memory_ratio=0.9, radix_cache=radix, max_running_requests=mrr, dp_attention=dp
+    )
+    planned_slots = _planned_slots(version, explicit, mrr, radix, dp, True, d)
+    assert planned_slots == slots
+    reqs = spec_state_requests(
+        _release(version), slots, 1, spec_requests_per_rank(r, _release(version))
+    )
+    assert reqs * PER_REQ * d == pytest.approx(engine, abs=2), (version, reqs)
