@@ -146,6 +146,12 @@ def card_of(record: LaunchRecord) -> ModelCard | None:
     return BUILTIN_CARDS.get(name) or config_card(name)
 
 
+# Launch inputs the engine has no default for (the launch cannot start without one): unstated,
+# there are no defaults to predict from. SGLang's --kt-num-gpu-experts: `kt_num_gpu_experts:
+# Optional[int] = None` in server_args.py (0.5.6 .. 0.5.19), which KTEPWrapperMethod.create_weights
+# (layers/moe/kt_ep_wrapper.py) passes as the GPU method's num_experts (torch.empty of None fails).
+NO_DEFAULT: dict[str, frozenset[str]] = {"sglang": frozenset({"kt_num_gpu_experts"})}
+
 # vLLM V0's "Initializing an LLM engine (vX) with config: ..., chunked_prefill_enabled=False, ..."
 _V0_CHUNKED = re.compile(r"chunked_prefill_enabled=(True|False)")
 
@@ -239,6 +245,10 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
         gpu = gpu.model_copy(update={"memory_mib": round(total * 1024), "driver_reserved_mib": 0})
     if record.kv_cache_dtype is None:
         return Replay(record, observed, None, "the KV cache dtype is not stated", unstated=True)
+    missing = sorted(NO_DEFAULT.get(record.engine, frozenset()) & set(record.unstated))
+    if missing:
+        why = f"{', '.join(missing)} not stated, and the engine has no default for it"
+        return Replay(record, observed, None, why, note, unstated=True)
     try:
         plan = plan_for(
             record.engine,

@@ -2,7 +2,9 @@
 0.5.6): every MoE layer builds GPU weights for experts 0 .. kt_num_gpu_experts - 1 only
 (KTEPWrapperMethod.create_weights passes num_experts=self.num_gpu_experts to the wrapped GPU
 method); the rest run on the CPU from the KT weight folder, outside the GPU's budget. The layer
-is wrapped only when --kt-weight-path is set (create_kt_config_from_server_args)."""
+is wrapped only when --kt-weight-path is set (create_kt_config_from_server_args). --kt-method
+(AMXINT4, AMXINT8, LLAMAFILE's GGUF experts, ...) only picks kt-kernel's CPU backend
+(KTMoEWrapper's method, 0.5.10.post1), so the GPU's share is the same for every method."""
 
 from __future__ import annotations
 

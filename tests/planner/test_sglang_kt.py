@@ -1,6 +1,8 @@
-"""KTransformers expert offload on SGLang: the rule against the 0.5.6.post2, 0.5.18 and 0.5.23
-wheels' kt_ep_wrapper, the planner's arithmetic, and the two public H100 launches it explains
-(Qwen3-30B-A3B-FP8 and DeepSeek-R1-0528 with every routed expert on the CPU)."""
+"""KTransformers expert offload on SGLang: the rule against the 0.5.6.post2, 0.5.10.post1, 0.5.18
+and 0.5.23 wheels' kt_ep_wrapper, the planner's arithmetic, the two public H100 launches it explains
+(Qwen3-30B-A3B-FP8 and DeepSeek-R1-0528 with every routed expert on the CPU), and why the
+RTX 3090 LLAMAFILE launch stays unpredicted (its GPU expert count, which has no default, is not
+stated)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from autotune.calibration.records import load_records
-from autotune.calibration.replay import replay
+from autotune.calibration.replay import NO_DEFAULT, replay
 from autotune.hardware import get_gpu
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
@@ -23,7 +25,7 @@ RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
 WRAPPER = "sglang/srt/layers/moe/kt_ep_wrapper.py"
 
 
-@pytest.mark.parametrize("version", ["0.5.6.post2", "0.5.18", "0.5.23"])
+@pytest.mark.parametrize("version", ["0.5.6.post2", "0.5.10.post1", "0.5.18", "0.5.23"])
 def test_gpu_builds_only_its_experts(version: str) -> None:
     src = wheel_text("sglang", version, WRAPPER)
     create = ast.unparse(function_def(src, "create_weights"))
@@ -93,3 +95,62 @@ def test_public_launches(name: str, weights_tol: float) -> None:
     assert r.plan is not None and r.observed.weights_gib is not None
     assert r.plan.weights_gib == pytest.approx(r.observed.weights_gib, abs=weights_tol)
     assert r.kv_ratio == pytest.approx(1.0, abs=0.05)
+
+
+def _call_to(tree: ast.AST, name: str) -> ast.Call:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith(name):
+            return node
+    raise AssertionError(f"no call to {name}: the release changed its code")
+
+
+def test_method_only_picks_the_cpu_backend() -> None:
+    # 0.5.10.post1: kt_method (AMXINT4, AMXINT8, LLAMAFILE, ...) reaches KTMoEWrapper (kt-kernel's
+    # CPU side) and nothing else; the GPU method builds the same experts whatever it is.
+    src = wheel_text("sglang", "0.5.10.post1", WRAPPER)
+    create = function_def(src, "create_weights")
+    gpu = _call_to(create, "gpu_method.create_weights")
+    cpu = _call_to(create, "KTMoEWrapper")
+    assert "method" not in {k.arg for k in gpu.keywords}
+    assert "method=self.kt_config.method" in ast.unparse(cpu)
+    layer = wheel_text("sglang", "0.5.10.post1", "sglang/srt/layers/moe/fused_moe_triton/layer.py")
+    assert "kt_method" not in layer
+    card = _qwen()
+    llamafile = {"kt_weight_path": "/kt", "kt_num_gpu_experts": 8, "kt_method": "LLAMAFILE"}
+    amx = {**llamafile, "kt_method": "AMXINT4"}
+    ours = kt_card(card, llamafile, (0, 5, 10), [], []).weights
+    assert ours == kt_card(card, amx, (0, 5, 10), [], []).weights
+
+
+@pytest.mark.parametrize(
+    ("version", "explicit"), [("0.5.6.post2", True), ("0.5.10.post1", True), ("0.5.18", False)]
+)
+def test_gpu_expert_count_has_no_default(version: str, explicit: bool) -> None:
+    src = wheel_text("sglang", version, "sglang/srt/server_args.py")
+    tree = ast.parse(src)
+    field = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.AnnAssign) and ast.unparse(n.target) == "kt_num_gpu_experts"
+    )
+    assert field.value is not None and ast.unparse(field.value) == "None"
+    # An explicit add_argument without default= (0.5.6 .. 0.5.10.post1), or (0.5.18) a flag
+    # built from the annotated field, whose default is the one above.
+    flags = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and any(isinstance(a, ast.Constant) and a.value == "--kt-num-gpu-experts" for a in n.args)
+    ]
+    assert all("default" not in {k.arg for k in f.keywords} for f in flags)
+    assert bool(flags) is explicit
+    assert "kt_num_gpu_experts" in NO_DEFAULT["sglang"]
+
+
+def test_llamafile_launch_without_its_gpu_expert_count() -> None:
+    name = "field-qwen3-30b-a3b-kt-llamafile-rtx3090-tp1"
+    rec = next(r for r in load_records(RECORDS) if r.name == name)
+    assert "kt_num_gpu_experts" in rec.unstated and not rec.unmodelled
+    r = replay(rec)
+    assert r.plan is None and r.unstated
+    assert r.skipped is not None and "kt_num_gpu_experts" in r.skipped
