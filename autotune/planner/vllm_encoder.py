@@ -18,7 +18,10 @@ MultiModalBudget._get_max_items (multimodal/encoder_budget.py; v1/worker/utils.p
     items    = max(1, min(budget // tokens per item, reqs x per_req))
 
 The dummy image per architecture is the processor's get_image_size_with_most_features;
-DUMMY_ITEMS lists those modelled. The tower's activations are an estimate (the same form as the
+DUMMY_ITEMS lists those modelled. Not Qwen3-VL and Qwen3.5 (qwen3_vl.py): their dummy image is
+the checkpoint's preprocessor_config size.longest_edge factored into a grid, a file the cards do
+not carry, and at the 4096 x 4096 that Qwen's checkpoints state the tower's live tensors alone
+exceed what the public launches leave for the whole peak (their records' planner_gap). The tower's activations are an estimate (the same form as the
 text forward's, vllm_memory.ACT_TENSORS_FACTOR); the pixel values and outputs are derived.
 Before 0.12.0 the item count reads differently (no max_model_len clamp in 0.10.0, limits default
 1 before the 999 default): not modelled, the encoder adds nothing there.
