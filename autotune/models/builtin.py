@@ -113,6 +113,7 @@ def _qwen38_nvfp4() -> ModelCard:
                 embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp, vision=_VISION_BYTES_BF16
             ),
             mtp_layers=1,
+            mtp_config_key="mtp_num_hidden_layers",  # F1: the Qwen3.5 text config
             vision=_QWEN38_VISION,
             notes="RadixArk NVFP4 (modelopt; attention fp8, MTP and vision bf16); needs Blackwell. "
             "20.14 GiB loaded.",
@@ -141,6 +142,7 @@ def _qwen38_fp8() -> ModelCard:
                 embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp, vision=_VISION_BYTES_BF16
             ),
             mtp_layers=1,
+            mtp_config_key="mtp_num_hidden_layers",  # F1: the Qwen3.5 text config
             vision=_QWEN38_VISION,
             notes="Official FP8 block-wise pack with vision tower and MTP (28.5 to 29 GiB).",
         )
@@ -163,6 +165,7 @@ def _qwen38_gptq() -> ModelCard:
             ),
             weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp),
             mtp_layers=1,
+            mtp_config_key="mtp_num_hidden_layers",  # F1: the Qwen3.5 text config
             notes="W4A16 GPTQ pack with its MTP layer kept bf16 (the two-RX-7900-XTX setup); "
             "text-only split assumed, 18.6 GB counted against about 19 GB reported.",
         )

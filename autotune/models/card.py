@@ -7,9 +7,12 @@ component, the quantization scheme. The planner turns these into bytes per token
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+MtpConfigKey = Literal["", "num_nextn_predict_layers", "mtp_num_hidden_layers"]
 
 DTYPE_BYTES: dict[str, float] = {
     "float32": 4,
@@ -271,6 +274,11 @@ class ModelCard(_Frozen):
     )
     tie_word_embeddings: bool = False
     mtp_layers: int = Field(default=0, description="MTP layers present in the checkpoint")
+    mtp_config_key: MtpConfigKey = Field(
+        default="",
+        description="the config.json key that declares the MTP layers ('' where unknown): SGLang "
+        "reads only num_nextn_predict_layers off a target's own config",
+    )
     vision: VisionTower | None = None
     mm_prefix_lm: bool = Field(
         default=False,
@@ -372,3 +380,13 @@ class ModelCard(_Frozen):
             "mtp": self.has_mtp,
             "vision": self.is_multimodal,
         }
+
+
+def mtp_config_key(text_config: Mapping[str, object]) -> MtpConfigKey:
+    """The key a (text) config.json declares its MTP layers under, '' when neither is positive."""
+    keys: tuple[MtpConfigKey, ...] = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
+    for key in keys:
+        n = text_config.get(key)
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return key
+    return ""

@@ -196,7 +196,11 @@ def plan_sglang(
     # The DSA indexer key joined the cell SGLang divides its budget by in 0.5.3.post1 (sglang
     # PR #11309); before, the pool held it beyond the budget.
     indexer_in_cell = rel is None or rel >= (5, 3, 1)
-    cell = _kv_cell(card, kv_dtype, attn_tp, eagle, v, assumptions, indexer_in_cell)
+    mtp_in_cell = eagle and sglang_draft.mtp_kv_in_cell(card, cfg, v, assumptions)
+    v_head = v >= (0, 5, 7)
+    target_cell = kv_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell)
+    cell = sglang_draft.mtp_cell(target_cell, card, mtp_in_cell, assumptions)
+    host_cell = sglang_draft.mtp_host_cell(target_cell, card, cfg, eagle, v)
     swa = swa_pools(
         card,
         KV_DTYPE_BYTES[kv_dtype],
@@ -206,16 +210,15 @@ def plan_sglang(
         by_architecture=by_arch,
     )
     if swa is not None:  # window layers with their own shape: SGLang's two pools
-        cell = swa.cell
+        cell = host_cell = swa.cell
     slack_draft_cell = 0  # a DFLASH draft pool the slack pays, per full-pool token
     if draft is not None:
         draft_b = sglang_draft.draft_kv_bytes(cfg, KV_DTYPE_BYTES[kv_dtype], v, KV_DTYPE_BYTES)
         if swa is not None:
             swa, slack_draft_cell = sglang_draft.dflash_swa(swa, draft, attn_tp, draft_b, v)
-            cell = swa.cell
+            cell = host_cell = swa.cell
         else:
-            cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
-    v_head = v >= (0, 5, 7)
+            cell = host_cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
     over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
         card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell
     )
@@ -227,7 +230,8 @@ def plan_sglang(
     kv_tokens += _history_extra_tokens(version, r, kv_tokens)
     mrr, bound = _max_running_requests(card, r, kv_tokens, mamba, version, cfg.get("max_num_reqs"))
     from_slack = draft_bytes - static_draft + kv_tokens * slack_draft_cell
-    need = _slack_needed(card, r, v, tp, eagle, kv_tokens, cell, budget, reasons, over, from_slack)
+    mtp_slack = eagle and not mtp_in_cell
+    need = _slack_needed(card, r, mtp_slack, kv_tokens, cell, budget, reasons, over, from_slack)
     if r.context_len > card.max_position_embeddings:
         assumptions.append(
             f"context_length {r.context_len} exceeds the model's {card.max_position_embeddings}"
@@ -235,7 +239,16 @@ def plan_sglang(
     host = HostPool(host_free_gib)
     if cfg.get("enable_hierarchical_cache"):
         host = host_pool(
-            cfg, card, v, kv_tokens, cell, mamba, r.page_size, host_free_gib, reasons, assumptions
+            cfg,
+            card,
+            v,
+            kv_tokens,
+            host_cell,
+            mamba,
+            r.page_size,
+            host_free_gib,
+            reasons,
+            assumptions,
         )
     return Plan(
         weights_gib=round(budget.weights_gib, 3),
@@ -325,24 +338,6 @@ def _eagle_draft(
     return eagle
 
 
-def _kv_cell(
-    card: ModelCard,
-    kv_dtype: str,
-    tp: int,
-    eagle: bool,
-    v: tuple[int, int, int],
-    assumptions: list[str],
-    indexer_in_cell: bool = True,
-) -> int:
-    """Per-token KV bytes on one rank as SGLang budgets them, the draft's share included."""
-    cell = kv_cell_bytes(card, kv_dtype, tp, v_head=v >= (0, 5, 7), indexer=indexer_in_cell)
-    if eagle and v >= (0, 5, 20) and card.mtp_layers:
-        # 0.5.2x budgets the draft KV inside the cell: x(1 + draft_layers/num_layers) (§6).
-        cell = int(cell * (1 + card.mtp_layers / len(card.full_attention_layers)))
-        assumptions.append("0.5.20+: draft (MTP) KV budgeted in the cell")
-    return cell
-
-
 def _kv_pool_tokens(
     cfg: dict[str, Any],
     r: rules.Resolved,
@@ -418,9 +413,7 @@ def _max_running_requests(
 def _slack_needed(
     card: ModelCard,
     r: rules.Resolved,
-    v: tuple[int, int, int],
-    tp: int,
-    eagle: bool,
+    mtp_from_slack: bool,
     kv_tokens: int,
     cell: int,
     budget: StaticBudget,
@@ -432,8 +425,8 @@ def _slack_needed(
     after the target's pool (`draft_weights`: before 0.5.14) and what the pool allocates
     beyond its cell (`pool_over` per token); more than the slack is a reason."""
     need = slack_needed_bytes(card, r) + draft_weights + kv_tokens * pool_over
-    if eagle and v < (0, 5, 20) and card.mtp_layers:
-        # 0.5.9-era: the draft KV pool (as many tokens as the target's) comes from the slack.
+    if mtp_from_slack and card.mtp_layers:
+        # the draft's own KV pool (as many tokens as the target's) comes from the slack
         need += int(kv_tokens * cell * card.mtp_layers / len(card.full_attention_layers))
     slack = budget.slack_gib
     if need > slack * GIB:

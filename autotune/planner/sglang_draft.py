@@ -31,6 +31,26 @@ From SGLang's own source, per release:
   alloc_memory_pool, then the draft's), so the target's budget loses both vocab-parallel copies
   (KVCacheConfigurator._profile_available_bytes reads the free memory with them resident); they
   are free again before CUDA graphs, in the non-static slack.
+- An EAGLE-family draft's KV pool (as many tokens as the target's) is in the target's cell,
+  x(1 + draft layers / target full-attention layers), from 0.5.14 (pool_configurator
+  DefaultPoolConfigurator) when the target resolves the draft's layer count
+  (eagle_draft_num_layers); else the draft's pool comes out of the non-static slack.
+  0.5.14 .. 0.5.19 resolve it only with a draft path (model_runner, then
+  spec_aux_hidden_state._resolve_eagle_aux_hidden_state), which NEXTN/EAGLE without one gets
+  only for the architectures speculative_hook._handle_eagle_family points at the model path
+  (DeepSeek, GLM, Bailing, ...; not Qwen3.5/3.6). 0.5.20+ read a path-less draft's count off
+  the target's own config (num_nextn_predict_layers, ModelConfig reads no other key), which
+  Qwen3.5/3.6 configs lack (they say mtp_num_hidden_layers; only the draft-mode rewrite sets
+  num_nextn_predict_layers): their NEXTN draft pool stays in the slack through 0.5.23.
+  Before 0.5.14 no release scales the cell for an EAGLE draft.
+- The HiCache KV host pool is sized off the target's device pool (mem_cache/pool_host/base.py
+  HostKVCache: its size x --hicache-ratio, or --hicache-size over the bytes a token), never off
+  the scaled cell. From 0.5.18 an MTP draft's device pool is packed into it, one layer per draft
+  runner (speculative/base_spec_worker._can_pack_hicache_mtp: EAGLE/NEXTN, not EAGLE3, a draft
+  whose config has num_nextn_predict_layers, which the draft-mode rewrite of an MTP checkpoint
+  sets; pool_host/mha.py and mla.py get_size_per_token: target layers + draft pools). A
+  Qwen3.5-style NEXTN target with 16 full-attention layers thus has 17 layers a host token
+  while its device cell holds 16.
 """
 
 from __future__ import annotations
@@ -43,6 +63,31 @@ from autotune.planner.drafts import DraftModel, noted_draft
 from autotune.planner.sglang_swa import DFLASH_IN_SWA_CELL_SINCE, SwaPools
 
 DRAFT_WEIGHTS_STATIC_SINCE = (0, 5, 14)
+EAGLE_CELL_SINCE = (0, 5, 14)
+PATHLESS_EAGLE_CELL_SINCE = (0, 5, 20)
+HICACHE_PACKS_MTP_SINCE = (0, 5, 18)
+# speculative_hook._handle_eagle_family: NEXTN/EAGLE targets whose draft path defaults to the
+# model path (0.5.14 .. 0.5.19; 0.5.20 adds HYV4ForCausalLM, Qwen4ExpForConditionalGeneration)
+MODEL_PATH_DRAFT_ARCHS = frozenset(
+    {
+        "DeepseekV32ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "DeepseekV4ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "Glm4MoeLiteForCausalLM",
+        "GlmMoeDsaForCausalLM",
+        "BailingMoeForCausalLM",
+        "BailingMoeV2ForCausalLM",
+        "BailingMoeV2_5ForCausalLM",
+        "MistralLarge3ForCausalLM",
+        "PixtralForConditionalGeneration",
+        "HYV3ForCausalLM",
+    }
+)
+MODEL_PATH_DRAFT_ARCHS_0_5_20 = MODEL_PATH_DRAFT_ARCHS | {
+    "HYV4ForCausalLM",
+    "Qwen4ExpForConditionalGeneration",
+}
 DFLASH_SINCE = (0, 5, 11)
 EXACT_DRAFT_CELL_SINCE = (0, 5, 18)
 
@@ -121,3 +166,51 @@ def mtp_own_head_bytes(
 def draft_weights_static(v: tuple[int, int, int]) -> bool:
     """Whether the draft's weights come out of the static budget (else the slack)."""
     return v >= DRAFT_WEIGHTS_STATIC_SINCE
+
+
+def mtp_kv_in_cell(
+    card: ModelCard, cfg: dict[str, Any], v: tuple[int, int, int], assumptions: list[str]
+) -> bool:
+    """Whether an EAGLE-family draft's KV pool is in the target's cell (else the slack pays
+    it; module docstring)."""
+    if v < EAGLE_CELL_SINCE:
+        return False
+    archs = (
+        MODEL_PATH_DRAFT_ARCHS_0_5_20 if v >= PATHLESS_EAGLE_CELL_SINCE else MODEL_PATH_DRAFT_ARCHS
+    )
+    if cfg.get("speculative_draft_model_path") or card.architecture in archs:
+        return True
+    if v < PATHLESS_EAGLE_CELL_SINCE:
+        return False
+    if not card.mtp_config_key:
+        assumptions.append(
+            "the card does not say which config key declares its MTP layers: the draft's KV "
+            "is counted in the non-static slack"
+        )
+    return card.mtp_config_key == "num_nextn_predict_layers"
+
+
+def mtp_cell(cell: int, card: ModelCard, in_cell: bool, assumptions: list[str]) -> int:
+    """The target's cell with an EAGLE-family draft's share when SGLang budgets it there
+    (DefaultPoolConfigurator: x(1 + draft layers / num_layers), §6)."""
+    if not in_cell or not card.mtp_layers or not card.full_attention_layers:
+        return cell
+    assumptions.append("draft (MTP) KV budgeted in the cell")
+    return int(cell * (1 + card.mtp_layers / len(card.full_attention_layers)))
+
+
+def mtp_host_cell(
+    cell: int, card: ModelCard, cfg: dict[str, Any], eagle: bool, v: tuple[int, int, int]
+) -> int:
+    """Bytes a token of the HiCache KV host pool, from the target's own cell (module
+    docstring): one packed MTP draft layer more from 0.5.18."""
+    spec = str(cfg.get("speculative_algorithm") or "").upper()
+    full = len(card.full_attention_layers)
+    if not eagle or spec == "EAGLE3" or not card.mtp_layers or not full:
+        return cell
+    if v < HICACHE_PACKS_MTP_SINCE or cfg.get("speculative_draft_model_path"):
+        return cell
+    runners = (
+        int(cfg.get("speculative_num_steps") or 1) if cfg.get("enable_multi_layer_eagle") else 1
+    )
+    return cell * (full + runners) // full

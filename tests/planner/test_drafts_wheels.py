@@ -107,7 +107,7 @@ def test_sglang_0_5_18_budget_is_the_free_memory_with_the_draft_resident() -> No
 def test_sglang_0_5_18_qwen3_5_nextn_draft_kv_stays_out_of_the_cell() -> None:
     # No draft path for Qwen3.5 NEXTN (only DeepSeek-style archs get the model path), so
     # eagle_draft_num_layers stays None and DefaultPoolConfigurator does not scale the cell:
-    # the draft's pool comes from the slack (planner.sglang._kv_cell scales from 0.5.20).
+    # the draft's pool comes from the slack (planner.sglang_draft.mtp_kv_in_cell).
     hook = _source("sglang", "0.5.18", "sglang/srt/arg_groups/speculative_hook.py")
     listed = ast.unparse(_if_testing(function_def(hook, "_handle_eagle_family"), "model_arch in"))
     assert "DeepseekV3ForCausalLM" in listed and "Qwen3_5" not in listed

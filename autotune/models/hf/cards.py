@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from autotune.errors import ModelLoadError
-from autotune.models.card import ModelCard, VisionTower, WeightBytes
+from autotune.models.card import ModelCard, VisionTower, WeightBytes, mtp_config_key
 from autotune.models.hf.fields import (
     ConfigFields,
     config_dtype,
@@ -106,6 +106,7 @@ def card_from_dir(path: Path) -> ModelCard:
             rope_scaling=rope_scaling(f),
             tie_word_embeddings=tie,
             mtp_layers=mtp_layers_present(ckpt),
+            mtp_config_key=mtp_config_key(ckpt.text_config),
             vision=_vision(ckpt),
             quantization=quantization_from_config(ckpt.quantization_config(), cfg_file),
             weights=_weight_bytes(ckpt),

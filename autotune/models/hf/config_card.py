@@ -38,6 +38,7 @@ from autotune.models.card import (
     ModelCard,
     Quantization,
     WeightBytes,
+    mtp_config_key,
 )
 from autotune.models.hf.fields import (
     ConfigFields,
@@ -294,6 +295,7 @@ def _skeleton(
         rotary_dim=rotary_dim(f, architecture, head_dim),
         tie_word_embeddings=bool(tie),
         mtp_layers=mtp or 0,
+        mtp_config_key=mtp_config_key(f.data),
         weights=WeightBytes(embed_tokens=0, lm_head=0, decoder=0),
         notes=f"config values from {source}; weights counted from the shapes",
     )
