@@ -124,6 +124,11 @@ def c5_rows() -> Iterator[Row]:
     yield Row(
         "C5 KV pool tokens (TP2, 2 x RX 7900 XTX)", m.plan.kv_pool_tokens, 257_024, why=C5_ASSUMED
     )
+    # the HiCache KV host pool's bytes a token (17.9 GB over 514K tokens, both as rounded in the
+    # notes): 0.5.18 packs the MTP draft's layer in with the target's 16 (planner.sglang_draft)
+    host_tokens, host_gb = m.plan.host_pool_tokens, m.plan.host_pool_gb
+    host = host_gb * 1e9 / host_tokens if host_tokens and host_gb else None
+    yield Row("C5 HiCache KV host bytes a token", host, 17.9e9 / 514_000)
     for depth, meas in C5_DECODE.items():
         name = f"C5 decode 1 stream MTP-3 at {depth // 1000}K tok/s"
         yield Row(name, m.decode_tok_s(1, max(depth, 256)), meas, C5_FITS.get(depth, ""))
