@@ -46,7 +46,7 @@ From SGLang's own source, per release:
 - The HiCache KV host pool is sized off the target's device pool (mem_cache/pool_host/base.py
   HostKVCache: its size x --hicache-ratio, or --hicache-size over the bytes a token), never off
   the scaled cell. From 0.5.18 an MTP draft's device pool is packed into it, one layer per draft
-  runner (speculative/base_spec_worker._can_pack_hicache_mtp: EAGLE/NEXTN, not EAGLE3, a draft
+  runner (one, or one a step under multi_layer_eagle_worker_v2) (speculative/base_spec_worker._can_pack_hicache_mtp: EAGLE/NEXTN, not EAGLE3, a draft
   whose config has num_nextn_predict_layers, which the draft-mode rewrite of an MTP checkpoint
   sets; pool_host/mha.py and mla.py get_size_per_token: target layers + draft pools). A
   Qwen3.5-style NEXTN target with 16 full-attention layers thus has 17 layers a host token
