@@ -8,8 +8,8 @@ experts per token; M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE):
   intermediate_cache3 [M, topk, K], three allocations (0.4.1 .. 0.7.3); from 0.8.0 cache1 and
   cache3 share one buffer of M x topk x max(N, K) ("by the time we need cache3, we're done
   with cache1"), cache2 apart.
-- M: every token up to 0.5.0 (no chunking); chunks of 65,536 in 0.5.4 and 0.5.5, 32,768 from
-  0.6.0 (envs.py's VLLM_FUSED_MOE_CHUNK_SIZE default).
+- M: every token in 0.5.0 and before (no chunking); chunks of 65,536 in 0.5.1 .. 0.5.5, 32,768
+  from 0.6.0 (envs.py's VLLM_FUSED_MOE_CHUNK_SIZE default).
 - fp8 (w8a8) experts quantize each GEMM's input: cache2's fp8 copy [M x topk, N / 2] is alive
   while the second GEMM writes cache3 (invoke_fused_moe_kernel's scaled_fp8_quant /
   per_token_group_quant_fp8 up to 0.8.0); from 0.8.4 moe_kernel_prepare_input returns both
@@ -28,8 +28,10 @@ from typing import Any
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.vllm_history import at_least
 
-CHUNKED_SINCE = "0.5.4"  # 0.5.0's fused_moe allocates the caches for every token
-CHUNK_32K_SINCE = "0.6.0"  # VLLM_FUSED_MOE_CHUNK_SIZE "65536" in 0.5.4 / 0.5.5, "32768" after
+# 0.5.0's fused_moe allocates the caches for every token; 0.5.1's envs.py and fused_moe.py
+# already chunk (read in the 0.5.1, 0.5.2 and 0.5.3.post1 wheels).
+CHUNKED_SINCE = "0.5.1"
+CHUNK_32K_SINCE = "0.6.0"  # VLLM_FUSED_MOE_CHUNK_SIZE "65536" in 0.5.1 .. 0.5.5, "32768" after
 SHARED_CACHE13_SINCE = "0.8.0"
 HELD_INPUT_COPY_SINCE = "0.8.4"
 # Checkpoints whose experts run fp8 x fp8 (Fp8MoEMethod.apply: fused_experts(use_fp8_w8a8=True)).

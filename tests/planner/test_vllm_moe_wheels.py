@@ -36,7 +36,9 @@ def _chunk_default(version: str) -> int | None:
     return int(found.group(1))
 
 
-@pytest.mark.parametrize("version", ["0.5.0", "0.5.4", "0.5.5", "0.6.0", "0.7.3", "0.8.4"])
+@pytest.mark.parametrize(
+    "version", ["0.5.0", "0.5.1", "0.5.3.post1", "0.5.4", "0.5.5", "0.6.0", "0.7.3", "0.8.4"]
+)
 def test_the_caches_cover_the_releases_chunk(version: str) -> None:
     chunk = _chunk_default(version)
     tokens = 1 << 20
