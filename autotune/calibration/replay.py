@@ -148,8 +148,9 @@ def card_of(record: LaunchRecord) -> ModelCard | None:
 
 # Launch inputs the engine has no default for (the launch cannot start without one): unstated,
 # there are no defaults to predict from. SGLang's --kt-num-gpu-experts: `kt_num_gpu_experts:
-# Optional[int] = None` in server_args.py (0.5.6 .. 0.5.19), which KTEPWrapperMethod.create_weights
-# (layers/moe/kt_ep_wrapper.py) passes as the GPU method's num_experts (torch.empty of None fails).
+# Optional[int] = None` in server_args.py (0.5.6 .. 0.5.23; no code fills it), which
+# KTEPWrapperMethod.create_weights (layers/moe/kt_ep_wrapper.py) passes as the GPU method's
+# num_experts (torch.empty of None fails).
 NO_DEFAULT: dict[str, frozenset[str]] = {"sglang": frozenset({"kt_num_gpu_experts"})}
 
 # vLLM V0's "Initializing an LLM engine (vX) with config: ..., chunked_prefill_enabled=False, ..."

@@ -28,6 +28,8 @@ def test_qwen3_vl_embedding_card_counts_the_tower_mergers() -> None:
     patch embedding and the 2304-row position table."""
     card = config_card("Qwen/Qwen3-VL-Embedding-2B")
     assert card is not None
+    # the values restate Qwen3-VL-2B (code fixtures), not the checkpoint's config.json: said so
+    assert "values read from public code fixtures" in card.notes
     assert card.num_layers * card.num_kv_heads * card.head_dim * 2 * 2 == 114_688
     blocks = 24 * (4 * 1024**2 + 2 * 1024 * 4096)
     mergers = 4 * (4096 * 4096 + 4096 * 2048)

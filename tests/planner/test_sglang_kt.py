@@ -123,10 +123,16 @@ def test_method_only_picks_the_cpu_backend() -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "explicit"), [("0.5.6.post2", True), ("0.5.10.post1", True), ("0.5.18", False)]
+    ("version", "explicit", "path"),
+    [
+        ("0.5.6.post2", True, "server_args.py"),
+        ("0.5.10.post1", True, "server_args.py"),
+        ("0.5.18", False, "server_args.py"),
+        ("0.5.23", False, "arg_groups/fields/exec_.py"),
+    ],
 )
-def test_gpu_expert_count_has_no_default(version: str, explicit: bool) -> None:
-    src = wheel_text("sglang", version, "sglang/srt/server_args.py")
+def test_gpu_expert_count_has_no_default(version: str, explicit: bool, path: str) -> None:
+    src = wheel_text("sglang", version, f"sglang/srt/{path}")
     tree = ast.parse(src)
     field = next(
         n
