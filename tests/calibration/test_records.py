@@ -96,3 +96,15 @@ def test_dp_attention_records_print_their_dp_ranks() -> None:
         assert all(p.startswith(" DP") for p in ranks), (rec.name, ranks)
         seen += 1
     assert seen
+
+
+def test_args_completed_from_elsewhere_count_as_unstated() -> None:
+    """A record whose args block says the excerpt cut the launch's args (and fills them from a
+    compose file or another source) lists them as unstated: its source does not show them."""
+    cut = ("excerpt cuts the args line", "cut from the excerpt")
+    for rec in load_records(RECORDS):
+        assert rec.path is not None
+        text = rec.path.read_text(encoding="utf-8")
+        block = text.split("\nargs:", 1)[-1].split("\nlog:", 1)[0] if "\nargs:" in text else ""
+        if any(phrase in block for phrase in cut):
+            assert rec.unstated, rec.name
