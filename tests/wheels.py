@@ -5,6 +5,7 @@ package registry can be reached."""
 from __future__ import annotations
 
 import ast
+import itertools
 import subprocess
 import zipfile
 from functools import cache
@@ -20,6 +21,7 @@ __all__ = [
     "full_vllm_wheel_or_skip",
     "function_def",
     "pypi_reachable",
+    "rendered_fstrings",
     "wheel_cache",
     "wheel_text",
 ]
@@ -76,3 +78,24 @@ def function_def(source: str, name: str) -> ast.FunctionDef:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             return node
     raise AssertionError(f"no {name}: the release changed its code")
+
+
+def rendered_fstrings(source: str) -> list[str]:
+    """Every f-string of `source` as the release would print it, numbers in its fields (a new
+    one per field, from 11, so begin / end differences are not zero; `.25` where the field has
+    a float format)."""
+    numbers = itertools.count(11)
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for value in node.values:
+                if isinstance(value, ast.Constant):
+                    parts.append(str(value.value))
+                else:
+                    assert isinstance(value, ast.FormattedValue)
+                    spec = ast.unparse(value.format_spec) if value.format_spec else ""
+                    n = next(numbers)
+                    parts.append(f"{n}.25" if "f" in spec else str(n))
+            out.append("".join(parts))
+    return out

@@ -6,7 +6,6 @@ on the planner's inputs, or renders its startup-log f-strings for the parser."""
 from __future__ import annotations
 
 import ast
-import itertools
 import zipfile
 from types import SimpleNamespace
 from typing import Any
@@ -22,7 +21,7 @@ from autotune.planner import sglang_history as h
 from autotune.planner.common import GIB
 from autotune.planner.sglang import StaticBudget, plan_sglang
 from autotune.planner.sglang_kv import kv_cell_bytes
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import engine_wheel_or_skip, rendered_fstrings
 
 # One release per range of the tables and formats (sglang_early's docstring).
 TABLES = ("0.1.17", "0.1.19", "0.1.20", "0.1.21", "0.1.22", "0.1.24", "0.2.6", "0.2.7", "0.2.15")
@@ -235,23 +234,7 @@ def test_the_request_pool_is_the_releases(version: str, pool_text: str, capped: 
 
 def _rendered(source: str, marker: str) -> list[str]:
     """Every f-string of `source` holding `marker`, numbers in its fields (a new one each)."""
-    numbers = itertools.count(11)
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for value in node.values:
-                if isinstance(value, ast.Constant):
-                    parts.append(str(value.value))
-                else:
-                    assert isinstance(value, ast.FormattedValue)
-                    spec = ast.unparse(value.format_spec) if value.format_spec else ""
-                    n = next(numbers)
-                    parts.append(f"{n}.25" if "f" in spec else str(n))
-            text = "".join(parts)
-            if marker in text and "Warning" not in text:
-                out.append(text)
-    return out
+    return [t for t in rendered_fstrings(source) if marker in t and "Warning" not in t]
 
 
 @pytest.mark.parametrize("version", LOGS)

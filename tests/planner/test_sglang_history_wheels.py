@@ -15,7 +15,7 @@ import pytest
 
 from autotune.engines.sglang.logs import parse_startup
 from autotune.planner import sglang_history as h
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import engine_wheel_or_skip, rendered_fstrings
 
 # One release per range of the rules and log formats (module docstrings).
 TP_TABLE = {"0.3.3": 0.83, "0.4.3.post2": 0.81, "0.4.5.post2": 0.81}
@@ -74,24 +74,8 @@ MESSAGES = {
 
 
 def _rendered(source: str, marker: str) -> list[str]:
-    """Every f-string of `source` starting with `marker`, with numbers in its fields (a new
-    number per field, so begin/end differences are not zero)."""
-    numbers = itertools.count(11)
-    out = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for value in node.values:
-                if isinstance(value, ast.Constant):
-                    parts.append(str(value.value))
-                else:
-                    spec = ast.unparse(value.format_spec) if value.format_spec else ""
-                    n = next(numbers)
-                    parts.append(f"{n}.25" if "f" in spec else str(n))
-            text = "".join(parts)
-            if text.startswith(marker):
-                out.append(text)
-    return out
+    """Every f-string of `source` starting with `marker`, with numbers in its fields."""
+    return [t for t in rendered_fstrings(source) if t.startswith(marker)]
 
 
 def _srt_sources(version: str) -> str:
