@@ -78,7 +78,9 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 def default_gpu_memory_utilization(version: str | None) -> float:
     """vLLM's default gpu_memory_utilization: 0.9 through 0.19.x, 0.92 from 0.20.0 (CacheConfig's
-    Field default in vllm/config/cache.py of the 0.19.1 and 0.20.0 wheels). None: the newest."""
+    Field default in vllm/config/cache.py of the 0.19.1 and 0.20.0 wheels) through 0.33.x, the
+    last release the planner plans. None: the newest. (0.34.0 leaves it None and resolves 1.0
+    with its extensible KV cache, 0.92 without: resolved_gpu_memory_utilization, not modelled.)"""
     return (
         0.92 if version is None or at_least(version, "0.20.0") else DEFAULT_GPU_MEMORY_UTILIZATION
     )

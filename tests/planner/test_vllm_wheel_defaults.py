@@ -105,7 +105,7 @@ def test_a_gpu_whose_nvml_reports_no_memory_gets_the_smallest_defaults(version: 
     assert _defaults(0, gb10.cuda_name or gb10.name, version) == want
 
 
-@pytest.mark.parametrize("version", ("0.19.1", "0.20.0", "0.24.0"))
+@pytest.mark.parametrize("version", ("0.19.1", "0.20.0", "0.24.0", "0.33.0"))
 def test_gpu_memory_utilization_default_is_the_releases(version: str) -> None:
     """CacheConfig's default (vllm/config/cache.py) moved from 0.9 to 0.92 at 0.20.0."""
     import re
