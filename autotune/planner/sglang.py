@@ -175,13 +175,15 @@ def plan_sglang(
     weights -= vision_split_saving(card, cfg, rel, attn_tp)
     weights += absorbed_bytes(card, attn_tp, gpu.vendor, rel)
     weights += fusion_extra_bytes(card, gpu, cfg, tp, rel, assumptions)
-    # the draft's weights: a separate DFLASH model, or the MTP head an EAGLE-family draft loads
-    draft_bytes = draft.weights_per_rank(tp) if draft else card.weights.mtp // tp if eagle else 0
+    head = sglang_draft.eagle_draft(card, cfg, eagle, assumptions)  # a separate EAGLE head
+    sep = draft or head
+    # the draft's weights: a separate model (DFLASH, EAGLE), or the MTP head an EAGLE draft loads
+    draft_bytes = sep.weights_per_rank(tp) if sep else card.weights.mtp // tp if eagle else 0
     static_draft = draft_bytes if sglang_draft.draft_weights_static(v) else 0
-    held = sglang_draft.mtp_own_head_bytes(card, cfg, eagle, tp, v)
+    held = sglang_draft.mtp_own_head_bytes(card, cfg, eagle, tp, v, head)
     if held:
         assumptions.append(
-            f"the MTP draft's own embedding and LM head ({held / GIB:.2f} GiB a rank) are "
+            f"the draft's own embedding and LM head ({held / GIB:.2f} GiB a rank) are "
             "held while the target sizes its KV pool, then freed"
         )
     budget = StaticBudget(
@@ -199,7 +201,7 @@ def plan_sglang(
     mtp_in_cell = eagle and sglang_draft.mtp_kv_in_cell(card, cfg, v, assumptions)
     v_head = v >= (0, 5, 7)
     target_cell = kv_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell)
-    cell = sglang_draft.mtp_cell(target_cell, card, mtp_in_cell, assumptions)
+    cell = sglang_draft.mtp_cell(target_cell, card, mtp_in_cell, assumptions, head)
     host_cell = sglang_draft.mtp_host_cell(target_cell, card, cfg, eagle, v)
     swa = swa_pools(
         card,
@@ -211,14 +213,16 @@ def plan_sglang(
     )
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = host_cell = swa.cell
-    slack_draft_cell = 0  # a DFLASH draft pool the slack pays, per full-pool token
-    if draft is not None:
-        draft_b = sglang_draft.draft_kv_bytes(cfg, KV_DTYPE_BYTES[kv_dtype], v, KV_DTYPE_BYTES)
+    draft_b = sglang_draft.draft_kv_bytes(cfg, KV_DTYPE_BYTES[kv_dtype], v, KV_DTYPE_BYTES)
+    own_cell = sep.layers * sep.kv_bytes_per_token_layer(attn_tp, draft_b) if sep else 0
+    # a separate draft's pool the slack pays, per full-pool token: an EAGLE head's off the cell
+    slack_draft_cell = own_cell if head is not None and not mtp_in_cell else 0
+    if draft is not None:  # the host pool stays on the target's cell (sglang_draft)
         if swa is not None:
             swa, slack_draft_cell = sglang_draft.dflash_swa(swa, draft, attn_tp, draft_b, v)
-            cell = host_cell = swa.cell
+            cell = swa.cell
         else:
-            cell = host_cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
+            cell = sglang_draft.dflash_cell(cell, card, draft, attn_tp, draft_b, v)
     over = pool_cell_bytes(card, kv_dtype, attn_tp, v_head=v_head) - kv_cell_bytes(
         card, kv_dtype, attn_tp, v_head=v_head, indexer=indexer_in_cell
     )
@@ -249,6 +253,9 @@ def plan_sglang(
             host_free_gib,
             reasons,
             assumptions,
+            sglang_draft.host_draft_cell(
+                cfg, v, sep, own_cell, target_cell, swa is not None, (reasons, assumptions)
+            ),
         )
     return Plan(
         weights_gib=round(budget.weights_gib, 3),

@@ -1,5 +1,6 @@
-"""A separate DFLASH draft model on SGLang (planner.drafts describes the checkpoints): where its
-weights are paid from and what its KV pool adds to the target's cell.
+"""A separate draft model on SGLang (DFLASH, or an EAGLE / EAGLE3 head; planner.drafts describes
+the checkpoints) and an MTP draft: where the weights are paid from, what the draft's KV pool adds
+to the target's cell, and its HiCache host pool.
 
 From SGLang's own source, per release:
 - 0.5.14+ loads the draft's weights before the target profiles its memory
@@ -51,6 +52,26 @@ From SGLang's own source, per release:
   sets; pool_host/mha.py and mla.py get_size_per_token: target layers + draft pools). A
   Qwen3.5-style NEXTN target with 16 full-attention layers thus has 17 layers a host token
   while its device cell holds 16.
+- A separate EAGLE / EAGLE3 head (--speculative-draft-model-path on a target without MTP layers,
+  e.g. yuhuili/EAGLE3-LLaMA3.1-Instruct-8B on Llama-3.1-8B): its weights come out of the static
+  budget from 0.5.14, else the slack, as DFLASH's; its own KV pool (as many tokens as the
+  target's: draft_runner_cache_size before 0.5.11, the shared MemoryPoolConfig after) is in the
+  cell from 0.5.14 (model_runner resolves eagle_draft_num_layers from the path's config:
+  num_nextn_predict_layers, else max(num_hidden_layers, num_attention_layers), the head's one
+  layer), else the slack pays it at the draft's own KV shape. From 0.5.14 its model also holds
+  its own vocab-parallel embedding (and an EAGLE head its full-vocabulary LM head; EAGLE3 keeps
+  its reduced one) while the target sizes its pool: llama_eagle3.LlamaForCausalLMEagle3 builds
+  VocabParallelEmbedding(vocab_size), dropped for the target's in eagle_worker_v2.init_lm_head
+  (set_embed / set_embed_and_head: del, then torch.cuda.empty_cache).
+- A draft HiCache does not pack (DFLASH, EAGLE3, a draft config without
+  num_nextn_predict_layers) gets a host pool of its own with as many tokens as the target's
+  (0.5.11 scheduler._maybe_register_hicache_draft, 0.5.13+ mem_cache/kv_cache_builder: "the
+  same slot count as the target host pool", host_size=0), sized off its device pool; the
+  target's host pool stays sized off the target's own cell. A DFLASH worker of 0.5.11 .. 0.5.13
+  answers with the target's runner (DFlashWorker.model_runner = target_worker.model_runner), so
+  the target's pool is mirrored a second time; 0.5.14 .. 0.5.17 read
+  draft_worker.draft_worker.draft_runner (kv_cache_builder.get_draft_kv_pool), which DFLASH's
+  TpModelWorker lacks: the launch fails.
 """
 
 from __future__ import annotations
@@ -66,6 +87,9 @@ DRAFT_WEIGHTS_STATIC_SINCE = (0, 5, 14)
 EAGLE_CELL_SINCE = (0, 5, 14)
 PATHLESS_EAGLE_CELL_SINCE = (0, 5, 20)
 HICACHE_PACKS_MTP_SINCE = (0, 5, 18)
+HICACHE_DRAFT_POOL_SINCE = (0, 5, 11)
+DFLASH_HICACHE_FAILS = ((0, 5, 14), (0, 5, 18))  # [from, until)
+EAGLE_HEADS = frozenset({"EagleLlamaForCausalLM", "Eagle3LlamaForCausalLM"})
 # speculative_hook._handle_eagle_family: NEXTN/EAGLE targets whose draft path defaults to the
 # model path (0.5.14 .. 0.5.19; 0.5.20 adds HYV4ForCausalLM, Qwen4ExpForConditionalGeneration)
 MODEL_PATH_DRAFT_ARCHS = frozenset(
@@ -151,16 +175,42 @@ def dflash_swa(
     return swa, own
 
 
+def eagle_draft(
+    card: ModelCard, cfg: dict[str, Any], eagle: bool, assumptions: list[str]
+) -> DraftModel | None:
+    """A separate EAGLE / EAGLE3 head on a target without MTP layers, when the planner lists it
+    (module docstring); an unlisted one is noted as unmodelled."""
+    path = cfg.get("speculative_draft_model_path")
+    if not eagle or card.mtp_layers or not path:
+        return None
+    draft = noted_draft(path, assumptions, dflash=False)
+    if draft is None:
+        assumptions.append(
+            f"EAGLE draft {path!r} is not in the planner's draft list: its weights and KV cache "
+            "are not counted"
+        )
+    return draft
+
+
 def mtp_own_head_bytes(
-    card: ModelCard, cfg: dict[str, Any], eagle: bool, tp: int, v: tuple[int, int, int]
+    card: ModelCard,
+    cfg: dict[str, Any],
+    eagle: bool,
+    tp: int,
+    v: tuple[int, int, int],
+    head: DraftModel | None = None,
 ) -> int:
-    """Bytes per rank of the embedding and LM head an MTP draft builds and holds while the
-    target sizes its pool (module docstring); 0 where it does not."""
-    if not eagle or not card.mtp_layers or cfg.get("speculative_draft_model_path"):
+    """Bytes per rank of the embedding and LM head an MTP draft or a separate EAGLE `head` builds
+    and holds while the target sizes its pool (module docstring); 0 where it does not."""
+    if not eagle or v < DRAFT_WEIGHTS_STATIC_SINCE:
         return 0
-    if v < DRAFT_WEIGHTS_STATIC_SINCE:
+    embed, lm_head = card.weights.embed_tokens // tp, card.weights.lm_head // tp
+    if head is not None and head.architecture in EAGLE_HEADS:
+        # the head's own embedding over the target vocabulary; an LM head unless it has its own
+        return embed + (0 if head.lm_head_vocab else lm_head or embed)
+    if not card.mtp_layers or cfg.get("speculative_draft_model_path"):
         return 0
-    return card.weights.embed_tokens // tp + card.weights.lm_head // tp
+    return embed + lm_head
 
 
 def draft_weights_static(v: tuple[int, int, int]) -> bool:
@@ -190,13 +240,53 @@ def mtp_kv_in_cell(
     return card.mtp_config_key == "num_nextn_predict_layers"
 
 
-def mtp_cell(cell: int, card: ModelCard, in_cell: bool, assumptions: list[str]) -> int:
+def mtp_cell(
+    cell: int,
+    card: ModelCard,
+    in_cell: bool,
+    assumptions: list[str],
+    head: DraftModel | None = None,
+) -> int:
     """The target's cell with an EAGLE-family draft's share when SGLang budgets it there
-    (DefaultPoolConfigurator: x(1 + draft layers / num_layers), §6)."""
-    if not in_cell or not card.mtp_layers or not card.full_attention_layers:
+    (DefaultPoolConfigurator: x(1 + draft layers / num_layers), §6): a separate `head`'s layers
+    (eagle_draft_num_layers off its config), else the card's MTP layers."""
+    layers = head.layers if head is not None else card.mtp_layers
+    if not in_cell or not layers or not card.full_attention_layers:
         return cell
-    assumptions.append("draft (MTP) KV budgeted in the cell")
-    return int(cell * (1 + card.mtp_layers / len(card.full_attention_layers)))
+    assumptions.append("draft KV budgeted in the cell")
+    return int(cell * (1 + layers / len(card.full_attention_layers)))
+
+
+def host_draft_cell(
+    cfg: dict[str, Any],
+    v: tuple[int, int, int],
+    draft: DraftModel | None,
+    own_cell: int,
+    target_cell: int,
+    windowed: bool,
+    notes: tuple[list[str], list[str]],
+) -> int:
+    """Bytes a host token of the separate draft's own HiCache host pool (module docstring):
+    `own_cell` its device pool's bytes a token, `target_cell` the target's; `windowed`: a
+    target with two sliding-window pools, whose draft host pools are not modelled; `notes`:
+    (reasons, assumptions)."""
+    reasons, assumptions = notes
+    if draft is None or v < HICACHE_DRAFT_POOL_SINCE:
+        return 0
+    if windowed:
+        assumptions.append("the draft's own HiCache host pool is not counted (sliding-window)")
+        return 0
+    if str(cfg.get("speculative_algorithm") or "").upper() != "DFLASH":
+        return own_cell
+    if v < DFLASH_HICACHE_FAILS[0]:
+        return target_cell
+    if v < DFLASH_HICACHE_FAILS[1]:
+        reasons.append(
+            "HiCache with a DFLASH draft fails at launch in this release (AttributeError: "
+            "'TpModelWorker' object has no attribute 'draft_runner'); use 0.5.18 or later"
+        )
+        return 0
+    return own_cell
 
 
 def mtp_host_cell(

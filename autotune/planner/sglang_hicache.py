@@ -36,12 +36,16 @@ def host_pool(
     host_free_gib: float | None,
     reasons: list[str],
     assumptions: list[str],
+    draft_cell: int = 0,
 ) -> HostPool:
-    """HiCache's host pools; more than the host RAM SGLang allows (P3) is a reason."""
+    """HiCache's host pools; more than the host RAM SGLang allows (P3) is a reason. `cell`: the
+    target's bytes a host token; `draft_cell`: a separate draft's own host pool's, as many
+    tokens (planner.sglang_draft)."""
     host_free_gib = host_ram_available_gib(host_free_gib, assumptions)
     host_tokens, host_gb, host_mamba_gb = _hicache(
         cfg, card, v, kv_tokens, cell, mamba.slots, mamba.slot_bytes, page, reasons
     )
+    host_gb += host_tokens * draft_cell / 1e9
     requested = (host_gb or 0) + (host_mamba_gb or 0)
     limit = (host_free_gib - HOST_RAM_MARGIN_GIB) * GIB / 1e9
     if requested > limit:
