@@ -214,7 +214,7 @@ def plan_sglang(
     if swa is not None:  # window layers with their own shape: SGLang's two pools
         cell = host_cell = swa.cell
     draft_b = sglang_draft.draft_kv_bytes(cfg, KV_DTYPE_BYTES[kv_dtype], v, KV_DTYPE_BYTES)
-    own_cell = sep.layers * sep.kv_bytes_per_token_layer(attn_tp, draft_b) if sep else 0
+    own_cell = sglang_draft.own_draft_cell(sep, card, eagle, target_cell, attn_tp, draft_b)
     # a separate draft's pool the slack pays, per full-pool token: an EAGLE head's off the cell
     slack_draft_cell = own_cell if head is not None and not mtp_in_cell else 0
     if draft is not None:  # the host pool stays on the target's cell (sglang_draft)

@@ -64,7 +64,8 @@ From SGLang's own source, per release:
   VocabParallelEmbedding(vocab_size), dropped for the target's in eagle_worker_v2.init_lm_head
   (set_embed / set_embed_and_head: del, then torch.cuda.empty_cache).
 - A draft HiCache does not pack (DFLASH, EAGLE3, a draft config without
-  num_nextn_predict_layers) gets a host pool of its own with as many tokens as the target's
+  num_nextn_predict_layers; any draft before 0.5.18) gets a host pool of its own (a hybrid
+  target's draft: its pool's full-attention part) with as many tokens as the target's
   (0.5.11 scheduler._maybe_register_hicache_draft, 0.5.13+ mem_cache/kv_cache_builder: "the
   same slot count as the target host pool", host_size=0), sized off its device pool; the
   target's host pool stays sized off the target's own cell. A DFLASH worker of 0.5.11 .. 0.5.13
@@ -271,7 +272,7 @@ def host_draft_cell(
     target with two sliding-window pools, whose draft host pools are not modelled; `notes`:
     (reasons, assumptions)."""
     reasons, assumptions = notes
-    if draft is None or v < HICACHE_DRAFT_POOL_SINCE:
+    if not own_cell or v < HICACHE_DRAFT_POOL_SINCE or (draft is None and _packs_mtp(cfg, v)):
         return 0
     if windowed:
         assumptions.append("the draft's own HiCache host pool is not counted (sliding-window)")
@@ -294,13 +295,36 @@ def mtp_host_cell(
 ) -> int:
     """Bytes a token of the HiCache KV host pool, from the target's own cell (module
     docstring): one packed MTP draft layer more from 0.5.18."""
-    spec = str(cfg.get("speculative_algorithm") or "").upper()
     full = len(card.full_attention_layers)
-    if not eagle or spec == "EAGLE3" or not card.mtp_layers or not full:
-        return cell
-    if v < HICACHE_PACKS_MTP_SINCE or cfg.get("speculative_draft_model_path"):
+    if not eagle or not card.mtp_layers or not full or not _packs_mtp(cfg, v):
         return cell
     runners = (
         int(cfg.get("speculative_num_steps") or 1) if cfg.get("enable_multi_layer_eagle") else 1
     )
     return cell * (full + runners) // full
+
+
+def _packs_mtp(cfg: dict[str, Any], v: tuple[int, int, int]) -> bool:
+    """Whether HiCache packs an MTP draft's pool into the target's host pool (module
+    docstring); an MTP draft it does not pack gets a host pool of its own from 0.5.11."""
+    spec = str(cfg.get("speculative_algorithm") or "").upper()
+    path = cfg.get("speculative_draft_model_path")
+    return v >= HICACHE_PACKS_MTP_SINCE and spec != "EAGLE3" and not path
+
+
+def own_draft_cell(
+    draft: DraftModel | None,
+    card: ModelCard,
+    eagle: bool,
+    target_cell: int,
+    tp: int,
+    dtype_bytes: float,
+) -> int:
+    """Bytes a token of the draft's own device pool: a separate draft's layers at its own KV
+    shape, an MTP draft's at the target's per-layer share of its cell; 0 without a draft."""
+    if draft is not None:
+        return draft.layers * draft.kv_bytes_per_token_layer(tp, dtype_bytes)
+    full = len(card.full_attention_layers)
+    if not eagle or not card.mtp_layers or not full:
+        return 0
+    return target_cell * card.mtp_layers // full

@@ -114,14 +114,16 @@ def _nextn(card_name: str, version: str, **cfg: object) -> Plan:
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.20", "0.5.23"])
 def test_qwen3_5_nextn_draft_kv_in_the_slack_and_the_host_pool(version: str) -> None:
     # 16 full-attention layers x 2 KV heads a rank x 256 x K,V x 2 B; the draft's pool is not
-    # in the cell, and the host pool packs its one layer (17 x 2,048 B a token) from 0.5.18
+    # in the cell, and the host pool packs its one layer (17 x 2,048 B a token) from 0.5.18;
     plan = _nextn("qwen3.8-27b-gptq-int4", version)
     assert plan.kv_cell_bytes == 32_768
     assert plan.host_pool_tokens and plan.host_pool_gb
     assert plan.host_pool_gb == pytest.approx(plan.host_pool_tokens * 34_816 / 1e9, abs=0.01)
+    # 0.5.11 .. 0.5.17 do not pack it: it gets a host pool of its own (the hybrid pool's full
+    # part, one 2,048 B layer) as many tokens long (planner.sglang_draft), the same bytes
     older = _nextn("qwen3.8-27b-gptq-int4", "0.5.17")
     assert older.host_pool_tokens and older.host_pool_gb
-    assert older.host_pool_gb == pytest.approx(older.host_pool_tokens * 32_768 / 1e9, abs=0.01)
+    assert older.host_pool_gb == pytest.approx(older.host_pool_tokens * 34_816 / 1e9, abs=0.01)
 
 
 def test_mtp_kv_in_cell_by_architecture_and_release() -> None:

@@ -81,6 +81,8 @@ def test_sglang_hicache_draft_host_pool_matches_the_targets_tokens(
         return
     text = wheel_text("sglang", version, where)
     assert "host_size=0" in text
+    if version in ("0.5.11", "0.5.13"):  # a hybrid target's draft pool: its full part
+        assert "pool = pool.full_kv_pool" in text
     assert "host_to_device_ratio=primary" in text or (
         "host_to_device_ratio=host_pool_group.logical_size / pool.size" in text
     )
@@ -182,6 +184,12 @@ def test_dflash_host_pool_on_the_targets_cell_with_its_own_sidecar() -> None:
 
 
 def test_host_draft_cell_by_release() -> None:
+    # an MTP draft (no separate model): its own host pool from 0.5.11, packed from 0.5.18
+    nextn = {"speculative_algorithm": "NEXTN"}
+    assert host_draft_cell(nextn, (0, 5, 17), None, 2048, 9, False, ([], [])) == 2048
+    assert host_draft_cell(nextn, (0, 5, 18), None, 2048, 9, False, ([], [])) == 0
+    e3 = {"speculative_algorithm": "EAGLE3"}
+    assert host_draft_cell(e3, (0, 5, 18), None, 2048, 9, False, ([], [])) == 2048
     head, dflash = DRAFTS[EAGLE3.lower()], DRAFTS["z-lab/qwen3.8-27b-dflash2"]
     notes: tuple[list[str], list[str]] = ([], [])
     eagle = {"speculative_algorithm": "EAGLE3"}
