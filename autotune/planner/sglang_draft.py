@@ -306,10 +306,12 @@ def mtp_host_cell(
 
 def _packs_mtp(cfg: dict[str, Any], v: tuple[int, int, int]) -> bool:
     """Whether HiCache packs an MTP draft's pool into the target's host pool (module
-    docstring); an MTP draft it does not pack gets a host pool of its own from 0.5.11."""
+    docstring); an MTP draft it does not pack gets a host pool of its own from 0.5.11. A draft
+    path does not matter: _can_pack_hicache_mtp reads the draft runner's config, and the
+    draft-mode rewrite (configs/model_config._config_draft_model, by architecture) sets
+    num_nextn_predict_layers on an MTP checkpoint whatever path names it (0.5.18 .. 0.5.23)."""
     spec = str(cfg.get("speculative_algorithm") or "").upper()
-    path = cfg.get("speculative_draft_model_path")
-    return v >= HICACHE_PACKS_MTP_SINCE and spec != "EAGLE3" and not path
+    return v >= HICACHE_PACKS_MTP_SINCE and spec != "EAGLE3"
 
 
 def own_draft_cell(

@@ -144,3 +144,28 @@ def test_mtp_kv_in_cell_by_architecture_and_release() -> None:
     assert not mtp_kv_in_cell(nemo, {}, (0, 5, 19), notes)
     assert mtp_kv_in_cell(nemo, {}, (0, 5, 20), notes)
     assert not notes
+
+
+@pytest.mark.parametrize("version", ["0.5.18", "0.5.23"])
+def test_mtp_draft_given_by_path_is_packed_into_the_host_pool(version: str) -> None:
+    spec = wheel_text("sglang", version, "sglang/srt/speculative/base_spec_worker.py")
+    gate = ast.unparse(function_def(spec, "_can_pack_hicache_mtp"))
+    # the gate reads the draft runner's config, never the path that named it
+    assert "runner.model_config.num_nextn_predict_layers" in gate
+    assert "draft_model_path" not in gate
+    mc = wheel_text("sglang", version, "sglang/srt/configs/model_config.py")
+    rewrite = ast.unparse(function_def(mc, "_config_draft_model"))
+    # the draft-mode rewrite goes by the checkpoint's architecture, not by how it was named
+    assert "draft_model_path" not in rewrite
+    qwen = rewrite[rewrite.index("'Qwen3_5ForConditionalGeneration'") :]
+    assert "self.hf_config.num_nextn_predict_layers = 1" in qwen[: qwen.index("if is_draft")]
+    # so a Qwen3.5-style target's own checkpoint as the draft path packs one layer a draft
+    # runner (3 steps under multi-layer EAGLE) into the target's host pool: 19 x 2,048 B
+    plan = _nextn(
+        "qwen3.8-27b-gptq-int4",
+        version,
+        speculative_draft_model_path="Qwen/Qwen3.6-27B",
+        enable_multi_layer_eagle=True,
+    )
+    assert plan.host_pool_tokens and plan.host_pool_gb
+    assert plan.host_pool_gb == pytest.approx(plan.host_pool_tokens * 38_912 / 1e9, abs=0.01)
