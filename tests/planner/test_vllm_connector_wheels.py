@@ -74,6 +74,10 @@ def test_connector_built_before_the_weights(version: str) -> None:
     # request is a share of the total either way, so the snapshot's order moves nothing.
     assert "init_worker_distributed_environment(" in init
     assert "self.requested_memory = (self.init_snapshot.total_memory *" in init
+    snapshot_first = init.index("self.init_snapshot = MemorySnapshot()") < init.index(
+        "init_worker_distributed_environment("
+    )
+    assert snapshot_first is not at_least(version, "0.11.0")
     assert "ensure_kv_transfer_initialized(" in _segment(
         src, "init_worker_distributed_environment"
     )
