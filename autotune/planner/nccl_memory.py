@@ -23,7 +23,13 @@ these releases) and its NVLink SHARP (NVLS) buffers are bound:
 Channels: 24 on an 8-GPU H100 / H200 NVSwitch node, as NCCL logs it ("24 coll channels, ..., 16
 nvls channels" on p5.48xlarge nccl-tests logs) and as vLLM issue #9699's NVLS line on 8 x H200
 (NCCL 2.20.5) implies: nvlsPerRankSize 301989888 = 24 x 2 x (4 MiB + 2 MiB). Taken for 3 .. 8
-ranks of a node of 18-link NVLink 4 GPUs; other fabrics are not derived.
+ranks of a node of 18-link NVLink 4 GPUs; other fabrics are not derived. 3 .. 7 ranks are an
+extrapolation: NCCL 2.20.5 / 2.21.5 have no channel count per rank count. comm->nChannels (the
+count nvls.cc sizes its buffer by; NCCL_NVLS_NCHANNELS, 16 by default, is the NVLS algorithm's
+own) comes out of the topology search (graph/search.cc ncclTopoCompute: the fastest
+sm90SpeedArrayIntra step whose channels the GPU's links carry, then ncclTopoDupChannels, which
+doubles it when the per-channel bandwidth allows), seen only at 8 ranks; the plan says so
+(vllm_legacy.plan_history).
 """
 
 from __future__ import annotations
@@ -107,6 +113,17 @@ def nvswitch_node(gpu: GPUSpec) -> bool:
         and gpu.fabric_gbs == NVLINK4_FULL_GBS
         and gpu.fabric_group == 0
         and gpu.fabric_mesh_links == 0
+    )
+
+
+def extrapolated_channels_note(gpu: GPUSpec, tp: int, version: str) -> str | None:
+    """The plan's assumption where the growth below applies the 8-rank channel count at 3 .. 7
+    ranks (module docstring); None where it does not."""
+    if not 2 < tp < 8 or not vllm_tp_growth_mib(gpu, tp, version):
+        return None
+    return (
+        f"NCCL buffers at TP {tp}: {HOPPER_NVSWITCH_CHANNELS} channels a communicator, the count "
+        "NCCL logs on 8-GPU NVSwitch nodes; at fewer GPUs it is assumed, not derived"
     )
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, vision_per_rank
-from autotune.planner.nccl_memory import vllm_tp_growth_mib
+from autotune.planner.nccl_memory import extrapolated_channels_note, vllm_tp_growth_mib
 from autotune.planner.vllm_history import (
     Engine,
     at_least,
@@ -439,6 +439,9 @@ def plan_history(
     mem = history_memory(
         card, gpu, cfg, version, engine, tp, limits, startup, reasons, build=build or version
     )
+    nccl_note = extrapolated_channels_note(gpu, tp, version)
+    if nccl_note:
+        assumptions.append(nccl_note)
     lay = history_layout(card, gpu, cfg, version, engine, tp, limits, mem)
     check_history_fit(lay, limits, engine, mem.kv_cache_gib, reasons, assumptions)
     return PlanParts(startup, limits, spec, prefix, mem, lay)

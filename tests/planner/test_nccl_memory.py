@@ -13,11 +13,13 @@ import pytest
 from autotune.calibration.records import load_record
 from autotune.calibration.replay import replay
 from autotune.hardware import get_gpu
+from autotune.models import load_card
 from autotune.planner.common import MIB
 from autotune.planner.nccl_memory import (
     HOPPER_NVSWITCH_CHANNELS,
     VLLM_TORCH,
     communicator_bytes,
+    extrapolated_channels_note,
     nccl_for_vllm,
     nvls_bytes,
     nvswitch_node,
@@ -26,6 +28,7 @@ from autotune.planner.nccl_memory import (
     send_connection_bytes,
     vllm_tp_growth_mib,
 )
+from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_legacy import WHOLE_DEVICE_NON_TORCH_MIB, non_torch_mib
 from autotune.planner.vllm_memory import HOPPER_TP_NON_TORCH_MIB
@@ -106,3 +109,19 @@ def test_the_h200_tp8_launch() -> None:
     assert planned / 1024 < logged  # a lower bound: the driver rank logs 7.71 GiB
     ratio = replay(rec).kv_ratio
     assert ratio is not None and 1.0 < ratio < 1.05
+
+
+def test_channels_below_eight_ranks_are_an_assumption() -> None:
+    # NCCL 2.20.5 / 2.21.5 search the channel count (graph/search.cc), with no count per rank
+    # count; 24 is logged at 8 ranks only, so TP 3 .. 7 says it assumes it.
+    h200 = get_gpu("h200-141g")
+    assert extrapolated_channels_note(h200, 8, "0.6.4.post1") is None
+    assert extrapolated_channels_note(h200, 2, "0.6.4.post1") is None
+    assert extrapolated_channels_note(h200, 4, "0.9.2") is None  # no growth applied
+    note = extrapolated_channels_note(h200, 4, "0.6.4.post1")
+    assert note and "assumed, not derived" in note
+    card = load_card("meta-llama/Llama-3.1-8B-Instruct")
+    plan = plan_vllm(card, h200, {}, version="0.6.4.post1", tp=4)
+    assert note in plan.assumptions
+    plan8 = plan_vllm(card, h200, {}, version="0.6.4.post1", tp=8)
+    assert not any("assumed, not derived" in a for a in plan8.assumptions)
