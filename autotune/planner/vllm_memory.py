@@ -17,7 +17,7 @@ from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
 from autotune.planner.vllm_encoder import encoder_profile
 from autotune.planner.vllm_history import at_least
-from autotune.planner.vllm_moe import held_moe_workspace_bytes
+from autotune.planner.vllm_moe import held_moe_workspace_bytes, transient_moe_phase_bytes
 from autotune.planner.vllm_sampler import sampler_phase_bytes
 
 # Free memory at vLLM's initial snapshot = capacity - CUDA context - desktop share (F3). The
@@ -331,7 +331,8 @@ def profiled_memory(
     """Weights (plus what the kernels and the caching allocator pad them by, `padding_bytes`,
     and a separate draft model's, `draft_bytes`), activations (the GPU's SM count sizes
     the Triton sampler's buffer; `workspace_bytes`, what the run's first GEMM allocates beside
-    them; the MoE experts' kept buffer by the GPU's kernel, vllm_moe.held_moe_workspace_bytes),
+    them; the MoE experts' kept buffer by the GPU's kernel, vllm_moe.held_moe_workspace_bytes,
+    and fused_experts' freed caches on 0.9.1 .. 0.13.x, vllm_moe.transient_moe_phase_bytes),
     non-torch memory and graphs, and the KV memory they leave; graphs captured outside
     the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
     before the last (no sampler in its profiling run). A multimodal model's encoder profiling
@@ -340,15 +341,20 @@ def profiled_memory(
     requested = startup.requested_gib
     loaded = vllm_weights_bytes(card, cfg, tp, load_mtp=mtp, version=version)
     weights = (loaded + padding_bytes + draft_bytes) / GIB
-    text = activation_bytes(
-        card,
-        tp,
-        max_tokens,
-        max_num_seqs,
-        version,
-        gpu.sm_count,
-        flashinfer_setting(cfg),
-        sampler=last_stage,
+    # 0.9.1 .. 0.13.x: fused_experts' caches, freed on return, peak in the forward's phase (as
+    # vllm_legacy.py counts them before).
+    text = max(
+        activation_bytes(
+            card,
+            tp,
+            max_tokens,
+            max_num_seqs,
+            version,
+            gpu.sm_count,
+            flashinfer_setting(cfg),
+            sampler=last_stage,
+        ),
+        transient_moe_phase_bytes(card, cfg, tp, max_tokens, version, gpu.arch),
     ) + held_moe_workspace_bytes(card, cfg, tp, max_tokens, version, gpu.arch)
     enc = encoder_profile(
         card,

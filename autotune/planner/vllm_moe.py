@@ -1,5 +1,6 @@
-"""fused_moe's share of vLLM's profiling run before the current model (V0 0.4 .. 0.9, early V1
-0.6.5 .. 0.9.0): the expert MLP's workspace over the dummy batch, by release, read from
+"""fused_moe's share of vLLM's profiling run (V0 0.4 .. 0.9, early V1 0.6.5 .. 0.9.0, and the
+current model to 0.13.x where fused_experts runs; from 0.14.0 the kept WorkspaceManager buffer,
+below): the expert MLP's workspace over the dummy batch, by release, read from
 model_executor/layers/fused_moe/fused_moe.py (fused_experts / fused_experts_impl) and layer.py
 of each wheel. w1 is [E, N, K] with N = 2 x the expert width per rank, K = hidden_size; topk =
 experts per token; M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE):
@@ -9,7 +10,7 @@ experts per token; M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE):
   cache3 share one buffer of M x topk x max(N, K) ("by the time we need cache3, we're done
   with cache1"), cache2 apart.
 - M: every token in 0.5.0 and before (no chunking); chunks of 65,536 in 0.5.1 .. 0.5.5, 32,768
-  from 0.6.0 (envs.py's VLLM_FUSED_MOE_CHUNK_SIZE default).
+  from 0.6.0, 16,384 from 0.12.0 (envs.py's VLLM_FUSED_MOE_CHUNK_SIZE default).
 - fp8 (w8a8) experts quantize each GEMM's input: cache2's fp8 copy [M x topk, N / 2] is alive
   while the second GEMM writes cache3 (invoke_fused_moe_kernel's scaled_fp8_quant /
   per_token_group_quant_fp8 up to 0.8.0); from 0.8.4 moe_kernel_prepare_input returns both
@@ -32,6 +33,7 @@ from autotune.planner.vllm_history import at_least
 # already chunk (read in the 0.5.1, 0.5.2 and 0.5.3.post1 wheels).
 CHUNKED_SINCE = "0.5.1"
 CHUNK_32K_SINCE = "0.6.0"  # VLLM_FUSED_MOE_CHUNK_SIZE "65536" in 0.5.1 .. 0.5.5, "32768" after
+CHUNK_16K_SINCE = "0.12.0"  # envs.py: str(16 * 1024) from 0.12.0 (0.11.0 still "32768")
 SHARED_CACHE13_SINCE = "0.8.0"
 HELD_INPUT_COPY_SINCE = "0.8.4"
 # Checkpoints whose experts run fp8 x fp8 (Fp8MoEMethod.apply: fused_experts(use_fp8_w8a8=True)).
@@ -42,6 +44,8 @@ def moe_chunk(tokens: int, version: str) -> int:
     """The rows fused_moe's caches are allocated for (M), by release."""
     if not at_least(version, CHUNKED_SINCE):
         return tokens
+    if at_least(version, CHUNK_16K_SINCE):
+        return min(tokens, 16384)
     return min(tokens, 32768 if at_least(version, CHUNK_32K_SINCE) else 65536)
 
 
@@ -85,6 +89,76 @@ def moe_phase_bytes(card: ModelCard, tp: int, tokens: int, version: str, ep: boo
     return live + fused_moe_workspace_bytes(card, tp, tokens, version, ep)
 
 
+# The current model, 0.9.1 .. 0.13.x: fused_experts_impl (fused_moe.py) is the code read for
+# 0.8.4 above (cache13 shared by cache1 and cache3, cache2 apart, the fp8 copies of the chunk's
+# hidden states and of cache2 held in the chunk loop's locals; the chunk 32,768 to 0.11.x, 16,384
+# from 0.12.0), allocated by torch.empty on each call and freed when it returns: the profiling
+# run's torch peak (allocated_bytes.all.peak) still holds them, in the forward's phase. Which
+# path a MoE takes (read in the 0.9.2, 0.10.0, 0.10.1.1, 0.10.2, 0.11.0, 0.12.0, 0.13.0 wheels):
+# unquantized, UnquantizedFusedMoEMethod.forward_cuda calls fused_experts unless
+# VLLM_USE_FLASHINFER_MOE_FP16 (0.11.0+) or ROCm's AITER is set, both off by default, or an
+# all-to-all DP + EP kernel is set up. fp8 (quantization/fp8.py Fp8MoEMethod): Marlin below sm_89
+# (weight-only, not this workspace); FlashInfer with VLLM_USE_FLASHINFER_MOE_FP8 (off by
+# default); block-quantized weights take CUTLASS's block-scaled grouped GEMM from
+# has_device_capability(100) and DeepGEMM on sm_90+ when VLLM_USE_DEEP_GEMM is on ("0" to
+# 0.10.x, "1" from 0.11.0; from 0.12.0 get_fp8_moe_backend also turns it off at TP >= 8 unless
+# VLLM_MOE_USE_DEEP_GEMM is set) and the deep_gemm package imports, which depends on how vLLM was
+# installed: not counted then. Everything else runs fused_experts (Triton).
+DEEP_GEMM_DEFAULT_SINCE = "0.11.0"
+DEEP_GEMM_TP8_OFF_SINCE = "0.12.0"
+
+
+def _cap(arch: str) -> int:
+    return int(arch[3:]) if arch.startswith("sm_") and arch[3:].isdigit() else 0
+
+
+def fused_experts_runs(
+    card: ModelCard, cfg: dict[str, Any], tp: int, version: str, arch: str
+) -> bool:
+    """Whether vLLM 0.9.1 .. 0.13.x runs this MoE's experts through fused_experts_impl, whose
+    caches are allocated per call (the comment above); False for later releases."""
+    if card.experts is None or at_least(version, WORKSPACE_MANAGER_SINCE):
+        return False
+    if int(cfg.get("data_parallel_size") or 1) > 1 and cfg.get("enable_expert_parallel"):
+        return False  # all-to-all across DP ranks: batched formats, not modelled
+    if cfg.get("vllm_rocm_use_aiter"):
+        return False
+    scheme = card.quantization.scheme
+    if scheme == "none":
+        return not cfg.get("vllm_use_flashinfer_moe_fp16")
+    if scheme not in FP8_SCHEMES or card.quantization.checkpoint_format == "compressed-tensors":
+        return False  # other methods' kernels (compressed-tensors fp8 may take CUTLASS)
+    if cfg.get("vllm_use_flashinfer_moe_fp8"):
+        return False
+    if not arch.startswith("sm_"):
+        return True  # ROCm: Triton without AITER
+    cap = _cap(arch)
+    if cap < 89:
+        return False
+    if scheme == "fp8_block" and cap >= 100:
+        return False
+    if scheme == "fp8_block" and cap >= 90:
+        deep_gemm = cfg.get("vllm_use_deep_gemm")
+        if deep_gemm is None:
+            deep_gemm = at_least(version, DEEP_GEMM_DEFAULT_SINCE)
+        moe_deep_gemm = cfg.get("vllm_moe_use_deep_gemm")
+        if moe_deep_gemm is None:
+            moe_deep_gemm = not (at_least(version, DEEP_GEMM_TP8_OFF_SINCE) and tp >= 8)
+        if deep_gemm and moe_deep_gemm:
+            return False
+    return True
+
+
+def transient_moe_phase_bytes(
+    card: ModelCard, cfg: dict[str, Any], tp: int, tokens: int, version: str, arch: str
+) -> int:
+    """The expert MLP's phase of the profiling run's forward on 0.9.1 .. 0.13.x where
+    fused_experts runs (moe_phase_bytes over `tokens`), else 0."""
+    if not fused_experts_runs(card, cfg, tp, version, arch):
+        return 0
+    return moe_phase_bytes(card, tp, tokens, version, expert_parallel(cfg, tp))
+
+
 # The current model (0.9.1+). From 0.14.0 the unquantized method's forward_cuda runs the modular
 # kernel (self.kernel; 0.13.0 still calls fused_experts, whose caches are freed), which takes its
 # buffers from the worker's WorkspaceManager (fused_moe/modular_kernel.py _allocate_buffers ->
@@ -124,7 +198,7 @@ def triton_experts(card: ModelCard, cfg: dict[str, Any], version: str, arch: str
         return False  # all-to-all across DP ranks: batched formats, not modelled
     if not at_least(version, FLASHINFER_FIRST_SINCE) or not arch.startswith("sm_"):
         return True
-    major = int(arch[3:]) // 10 if arch[3:].isdigit() else 0
+    major = _cap(arch) // 10
     return major < 9 or (major == 9 and at_least(version, TRITON_ON_HOPPER_SINCE))
 
 
