@@ -100,7 +100,8 @@ def moe_phase_bytes(card: ModelCard, tp: int, tokens: int, version: str, ep: boo
 # all-to-all DP + EP kernel is set up. fp8 (quantization/fp8.py Fp8MoEMethod): Marlin below sm_89
 # (weight-only, not this workspace); FlashInfer with VLLM_USE_FLASHINFER_MOE_FP8 (off by
 # default); block-quantized weights take CUTLASS's block-scaled grouped GEMM from
-# has_device_capability(100) and DeepGEMM on sm_90+ when VLLM_USE_DEEP_GEMM is on ("0" to
+# has_device_capability(100) (0.9.x; sm_100 alone from 0.10.0, its family from 0.12.0) and DeepGEMM
+# on sm_90 / sm_100 when VLLM_USE_DEEP_GEMM is on ("0" to
 # 0.10.x, "1" from 0.11.0; from 0.12.0 get_fp8_moe_backend also turns it off at TP >= 8 unless
 # VLLM_MOE_USE_DEEP_GEMM is set) and the deep_gemm package imports, which depends on how vLLM was
 # installed: not counted then. Everything else runs fused_experts (Triton).
@@ -135,9 +136,9 @@ def fused_experts_runs(
     cap = _cap(arch)
     if cap < 89:
         return False
-    if scheme == "fp8_block" and cap >= 100:
-        return False
-    if scheme == "fp8_block" and cap >= 90:
+    if scheme == "fp8_block" and cap >= 100 and (cap < 110 or not at_least(version, "0.10.0")):
+        return False  # CUTLASS: has_device_capability(100) in 0.9.x, sm_100 (family) from 0.10.0
+    if scheme == "fp8_block" and 90 <= cap < 110:
         deep_gemm = cfg.get("vllm_use_deep_gemm")
         if deep_gemm is None:
             deep_gemm = at_least(version, DEEP_GEMM_DEFAULT_SINCE)

@@ -21,7 +21,7 @@ from autotune.planner.vllm_moe import (
 )
 from tests.wheels import function_def, wheel_text
 
-RELEASES = ["0.9.2", "0.10.0", "0.10.1.1", "0.10.2", "0.11.0", "0.12.0", "0.13.0"]
+RELEASES = ["0.9.1", "0.9.2", "0.10.0", "0.10.1.1", "0.10.2", "0.11.0", "0.12.0", "0.13.0"]
 MOE = "vllm/model_executor/layers/fused_moe/"
 
 
@@ -89,6 +89,8 @@ def test_which_moe_runs_fused_experts() -> None:
     assert not fused_experts_runs(card, {}, 4, "0.12.0", "sm_90")
     assert fused_experts_runs(card, {}, 8, "0.12.0", "sm_90")  # off at TP >= 8 from 0.12.0
     assert not fused_experts_runs(card, {}, 4, "0.9.2", "sm_100")  # CUTLASS block-scaled
+    assert not fused_experts_runs(card, {}, 4, "0.9.2", "sm_120")  # has_device_capability(100)
+    assert fused_experts_runs(card, {}, 4, "0.10.0", "sm_120")  # is_device_capability(100)
     assert not fused_experts_runs(card, {}, 4, "0.9.2", "sm_86")  # Marlin
     assert not fused_experts_runs(card, {}, 4, "0.14.0", "sm_90")
     assert not fused_experts_runs(card, {"vllm_use_flashinfer_moe_fp8": True}, 4, "0.9.2", "sm_90")
