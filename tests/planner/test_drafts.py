@@ -13,10 +13,12 @@ from autotune.calibration.replay import replay
 from autotune.hardware.gpus import GPU_CATALOG
 from autotune.models.builtin import BUILTIN_CARDS
 from autotune.planner import rules
+from autotune.planner.common import Plan
 from autotune.planner.drafts import DRAFTS, draft_model
 from autotune.planner.sglang import GIB, kv_cell_bytes, plan_sglang
 from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_kv import kv_layout
+from tests.planner.k3_nextn import nextn_plan
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
 EDGE = RECORDS / "sglang" / "edge-qwen3.8-27b-nvfp4-rtx5090-tp2.yaml"
@@ -59,7 +61,7 @@ def test_sglang_dflash_pool_matches_the_logged_draft_lines() -> None:
     assert plan.speculative["num_draft_tokens"] == DFLASH2.block_size  # the draft's block
 
 
-def _plan(version: str, **cfg: object):  # noqa: ANN202
+def _plan(version: str, **cfg: object) -> Plan:
     card = BUILTIN_CARDS["qwen3.8-27b-nvfp4"]
     base = {
         "speculative_algorithm": "DFLASH",
@@ -220,29 +222,13 @@ def _spec_model(record: object) -> object:
     return ast.literal_eval(spec).get("model") if isinstance(spec, str) else None
 
 
-def _nextn(version: str, card_name: str = "qwen3.8-27b-gptq-int4", **cfg: object):  # noqa: ANN202
-    base = {
-        "speculative_algorithm": "NEXTN",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "mem_fraction_static": 0.91,
-        "max_mamba_cache_size": 20,
-        "max_running_requests": 4,
-        "page_size": 64,
-    }
-    card = BUILTIN_CARDS[card_name]
-    gpu = GPU_CATALOG["rx-7900xtx-24g"]
-    return plan_sglang(card, gpu, {**base, **cfg}, version=version, tp=2)
-
-
 @pytest.mark.parametrize("version", ["0.5.14", "0.5.18", "0.5.23"])
 def test_mtp_draft_holds_its_own_head_while_the_target_sizes_its_pool(version: str) -> None:
     # planner.sglang_draft: the MTP draft's embedding and LM head (vocab-parallel, bf16) are
     # resident when the target profiles, then freed into the slack.
     card = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
     held = (card.weights.embed_tokens // 2 + card.weights.lm_head // 2) / GIB
-    plan = _nextn(version)
+    plan = nextn_plan(version)
     mtp = card.weights.mtp // 2 / GIB
     mfs = 0.91
     pre = plan.pre_weights_free_gib
@@ -254,7 +240,7 @@ def test_mtp_draft_holds_its_own_head_while_the_target_sizes_its_pool(version: s
 
 
 def test_mtp_draft_head_not_in_the_budget_before_0_5_14() -> None:
-    plan = _nextn("0.5.13")
+    plan = nextn_plan("0.5.13")
     assert plan.static_budget_gib == pytest.approx(
         plan.pre_weights_free_gib * 0.91 - plan.weights_gib, abs=2e-3
     )
@@ -272,11 +258,11 @@ def test_mtp_draft_head_tied_and_separate_draft() -> None:
         version="0.5.18",
         tp=2,
     )
-    two = _nextn("0.5.18", mem_fraction_static=0.91, page_size=1, max_mamba_cache_size=None)
+    two = nextn_plan("0.5.18", mem_fraction_static=0.91, page_size=1, max_mamba_cache_size=None)
     gap = (two.slack_gib - one.slack_gib) * GIB
     assert gap == pytest.approx(card.weights.lm_head // 2, rel=1e-3)
     # a draft given by path is not the card's MTP head: no held copy is modelled
-    path = _nextn("0.5.18", speculative_draft_model_path="some/eagle-draft")
+    path = nextn_plan("0.5.18", speculative_draft_model_path="some/eagle-draft")
     assert not any("own embedding and LM head" in a for a in path.assumptions)
 
 

@@ -9,16 +9,14 @@ import re
 
 import pytest
 
-from autotune.hardware.gpus import GPU_CATALOG
-from autotune.models.builtin import BUILTIN_CARDS
 from autotune.models.config_cards import config_card
 from autotune.planner.common import Plan
-from autotune.planner.sglang import plan_sglang
 from autotune.planner.sglang_draft import (
     MODEL_PATH_DRAFT_ARCHS,
     MODEL_PATH_DRAFT_ARCHS_0_5_20,
     mtp_kv_in_cell,
 )
+from tests.planner.k3_nextn import nextn_plan
 from tests.wheels import function_def, wheel_text
 
 POOL = "sglang/srt/model_executor/pool_configurator.py"
@@ -94,21 +92,9 @@ def test_sglang_hicache_host_pool_packs_the_mtp_draft_since_0_5_18(
 
 
 def _nextn(card_name: str, version: str, **cfg: object) -> Plan:
-    base = {
-        "speculative_algorithm": "NEXTN",
-        "speculative_num_steps": 3,
-        "speculative_eagle_topk": 1,
-        "speculative_num_draft_tokens": 4,
-        "mem_fraction_static": 0.91,
-        "max_mamba_cache_size": 20,
-        "max_running_requests": 4,
-        "page_size": 64,
-        "enable_hierarchical_cache": True,
-        "hicache_ratio": 2,
-    }
-    card = BUILTIN_CARDS[card_name]
-    gpu = GPU_CATALOG["rx-7900xtx-24g"]
-    return plan_sglang(card, gpu, {**base, **cfg}, version=version, tp=2, host_free_gib=64)
+    """The K3 NEXTN launch with HiCache (ratio 2) and 64 GiB of host memory."""
+    hicache = {"enable_hierarchical_cache": True, "hicache_ratio": 2}
+    return nextn_plan(version, card_name, host_free_gib=64, **{**hicache, **cfg})
 
 
 @pytest.mark.parametrize("version", ["0.5.18", "0.5.20", "0.5.23"])

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from autotune.planner.rules import planning_version
 from autotune.planner.sglang_mamba import (
     PADDING_SLOT_SINCE,
     mamba_slots,
@@ -113,12 +114,6 @@ def _engine_run(
     return int(args.max_mamba_cache_size), rest
 
 
-def _release(version: str) -> tuple[int, int, int]:
-    v = tuple(int(p) for p in version.split(".post")[0].split("."))
-    assert len(v) == 3
-    return v[0], v[1], v[2]
-
-
 def _planned_slots(
     version: str,
     explicit: int | None,
@@ -128,7 +123,7 @@ def _planned_slots(
     gdn: bool,
     d: int = 0,
 ) -> int:
-    v = _release(version)
+    v = planning_version(version)
     cfg = {} if explicit is None else {"max_mamba_cache_size": explicit}
     r: Any = SimpleNamespace(
         mamba_full_memory_ratio=0.9, radix_cache=radix, max_running_requests=mrr, dp_attention=dp
@@ -185,7 +180,7 @@ def test_spec_state_requests_are_one_ranks_share(
         pytest.skip("0.5.7 reserves the intermediate state in the ratio branch only")
     d, dp, mrr = 3, 4, 40
     slots, rest = _engine_run(version, explicit, mrr, radix, dp, True, d)
-    pad = 1 if _release(version) >= PADDING_SLOT_SINCE else 0
+    pad = 1 if planning_version(version) >= PADDING_SLOT_SINCE else 0
     engine = REST_GIB * 2**30 - rest * 2**30 - (slots + pad) * PER_REQ
     r: Any = SimpleNamespace(
         mamba_full_memory_ratio=0.9, radix_cache=radix, max_running_requests=mrr, dp_attention=dp
@@ -193,6 +188,6 @@ def test_spec_state_requests_are_one_ranks_share(
     planned_slots = _planned_slots(version, explicit, mrr, radix, dp, True, d)
     assert planned_slots == slots
     reqs = spec_state_requests(
-        _release(version), slots, 1, spec_requests_per_rank(r, _release(version))
+        planning_version(version), slots, 1, spec_requests_per_rank(r, planning_version(version))
     )
     assert reqs * PER_REQ * d == pytest.approx(engine, abs=2), (version, reqs)

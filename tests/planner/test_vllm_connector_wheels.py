@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
 import zipfile
-from functools import cache
-from pathlib import Path
 
 import pytest
 
-from autotune.engines.wheels import download_wheel
 from autotune.hardware import get_gpu
 from autotune.models.config_cards import config_card
 from autotune.planner.vllm import plan_vllm
@@ -25,7 +21,7 @@ from autotune.planner.vllm_connector import (
     lmcache_buffer_bytes,
 )
 from autotune.planner.vllm_history import at_least
-from tests.wheels import function_def, pypi_reachable, wheel_cache, wheel_text
+from tests.wheels import function_def, package_wheel_or_skip, wheel_text
 
 BEFORE_WEIGHTS = ("0.9.1", "0.9.2", "0.10.0", "0.10.1.1", "0.10.2", "0.11.0")
 AFTER_KV_SIZING = ("0.12.0", "0.19.0", "0.32.0")
@@ -40,18 +36,8 @@ def _segment(source: str, name: str) -> str:
     return seg
 
 
-@cache
-def _lmcache_wheel(version: str) -> Path:
-    try:
-        return download_wheel("lmcache", version, wheel_cache())
-    except (subprocess.SubprocessError, OSError) as exc:
-        if not pypi_reachable("lmcache"):
-            pytest.skip(f"PyPI is unreachable, cannot download lmcache=={version}: {exc}")
-        raise
-
-
 def _lmcache(version: str, path: str) -> str:
-    with zipfile.ZipFile(_lmcache_wheel(version)) as z:
+    with zipfile.ZipFile(package_wheel_or_skip("lmcache", version)) as z:
         return z.read(path).decode() if path in z.namelist() else ""
 
 
@@ -159,7 +145,7 @@ def test_lmcache_cpu_pool_is_host_memory(version: str) -> None:
     )
     if "alloc_pinned_ptr" not in pool:
         return
-    with zipfile.ZipFile(_lmcache_wheel(version)) as z:
+    with zipfile.ZipFile(package_wheel_or_skip("lmcache", version)) as z:
         ops = [n for n in z.namelist() if n.startswith("lmcache/c_ops") and n.endswith(".so")]
         assert ops and b"cudaHostAlloc" in z.read(ops[0])
 
