@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from autotune.models.card import ModelCard
     from autotune.planner.common import Plan
 
-_MEM_RE = re.compile(r"(\d+)\s*G(?:i)?B", re.IGNORECASE)
+_MEM_RE = re.compile(r"(\d+)\s*G(?:i)?B?(?![A-Z0-9])", re.IGNORECASE)
 
 
 def parse(record: LaunchRecord) -> LaunchReport:

@@ -38,7 +38,12 @@ EFF_PREFILL_MAX = 0.942  # linear FLOPs at large chunks ...
 PREFILL_HALF_CHUNK = 32  # ... reaching half of that at this many tokens per step
 EFF_ATTENTION = 0.724  # causal attention FLOPs in prefill
 STEP_OVERHEAD_S = 0.48e-3  # per forward step (launch, sampling, scheduler)
-REQ_STEP_OVERHEAD_S = 0.68e-3  # per running request per step (GDN update kernels, sampling)
+# Per running request per step, for each linear-attention (GDN / mamba) layer: the recurrent
+# state kernels' cost beyond their bytes. Fitted on C2's two streams as 0.68 ms a request over
+# its model's 48 GDN layers; a model without such layers pays none (public dense decode steps
+# stay flat from 1 to 16 requests: tests/data/real_speeds, benchmarks/fidelity_speed.py).
+REQ_STEP_OVERHEAD_S = 0.68e-3
+REQ_LAYER_OVERHEAD_S = REQ_STEP_OVERHEAD_S / 48
 REQUEST_OVERHEAD_S = 0.04  # per request: tokenize, schedule, detokenize (fits C2's pp512)
 NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
 # MODELLED (not fitted): the scheduler's CPU work per step (batch assembly, sampling
@@ -123,6 +128,7 @@ class PerfModel:
         self.lm_head_flops = 2 * card.vocab_size * card.hidden_size / tp
         self.attn_width = card.num_attention_heads * card.head_dim / tp
         self.n_full = len(card.full_attention_layers)
+        self.req_step_s = len(card.linear_layers) * REQ_LAYER_OVERHEAD_S
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
@@ -252,7 +258,7 @@ class PerfModel:
         flops = tokens * self.flops_per_token + len(batch) * self.lm_head_flops
         t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
         t += self._kv_read_s([s.context_len for s in batch])
-        t += STEP_OVERHEAD_S + len(batch) * REQ_STEP_OVERHEAD_S + self._allreduce_s(tokens)
+        t += STEP_OVERHEAD_S + len(batch) * self.req_step_s + self._allreduce_s(tokens)
         t += self._graph_s(len(batch)) - SCHED_CPU_S - len(batch) * SCHED_CPU_REQ_S
         t += self._sched_cpu_s(len(batch))
         if tokens > len(batch):
@@ -283,7 +289,7 @@ class PerfModel:
             return self.prefill_step_s(chunks)
         extra = [PrefillChunk(s.tokens, s.context_len) for s in batch]
         return self.prefill_step_s([*chunks, *extra]) + len(batch) * (
-            self.state_rw_bytes / self.bandwidth + REQ_STEP_OVERHEAD_S
+            self.state_rw_bytes / self.bandwidth + self.req_step_s
         )
 
     def _load_back(self, tokens: int, forward_s: float, states: int) -> tuple[float, float]:
