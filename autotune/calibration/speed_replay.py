@@ -5,8 +5,9 @@ measured it.
 - bench_one_batch (SGLang): a static batch driven straight through the model runner. Its prefill
   is one forward over every prompt of the batch; its decode figure is the median step, taken at
   the median context (input + output / 2).
-- bench_serving: requests through the server. Median TPOT is one decode step of `batch` running
-  requests over the accept length; TTFT (concurrency 1 only, else it holds queueing) is the
+- bench_serving: requests through the server. Median TPOT is one decode step of the running
+  requests (the concurrency, up to the engine's running limit) with the prompts that join the
+  batch meanwhile (at concurrency above 1); TTFT (concurrency 1 only, else it holds queueing) is the
   request's chunked prefill plus its per-request overhead.
 - bench_latency (vLLM): a static batch through LLM.generate: its prompts' prefill in steps of the
   token budget, then output_len - 1 decode steps.
@@ -84,10 +85,31 @@ def _prefill_steps_s(model: PerfModel, batch: int, prompt: int, budget: int) -> 
     return t
 
 
+def running(model: PerfModel, point: SpeedPoint) -> int:
+    """Requests decoding at once: the point's batch, capped by the engine's running limit
+    (a serving client's extra requests wait in its queue)."""
+    cap = model.plan.max_running_requests
+    return min(point.batch, cap) if cap and cap > 0 else point.batch
+
+
 def _decode_s(model: PerfModel, point: SpeedPoint) -> float:
     q = 1 + model.spec_draft_tokens if model.spec_family else 1
     ctx = point.input_len + point.output_len // 2
-    return model.decode_step_s([DecodeSeq(ctx, q)] * point.batch)
+    return model.decode_step_s([DecodeSeq(ctx, q)] * running(model, point))
+
+
+def _tpot_s(model: PerfModel, point: SpeedPoint) -> float:
+    """A served request's time per output token at steady concurrency: the decode step of the
+    running batch, plus the prompts that join it. Each running request is replaced once per
+    output_len steps, so every step carries running x input / output prompt tokens, priced at
+    what they add to a forward (the weights are read once for both)."""
+    n = running(model, point)
+    joining = math.ceil(n * point.input_len / point.output_len) if n > 1 else 0
+    extra = 0.0
+    if joining:
+        with_prompts = model.prefill_step_s([PrefillChunk(joining, 0)])
+        extra = max(with_prompts - model.prefill_step_s([PrefillChunk(1, 0)]), 0.0)
+    return _decode_s(model, point) + extra
 
 
 def predict(record: SpeedRecord, model: PerfModel, point: SpeedPoint, metric: str) -> float | str:
@@ -96,7 +118,7 @@ def predict(record: SpeedRecord, model: PerfModel, point: SpeedPoint, metric: st
     if metric == "decode_ms":
         if speculative:
             return "a speculative launch: the record states no accept length"
-        step = _decode_s(model, point)
+        step = _tpot_s(model, point) if record.tool == "bench_serving" else _decode_s(model, point)
         return step * 1e3
     if metric == "prefill_ms":
         if record.tool == "bench_one_batch":
