@@ -37,6 +37,12 @@ class SpeedPoint(BaseModel):
         default=None, gt=0, description="the batch's prefill (bench_one_batch) or median TTFT"
     )
     e2e_s: float | None = Field(default=None, gt=0, description="bench_latency's avg latency")
+    accept_length: float | None = Field(
+        default=None,
+        ge=1,
+        description="speculative decoding: the mean accept length the server reported for this "
+        "run (tokens per verify step, the bonus token included)",
+    )
     output: str = Field(min_length=1, description="the verbatim lines the figures come from")
 
     @model_validator(mode="after")

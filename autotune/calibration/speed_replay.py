@@ -12,8 +12,9 @@ measured it.
 - bench_latency (vLLM): a static batch through LLM.generate: its prompts' prefill in steps of the
   token budget, then output_len - 1 decode steps.
 
-A point on a speculative launch has its decode figure predicted only when the record states the
-accept length (a modelled one would test the accept table, not the step time).
+A point on a speculative launch has its decode figure predicted only where the record states the
+run's accept length (a modelled one would test the accept table, not the step time): a verify
+step over that many tokens.
 """
 
 from __future__ import annotations
@@ -116,10 +117,10 @@ def predict(record: SpeedRecord, model: PerfModel, point: SpeedPoint, metric: st
     """The point's `metric` as predicted, or why it is not."""
     speculative = bool(model.spec_family)
     if metric == "decode_ms":
-        if speculative:
+        if speculative and point.accept_length is None:
             return "a speculative launch: the record states no accept length"
         step = _tpot_s(model, point) if record.tool == "bench_serving" else _decode_s(model, point)
-        return step * 1e3
+        return step / (point.accept_length or 1.0) * 1e3
     if metric == "prefill_ms":
         if record.tool == "bench_one_batch":
             chunks = [PrefillChunk(point.input_len, 0)] * point.batch

@@ -28,6 +28,7 @@ from autotune.models.layout import projections
 from autotune.planner import attention, hicache_perf, triton_splits
 from autotune.planner.common import Plan
 from autotune.planner.drafts import draft_model, launch_draft_path
+from autotune.planner.sglang_kt import routed_expert_bytes
 from autotune.planner.sglang_mamba import mamba_slot_bytes
 from autotune.sources import CALIBRATION_SETUP
 
@@ -38,12 +39,13 @@ EFF_PREFILL_MAX = 0.942  # linear FLOPs at large chunks ...
 PREFILL_HALF_CHUNK = 32  # ... reaching half of that at this many tokens per step
 EFF_ATTENTION = 0.724  # causal attention FLOPs in prefill
 STEP_OVERHEAD_S = 0.48e-3  # per forward step (launch, sampling, scheduler)
-# Per running request per step, for each linear-attention (GDN / mamba) layer: the recurrent
-# state kernels' cost beyond their bytes. Fitted on C2's two streams as 0.68 ms a request over
-# its model's 48 GDN layers; a model without such layers pays none (public dense decode steps
-# stay flat from 1 to 16 requests: tests/data/real_speeds, benchmarks/fidelity_speed.py).
+# Per running request per step (fitted on C2's two streams): the scheduler's share per request
+# (SCHED_CPU_REQ_S below) and, for each linear-attention (GDN / mamba) layer, the recurrent state
+# kernels' cost beyond their bytes: the rest of C2's 0.68 ms over its model's 48 GDN layers. A
+# model without such layers pays the scheduler's share only (public dense decode steps stay flat
+# from 1 to 16 requests: tests/data/real_speeds, benchmarks/fidelity_speed.py).
 REQ_STEP_OVERHEAD_S = 0.68e-3
-REQ_LAYER_OVERHEAD_S = REQ_STEP_OVERHEAD_S / 48
+C2_LINEAR_LAYERS = 48
 REQUEST_OVERHEAD_S = 0.04  # per request: tokenize, schedule, detokenize (fits C2's pp512)
 NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
 # MODELLED (not fitted): the scheduler's CPU work per step (batch assembly, sampling
@@ -128,7 +130,13 @@ class PerfModel:
         self.lm_head_flops = 2 * card.vocab_size * card.hidden_size / tp
         self.attn_width = card.num_attention_heads * card.head_dim / tp
         self.n_full = len(card.full_attention_layers)
-        self.req_step_s = len(card.linear_layers) * REQ_LAYER_OVERHEAD_S
+        per_layer = (REQ_STEP_OVERHEAD_S - SCHED_CPU_REQ_S) / C2_LINEAR_LAYERS
+        self.req_step_s = SCHED_CPU_REQ_S + len(card.linear_layers) * per_layer
+        # MoE decode reads only the experts its tokens route to (MODELLED: uniform routing, so
+        # a step of t tokens leaves each expert unread with probability (1 - k / E) ** t).
+        e = card.experts
+        self.routed_read_bytes = routed_expert_bytes(card) / tp if e else 0.0
+        self.expert_miss_p = 1 - e.experts_per_token / e.num_experts if e else 0.0
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
@@ -254,7 +262,8 @@ class PerfModel:
         if not batch:
             return 0.0
         tokens = sum(s.tokens for s in batch)
-        mem = self.weight_read_bytes + len(batch) * self.state_rw_bytes
+        unread = self.routed_read_bytes * self.expert_miss_p**tokens
+        mem = self.weight_read_bytes - unread + len(batch) * self.state_rw_bytes
         flops = tokens * self.flops_per_token + len(batch) * self.lm_head_flops
         t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
         t += self._kv_read_s([s.context_len for s in batch])
