@@ -33,6 +33,11 @@ class GPUSpec(BaseModel):
     )
     measured_fp16_tflops: float | None = None
     measured_fp8_tflops: float | None = None
+    hbm: bool = Field(
+        default=False,
+        description="HBM memory (datacenter parts): without a measurement of its own, it is "
+        "taken to reach the shares of its datasheet rates that F3's H200 reached",
+    )
     sm_count: int
     smem_per_block_kib: int = Field(description="max opt-in shared memory per block, KiB")
     arch: str = Field(description="compute capability as sm_XY, or gfx for AMD")
@@ -90,11 +95,28 @@ class GPUSpec(BaseModel):
 
     @property
     def effective_bandwidth_gbs(self) -> float:
-        return self.measured_bandwidth_gbs or self.bandwidth_gbs
+        share = HBM_SHARES["bandwidth"] if self.hbm else 1.0
+        return self.measured_bandwidth_gbs or self.bandwidth_gbs * share
 
     @property
     def effective_fp16_tflops(self) -> float:
-        return self.measured_fp16_tflops or self.fp16_tflops
+        share = HBM_SHARES["fp16"] if self.hbm else 1.0
+        return self.measured_fp16_tflops or self.fp16_tflops * share
+
+    @property
+    def effective_fp8_tflops(self) -> float | None:
+        if self.fp8_tflops is None:
+            return None
+        share = HBM_SHARES["fp8"] if self.hbm else 1.0
+        return self.measured_fp8_tflops or self.fp8_tflops * share
+
+
+# What a datacenter HBM part reaches of its datasheet rates where the catalog has no measurement
+# of its own: FIELD-NOTES F3's H200 (4.2 of 4.8 TB/s in a copy; 790 of 989 bf16 and 1470 of 1979
+# fp8 TFLOP/s in GEMMs). The roofline's calibration (planner/perf.py, C2 on a 4080 SUPER) runs a
+# GeForce card at its datasheet rates, which public H100 / MI300X benchmark runs do not reach
+# (tests/data/real_speeds, benchmarks/fidelity_speed.py).
+HBM_SHARES: dict[str, float] = {"bandwidth": 4200 / 4800, "fp16": 790 / 989, "fp8": 1470 / 1979}
 
 
 # The driver's reserved share when a catalog entry does not state one. NVIDIA: measured on the
@@ -111,6 +133,7 @@ def spec(**kw: object) -> GPUSpec:
 # What every GA100 card shares (A100 40/80 GB, A800 SXM/PCIe): SMs, shared memory, compute
 # capability, the dense fp16/bf16 peak (A100 datasheet: 312 TFLOP/s, no fp8) and the host link.
 GA100: dict[str, object] = {
+    "hbm": True,
     "fp16_tflops": 312.0,
     "sm_count": 108,
     "smem_per_block_kib": 163,

@@ -197,6 +197,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
         ),
         spec(
             name="h100-80g",
+            hbm=True,
             label="H100 SXM 80GB",
             device_names=("H100",),
             cuda_name="NVIDIA H100 80GB HBM3",
@@ -214,6 +215,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
         ),
         spec(
             name="h200-141g",
+            hbm=True,
             label="H200 SXM 141GB",
             device_names=("H200",),
             cuda_name="NVIDIA H200",

@@ -45,6 +45,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     ),
     spec(
         name="h800-80g",
+        hbm=True,
         label="H800 80GB",
         device_names=("H800",),
         cuda_name="NVIDIA H800",
@@ -65,6 +66,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     # reports 'NVIDIA H100 NVL', 95830 MiB (NVIDIA/gpu-admin-tools#4, driver 535.183.01).
     spec(
         name="h100-nvl-94g",
+        hbm=True,
         label="H100 NVL 94GB",
         device_names=("H100 NVL",),
         cuda_name="NVIDIA H100 NVL",
@@ -81,6 +83,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     ),
     spec(
         name="h20-96g",
+        hbm=True,
         label="H20 96GB",
         device_names=("H20",),
         cuda_name="NVIDIA H20",
@@ -95,6 +98,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     ),
     spec(
         name="b200-180g",
+        hbm=True,
         label="B200 180GB",
         device_names=("B200", "GB200"),
         cuda_name="NVIDIA B200",
@@ -334,6 +338,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     ),
     spec(
         name="mi300x-192g",
+        hbm=True,
         label="Instinct MI300X 192GB",
         vendor="amd",
         device_names=("MI300X", "MI30X"),
@@ -349,6 +354,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
     ),
     spec(
         name="mi355x-288g",
+        hbm=True,
         label="Instinct MI355X 288GB",
         vendor="amd",
         device_names=("MI355X",),

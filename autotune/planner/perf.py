@@ -195,7 +195,7 @@ class PerfModel:
         scheme = self.card.quantization.scheme
         g = self.gpu
         if scheme in ("fp8_block", "fp8", "nvfp4") and g.fp8_tflops:
-            return g.measured_fp8_tflops or g.fp8_tflops
+            return g.effective_fp8_tflops or g.fp8_tflops
         return g.effective_fp16_tflops
 
     def _startup_s(self) -> float:
