@@ -1,0 +1,67 @@
+"""The roofline's batch scaling and hardware shares: the per-request overhead C2 was fitted on
+belongs to linear-attention layers, MoE decode reads the experts its tokens reach, and an HBM
+part without a measurement runs at F3's H200 shares."""
+
+from __future__ import annotations
+
+import pytest
+
+from autotune.hardware import get_gpu
+from autotune.hardware.gpu_spec import HBM_SHARES
+from autotune.models import BUILTIN_CARDS
+from autotune.models.config_cards import config_card
+from autotune.planner import perf
+from autotune.planner.dispatch import plan_for
+from autotune.planner.perf import DecodeSeq, PerfModel
+from autotune.planner.sglang_kt import routed_expert_bytes
+
+
+def _model(model: str, gpu: str, engine: str = "sglang", version: str = "0.5.9") -> PerfModel:
+    card = BUILTIN_CARDS.get(model) or config_card(model)
+    g = get_gpu(gpu)
+    return PerfModel(card, g, plan_for(engine, card, g, {}, version=version), config={})
+
+
+def test_dense_decode_has_no_per_request_kernel_cost() -> None:
+    m = _model("meta-llama/Llama-3.1-8B-Instruct", "h100-80g")
+    assert m.overlap  # SGLang's overlap schedule hides the scheduler's per-request share
+    assert m.req_step_s == pytest.approx(perf.SCHED_CPU_REQ_S)
+    one = m.decode_step_s([DecodeSeq(1024)])
+    sixteen = m.decode_step_s([DecodeSeq(1024)] * 16)
+    # the extra 15 requests cost their KV reads and FLOPs, not 15 x C2's 0.68 ms
+    kv = 15 * 1024 * m.kv_cell / (m.bandwidth * m.decode_kernel.decode)
+    assert sixteen - one < kv + 2e-3
+    assert sixteen - one < 15 * perf.REQ_STEP_OVERHEAD_S / 3
+
+
+def test_hybrid_keeps_c2s_per_request_cost() -> None:
+    card = BUILTIN_CARDS["qwen3.8-27b-awq-int4"]
+    assert len(card.linear_layers) == perf.C2_LINEAR_LAYERS  # the model C2 measured
+    m = _model("qwen3.8-27b-awq-int4", "rtx-4080-super-32g", version="0.5.17")
+    assert m.req_step_s == pytest.approx(perf.REQ_STEP_OVERHEAD_S)
+
+
+def test_moe_decode_reads_the_routed_experts_tokens_reach() -> None:
+    m = _model("Qwen/Qwen3-30B-A3B", "h100-80g")
+    e = m.card.experts
+    assert e is not None and m.routed_read_bytes == pytest.approx(routed_expert_bytes(m.card))
+    t1 = m.decode_step_s([DecodeSeq(256)])
+    t64 = m.decode_step_s([DecodeSeq(256)] * 64)
+    # one token reads k of E experts: far less than every expert
+    unread = m.routed_read_bytes * (1 - e.experts_per_token / e.num_experts)
+    assert m.weight_read_bytes / m.bandwidth - t1 > 0.5 * unread / m.bandwidth
+    assert t64 > 2 * t1  # at 64 tokens nearly every expert is read
+    dense = _model("meta-llama/Llama-3.1-8B-Instruct", "h100-80g")
+    assert dense.routed_read_bytes == 0.0
+
+
+def test_hbm_parts_run_at_f3_shares_unless_measured() -> None:
+    h100, h200, g4080 = get_gpu("h100-80g"), get_gpu("h200-141g"), get_gpu("rtx-4080-super-32g")
+    assert h100.hbm and h200.hbm and not g4080.hbm
+    assert h100.effective_bandwidth_gbs == pytest.approx(3350 * 4200 / 4800)
+    assert h100.effective_fp16_tflops == pytest.approx(989 * HBM_SHARES["fp16"])
+    assert h100.effective_fp8_tflops == pytest.approx(1979 * HBM_SHARES["fp8"])
+    # a measured figure wins (the H200's own are where the shares come from)
+    assert h200.effective_bandwidth_gbs == 4200 and h200.effective_fp16_tflops == 790
+    assert g4080.effective_bandwidth_gbs == g4080.bandwidth_gbs
+    assert get_gpu("mi300x-192g").hbm and get_gpu("a100-80g").hbm
