@@ -189,6 +189,11 @@ def main() -> None:
 
     llamacpp_table([])
     print()
+    print("real speeds (benchmarks/fidelity_speed.py; tests/data/real_speeds):")
+    from fidelity_speed import summary_lines  # benchmarks/ is this script's folder
+
+    print("\n".join(summary_lines()))
+    print()
     print("mamba slots and max running requests, where logged:")
     print("\n".join(_other_figures(replays)))
     print()

@@ -62,6 +62,16 @@ def _summary(figs: list[SpeedFigure], label: str) -> list[str]:
     return lines
 
 
+def summary_lines(folder: Path = RECORDS) -> list[str]:
+    """The distribution lines by phase, overall and per engine."""
+    records = load_speed_records(folder)
+    figs = [f for rec in records for f in replay_speeds(rec)]
+    lines = [f"{len(records)} records, {len(figs)} figures", *_summary(figs, "all")]
+    for engine in ("sglang", "vllm"):
+        lines += _summary([f for f in figs if f.record.engine == engine], engine)
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=Path, default=RECORDS)
