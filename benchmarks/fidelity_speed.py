@@ -62,6 +62,19 @@ def _summary(figs: list[SpeedFigure], label: str) -> list[str]:
     return lines
 
 
+def batch_spread(figs: list[SpeedFigure]) -> tuple[float, int]:
+    """How well the model follows a workload across batch sizes, whatever its level: per record
+    and workload (metric, input, output) measured at three or more batch sizes, the spread
+    (population standard deviation) of log(predicted / measured); the median over them."""
+    groups: dict[tuple[str, str, int, int], list[float]] = defaultdict(list)
+    for f in figs:
+        if f.ratio and f.metric in ("decode_ms", "e2e_s"):
+            key = (f.record.name, f.metric, f.point.input_len, f.point.output_len)
+            groups[key].append(math.log(f.ratio))
+    spreads = [statistics.pstdev(v) for v in groups.values() if len(v) >= 3]
+    return (statistics.median(spreads) if spreads else float("nan")), len(spreads)
+
+
 def summary_lines(folder: Path = RECORDS) -> list[str]:
     """The distribution lines by phase, overall and per engine."""
     records = load_speed_records(folder)
@@ -69,6 +82,11 @@ def summary_lines(folder: Path = RECORDS) -> list[str]:
     lines = [f"{len(records)} records, {len(figs)} figures", *_summary(figs, "all")]
     for engine in ("sglang", "vllm"):
         lines += _summary([f for f in figs if f.record.engine == engine], engine)
+    spread, n = batch_spread(figs)
+    lines.append(
+        f"batch scaling: median spread of log(predicted / measured) across batch sizes {spread:.3f}"
+        f" ({n} workloads measured at 3+ batch sizes; 0: the model follows the batch exactly)"
+    )
     return lines
 
 
@@ -86,10 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     for f in figs:
         print(_row(f))
     print()
-    print(f"{len(records)} records, {len(figs)} figures")
-    print("\n".join(_summary(figs, "all")))
-    for engine in ("sglang", "vllm"):
-        print("\n".join(_summary([f for f in figs if f.record.engine == engine], engine)))
+    print("\n".join(summary_lines(args.records)))
     by_gpu: dict[str, list[SpeedFigure]] = defaultdict(list)
     for f in figs:
         by_gpu[f.record.gpu].append(f)

@@ -126,3 +126,43 @@ def test_speculative_decode_is_not_guessed() -> None:
 def test_unknown_gpu_is_reported() -> None:
     (f, *_) = replay_speeds(_record(gpu="Some Accelerator 9000"))
     assert f.predicted is None and "catalog" in (f.skipped or "")
+
+
+def test_benchmark_prints_the_distribution(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/fidelity_speed.py over the committed records: every figure's row and the
+    summary lines by phase, with the batch-scaling spread."""
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        import fidelity_speed
+    finally:
+        sys.path.remove(str(bench))
+    fidelity_speed.main([])
+    out = capsys.readouterr().out
+    n = sum(len(replay_speeds(r)) for r in RECORDS)
+    assert f"{len(RECORDS)} records, {n} figures" in out
+    assert "all decode:" in out and "batch scaling:" in out
+    assert out.count("\n| s") == n  # one row per figure
+
+
+def test_batch_spread_is_zero_for_a_constant_offset() -> None:
+    """The scaling metric ignores the level: a model off by the same factor at every batch
+    scores 0, one whose error grows with the batch does not."""
+    import sys
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        from fidelity_speed import batch_spread
+    finally:
+        sys.path.remove(str(bench))
+    from autotune.calibration.speed_replay import SpeedFigure
+
+    rec = _record()
+    pts = [rec.points[0].model_copy(update={"batch": b}) for b in (1, 4, 16)]
+    flat = [SpeedFigure(rec, p, "decode_ms", 10.0, predicted=5.0) for p in pts]
+    assert batch_spread(flat) == (0.0, 1)
+    grows = [SpeedFigure(rec, p, "decode_ms", 10.0, predicted=5.0 * p.batch) for p in pts]
+    assert batch_spread(grows)[0] > 0.5
