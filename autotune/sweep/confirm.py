@@ -62,6 +62,36 @@ def _end_game(state: SweepState) -> bool:
     return left <= max(1, round(END_GAME * total))
 
 
+def _last_launch(state: SweepState) -> bool:
+    total = state.budget.max_trials
+    return total is not None and total - state.launched - len(state.running_keys) <= 1
+
+
+def _final_check(state: SweepState, ests: list[Estimate], sigma: float) -> Running | None:
+    """Under the spec's bounds, the budget's last launch re-runs what the sweep would return
+    when that stands on fewer than confirm_runs runs, rather than trying a configuration that
+    nothing could confirm: one lucky launch can put a new one inside a TTFT limit its true
+    figures break, and the last launch is where that cannot be caught."""
+    best = winner(ests, sigma, state.setup.maximize)
+    if best is None or not best.margins or best.row_id is None:
+        return None
+    if best.n >= state.setup.spec.search.confirm_runs:
+        return None
+    if config_key(best.config) in state.running_keys:
+        return None
+    return _repeat(state, best)
+
+
+def _repeat(state: SweepState, est: Estimate) -> Running:
+    assert est.row_id is not None
+    key = config_key(est.config)
+    repeat = state.repeats_started.get(key, 0) + 1
+    state.repeats_started[key] = repeat
+    spec = state.trial_spec(est.number, est.config, repeat=repeat)
+    state.confirm_launched += 1  # counted now, so that parallel slots respect the share
+    return Running(None, est.row_id, spec, None, key, SOURCE, time.monotonic())
+
+
 def next_repeat(state: SweepState) -> Running | None:
     """A re-run of the leader (the best centre) while its lead over the incumbent (the best
     lower bound among the others) could be luck, or None."""
@@ -72,6 +102,10 @@ def next_repeat(state: SweepState) -> Running | None:
     if len(ests) < 2:
         return None
     sigma = pooled_sigma(ests)
+    if _last_launch(state):
+        final = _final_check(state, ests, sigma)
+        if final is not None:
+            return final
     leader = max(ests, key=lambda e: (e.score(maximize) if e.feasible else -math.inf, -e.number))
     rest = [e for e in ests if e is not leader]
     rival = winner(rest, sigma, maximize) or max(rest, key=lambda e: e.score(maximize))
@@ -84,12 +118,7 @@ def next_repeat(state: SweepState) -> Running | None:
         return None
     if leader.row_id is None:
         return None
-    key = config_key(leader.config)
-    repeat = state.repeats_started.get(key, 0) + 1
-    state.repeats_started[key] = repeat
-    spec = state.trial_spec(leader.number, leader.config, repeat=repeat)
-    state.confirm_launched += 1  # counted now, so that parallel slots respect the share
-    return Running(None, leader.row_id, spec, None, key, SOURCE, time.monotonic())
+    return _repeat(state, leader)
 
 
 def doubtful(leader: Estimate, rival: Estimate, sigma: float, maximize: bool) -> bool:

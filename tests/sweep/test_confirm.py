@@ -205,3 +205,43 @@ def test_a_bounded_sweeps_report_states_the_winners_chance_of_meeting_the_bounds
     text = Path(write_report(store, "t", tmp_path / "report", plots=False).report_md).read_text()
     assert "within the spec's bounds with a probability of 100 %" in text
     assert "the one further inside the bounds wins" in text
+
+
+def _final_state(ests: list[Estimate], *, launched: int, total: int = 40) -> Any:
+    from types import SimpleNamespace
+
+    search = SimpleNamespace(confirm_runs=3, confirm_share=0.3)
+    state = SimpleNamespace(
+        setup=SimpleNamespace(maximize=True, spec=SimpleNamespace(search=search), refs=[1]),
+        budget=SimpleNamespace(max_trials=total),
+        launched=launched,
+        running_keys=set(),
+        repeats_started={},
+        confirm_launched=0,
+        estimates={str(e.number): e for e in ests},
+    )
+    state.trial_spec = lambda number, config, repeat: ("spec", number, repeat)
+    return state
+
+
+def test_under_bounds_the_last_launch_confirms_what_would_be_returned() -> None:
+    """The landscape suite's mixed-TTFT seed 7 in miniature: the sweep's best has one run
+    11 % inside a TTFT limit; the last launch re-runs it instead of trying a configuration
+    that nothing could confirm. Earlier launches, or a sweep without bounds, are left alone."""
+    from autotune.sweep import confirm
+
+    lucky = Estimate(41, {"a": 41}, [1002.0], row_id=7, margins=[-0.11])
+    steady = Estimate(5, {"a": 5}, [940.0] * 3, row_id=3, margins=[-0.1] * 3)
+    sigma = pooled_sigma([lucky, steady])
+    state = _final_state([lucky, steady], launched=39)
+    item = confirm._final_check(state, [lucky, steady], sigma)
+    assert item is not None and item.source == confirm.SOURCE and item.row_id == 7
+    assert state.repeats_started and state.confirm_launched == 1
+    assert confirm._last_launch(state) and not confirm._last_launch(
+        _final_state([lucky, steady], launched=30)
+    )
+    # no bounds: nothing a lucky margin could hide
+    free = Estimate(41, {"a": 41}, [1002.0], row_id=7)
+    assert confirm._final_check(_final_state([free], launched=39), [free], sigma) is None
+    # what would be returned already stands on confirm_runs runs
+    assert confirm._final_check(_final_state([steady], launched=39), [steady], sigma) is None
