@@ -21,6 +21,8 @@ from autotune.calibration.speed_records import load_speed_records
 from autotune.calibration.speed_replay import SpeedFigure, log_error, replay_speeds
 
 RECORDS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real_speeds"
+# Records a roofline constant was fitted on (name -> constant): shown, not counted as evidence.
+FITTED: dict[str, str] = {"s20a-qwen3-coder-next-b200-tp2": "perf.MOE_LAYER_S"}
 # metric -> the band issue 20 holds it to (e2e is mostly decode steps: decode's band)
 BANDS = {"decode_ms": 0.20, "prefill_ms": 0.25, "e2e_s": 0.20}
 PHASE = {"decode_ms": "decode", "prefill_ms": "prefill", "e2e_s": "end-to-end"}
@@ -39,7 +41,8 @@ def _row(f: SpeedFigure) -> str:
         f"| {rec.name} | {rec.engine} {rec.version}{'*' if rec.version_from == 'date' else ''} "
         f"| {rec.gpu[:22]} | {rec.tp} | {rec.model.split('/')[-1][:30]} | {rec.quantization} "
         f"| {rec.tool} | {p.batch} | {p.input_len}/{p.output_len} | {PHASE[f.metric]} ({unit}) "
-        f"| {f.measured:,.2f} | {pred} | {ratio} | {f.skipped or ''} |"
+        f"| {f.measured:,.2f} | {pred} | {ratio} | "
+        f"{f.skipped or ('fit: ' + FITTED[rec.name] if rec.name in FITTED else '')} |"
     )
 
 
@@ -78,8 +81,14 @@ def batch_spread(figs: list[SpeedFigure]) -> tuple[float, int]:
 def summary_lines(folder: Path = RECORDS) -> list[str]:
     """The distribution lines by phase, overall and per engine."""
     records = load_speed_records(folder)
-    figs = [f for rec in records for f in replay_speeds(rec)]
-    lines = [f"{len(records)} records, {len(figs)} figures", *_summary(figs, "all")]
+    fitted = [r for r in records if r.name in FITTED]
+    figs = [f for rec in records if rec.name not in FITTED for f in replay_speeds(rec)]
+    lines = [
+        f"{len(records)} records ({len(fitted)} fitted, left out: "
+        f"{', '.join(f'{r.name} ({FITTED[r.name]})' for r in fitted) or 'none'}), "
+        f"{len(figs)} figures",
+        *_summary(figs, "all"),
+    ]
     for engine in ("sglang", "vllm"):
         lines += _summary([f for f in figs if f.record.engine == engine], engine)
     spread, n = batch_spread(figs)

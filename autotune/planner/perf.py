@@ -60,6 +60,13 @@ SCHED_CPU_REQ_S = 0.05e-3
 # the CUDA-calibrated roofline, from C5's depth-0 decode and 4K prefill. A family without a fit
 # runs at 1.0. The same script fits the RDNA Triton kernels' long-context prices (attention.py).
 VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.759)}
+# FITTED on tests/data/real_speeds/sglang/s20a-qwen3-coder-next-b200-tp2 (SGLang, two B200 at
+# TP 2, its three concurrency-1 TPOTs: 85 us a MoE layer over the roofline): what a forward pays
+# per MoE layer beyond its bytes and FLOPs, whatever the batch: the router, top-k, block
+# alignment, two grouped GEMMs, activation and reduce kernels that small batches leave latency-
+# bound. Held-out MoE speeds in benchmarks/fidelity_speed.py are the evidence; a dense or hybrid
+# model (C1-C5) pays none.
+MOE_LAYER_S = 85e-6
 # MODELLED: a decode batch outside the captured CUDA-graph sizes runs eagerly: about eight
 # kernel launches per layer at ~5 us each that the graph replay would have saved.
 EAGER_LAYER_S = 40e-6
@@ -137,6 +144,7 @@ class PerfModel:
         e = card.experts
         self.routed_read_bytes = routed_expert_bytes(card) / tp if e else 0.0
         self.expert_miss_p = 1 - e.experts_per_token / e.num_experts if e else 0.0
+        self.moe_fixed_s = e.moe_layers * MOE_LAYER_S if e else 0.0
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
@@ -268,6 +276,7 @@ class PerfModel:
         t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
         t += self._kv_read_s([s.context_len for s in batch])
         t += STEP_OVERHEAD_S + len(batch) * self.req_step_s + self._allreduce_s(tokens)
+        t += self.moe_fixed_s
         t += self._graph_s(len(batch)) - SCHED_CPU_S - len(batch) * SCHED_CPU_REQ_S
         t += self._sched_cpu_s(len(batch))
         if tokens > len(batch):
@@ -288,6 +297,7 @@ class PerfModel:
         compute = lin + attn + kv_read
         # a short chunk is bound by reading the weights once
         t = max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S
+        t += self.moe_fixed_s
         return (t + self._allreduce_s(n)) / (self.prefill_eff * self.vendor_prefill)
 
     def mixed_step_s(self, chunks: Sequence[PrefillChunk], batch: Sequence[DecodeSeq]) -> float:

@@ -142,9 +142,13 @@ def test_benchmark_prints_the_distribution(capsys: pytest.CaptureFixture[str]) -
     fidelity_speed.main([])
     out = capsys.readouterr().out
     n = sum(len(replay_speeds(r)) for r in RECORDS)
-    assert f"{len(RECORDS)} records, {n} figures" in out
+    fitted = [r for r in RECORDS if r.name in fidelity_speed.FITTED]
+    evidence = n - sum(len(replay_speeds(r)) for r in fitted)
+    assert f"{len(RECORDS)} records ({len(fitted)} fitted, left out" in out
+    assert f"{evidence} figures" in out  # a fitted record is not evidence
     assert "all decode:" in out and "batch scaling:" in out
-    assert out.count("\n| s") == n  # one row per figure
+    assert out.count("\n| s") == n  # one row per figure, fitted ones marked
+    assert out.count("fit: perf.") == sum(len(replay_speeds(r)) for r in fitted)
 
 
 def test_batch_spread_is_zero_for_a_constant_offset() -> None:

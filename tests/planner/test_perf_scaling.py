@@ -65,3 +65,16 @@ def test_hbm_parts_run_at_f3_shares_unless_measured() -> None:
     assert h200.effective_bandwidth_gbs == 4200 and h200.effective_fp16_tflops == 790
     assert g4080.effective_bandwidth_gbs == g4080.bandwidth_gbs
     assert get_gpu("mi300x-192g").hbm and get_gpu("a100-80g").hbm
+
+
+def test_moe_layers_pay_a_fixed_cost_per_forward() -> None:
+    """MOE_LAYER_S (fitted on one public MoE run) is paid per MoE layer by every forward,
+    whatever its batch; a dense or hybrid model pays none, so C1-C5 do not move."""
+    m = _model("Qwen/Qwen3-30B-A3B", "h100-80g")
+    e = m.card.experts
+    assert e is not None and m.moe_fixed_s == pytest.approx(e.moe_layers * perf.MOE_LAYER_S)
+    base = m.decode_step_s([DecodeSeq(256)])
+    m.moe_fixed_s = 0.0
+    assert base - m.decode_step_s([DecodeSeq(256)]) == pytest.approx(e.moe_layers * 85e-6)
+    for name in ("meta-llama/Llama-3.1-8B-Instruct", "qwen3.8-27b-awq-int4"):
+        assert _model(name, "h100-80g").moe_fixed_s == 0.0
