@@ -22,7 +22,12 @@ from autotune.calibration.speed_replay import SpeedFigure, log_error, replay_spe
 
 RECORDS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real_speeds"
 # Records a roofline constant was fitted on (name -> constant): shown, not counted as evidence.
-FITTED: dict[str, str] = {"s20a-qwen3-coder-next-b200-tp2": "perf.MOE_LAYER_S"}
+FITTED: dict[str, str] = {
+    "s20a-qwen3-coder-next-b200-tp2": "perf.MOE_LAYER_S",
+    "s20c-pr31216-gemma-4-31b-mi300x-tp1": "perf.VENDOR_EFF['cdna']",
+    "s20e-qwen2.5-7b-a100-80g-tp1": "perf.ENGINE_STEP_S['vllm-v0']",
+    "s20b-llama-3.1-8b-h100-tp1": "perf.ENGINE_STEP_S['vllm-v1']",
+}
 # metric -> the band issue 20 holds it to (e2e is mostly decode steps: decode's band)
 BANDS = {"decode_ms": 0.20, "prefill_ms": 0.25, "e2e_s": 0.20}
 PHASE = {"decode_ms": "decode", "prefill_ms": "prefill", "e2e_s": "end-to-end"}
@@ -116,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(summary_lines(args.records)))
     by_gpu: dict[str, list[SpeedFigure]] = defaultdict(list)
     for f in figs:
-        by_gpu[f.record.gpu].append(f)
+        if f.record.name not in FITTED:
+            by_gpu[f.record.gpu].append(f)
     for gpu, fs in sorted(by_gpu.items()):
         print("\n".join(_summary(fs, f"  {gpu}:")))
     skipped = Counter(f.skipped.split(":")[0] for f in figs if f.skipped)

@@ -59,7 +59,10 @@ SCHED_CPU_REQ_S = 0.05e-3
 # Triton backend): how fast a whole decode and prefill step runs on the vendor's stack against
 # the CUDA-calibrated roofline, from C5's depth-0 decode and 4K prefill. A family without a fit
 # runs at 1.0. The same script fits the RDNA Triton kernels' long-context prices (attention.py).
-VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.759)}
+# CDNA (MI300X): FITTED on tests/data/real_speeds/sglang/s20c-pr31216-gemma-4-31b-mi300x-tp1
+# (ROCm SGLang 0.5.13.post1, TP 1): its concurrency-1 TPOT (decode) and TTFT (prefill); the other
+# MI300X records (vLLM and SGLang) are the evidence (benchmarks/fidelity_speed.py).
+VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.759), "cdna": (0.642, 0.687)}
 # FITTED on tests/data/real_speeds/sglang/s20a-qwen3-coder-next-b200-tp2 (SGLang, two B200 at
 # TP 2, its three concurrency-1 TPOTs: 85 us a MoE layer over the roofline): what a forward pays
 # per MoE layer beyond its bytes and FLOPs, whatever the batch: the router, top-k, block
@@ -67,6 +70,12 @@ VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.759)}
 # bound. Held-out MoE speeds in benchmarks/fidelity_speed.py are the evidence; a dense or hybrid
 # model (C1-C5) pays none.
 MOE_LAYER_S = 85e-6
+# Per forward, by vLLM engine (vllm_history.engine_of, from the releases): the engine's own step
+# cost beyond C2's STEP_OVERHEAD_S (SGLang's). FITTED each on one public record's single-stream
+# decode step over the roofline: V0 on tests/data/real_speeds/vllm/s20e-qwen2.5-7b-a100-80g-tp1
+# (vLLM 0.6.3, input 1), V1 on s20b-llama-3.1-8b-h100-tp1 (vLLM 0.10.1, batch 1). The other
+# vLLM records are the evidence (benchmarks/fidelity_speed.py).
+ENGINE_STEP_S: dict[str, float] = {"vllm-v0": 2.92e-3, "vllm-v1": 1.50e-3}
 # MODELLED: a decode batch outside the captured CUDA-graph sizes runs eagerly: about eight
 # kernel launches per layer at ~5 us each that the graph replay would have saved.
 EAGER_LAYER_S = 40e-6
@@ -145,6 +154,7 @@ class PerfModel:
         self.routed_read_bytes = routed_expert_bytes(card) / tp if e else 0.0
         self.expert_miss_p = 1 - e.experts_per_token / e.num_experts if e else 0.0
         self.moe_fixed_s = e.moe_layers * MOE_LAYER_S if e else 0.0
+        self.engine_step_s = ENGINE_STEP_S.get(_engine_generation(card, gpu, cfg, plan), 0.0)
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
@@ -281,7 +291,8 @@ class PerfModel:
         t += self._sched_cpu_s(len(batch))
         if tokens > len(batch):
             t += self._draft_s(len(batch))
-        return t / (self.decode_eff * self.vendor_decode)
+        # the engine's own step cost is the host's, not the GPU stack's: not scaled by it
+        return t / (self.decode_eff * self.vendor_decode) + self.engine_step_s
 
     def prefill_step_s(self, chunks: Sequence[PrefillChunk]) -> float:
         if not chunks:
@@ -298,7 +309,8 @@ class PerfModel:
         # a short chunk is bound by reading the weights once
         t = max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S
         t += self.moe_fixed_s
-        return (t + self._allreduce_s(n)) / (self.prefill_eff * self.vendor_prefill)
+        t = (t + self._allreduce_s(n)) / (self.prefill_eff * self.vendor_prefill)
+        return t + self.engine_step_s
 
     def mixed_step_s(self, chunks: Sequence[PrefillChunk], batch: Sequence[DecodeSeq]) -> float:
         """One forward carrying a prefill chunk and the running decodes (mixed chunk)."""
@@ -351,6 +363,15 @@ class PerfModel:
 
     def prefill_tok_s(self, prompt_len: int) -> float:
         return prompt_len / self.prefill_s(prompt_len)
+
+
+def _engine_generation(card: ModelCard, gpu: GPUSpec, cfg: dict[str, Any], plan: Plan) -> str:
+    """The engine whose step costs apply: SGLang, or vLLM's V0 or V1 engine for the release."""
+    if plan.engine != "vllm":
+        return plan.engine
+    from autotune.planner.vllm_history import engine_of
+
+    return f"vllm-{engine_of(card, gpu, cfg, plan.engine_version, [])}"
 
 
 def _graph_sizes(cfg: dict[str, Any], plan: Plan) -> tuple[int, ...]:

@@ -78,3 +78,23 @@ def test_moe_layers_pay_a_fixed_cost_per_forward() -> None:
     assert base - m.decode_step_s([DecodeSeq(256)]) == pytest.approx(e.moe_layers * 85e-6)
     for name in ("meta-llama/Llama-3.1-8B-Instruct", "qwen3.8-27b-awq-int4"):
         assert _model(name, "h100-80g").moe_fixed_s == 0.0
+
+
+def test_vllm_engine_step_cost_by_release_and_not_scaled_by_the_gpu_stack() -> None:
+    """ENGINE_STEP_S (fitted on one public run each) by the engine vLLM's release runs: V0
+    before 0.8.0, V1 after (vllm_history.engine_of); SGLang's step is C2's. It is the host's
+    cost, so a GPU family's fitted efficiency (CDNA) does not scale it."""
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    v0 = _model(llama, "a100-80g", engine="vllm", version="0.6.3")
+    v1 = _model(llama, "a100-80g", engine="vllm", version="0.10.1")
+    sg = _model(llama, "a100-80g")
+    assert v0.engine_step_s == perf.ENGINE_STEP_S["vllm-v0"]
+    assert v1.engine_step_s == perf.ENGINE_STEP_S["vllm-v1"]
+    assert sg.engine_step_s == 0.0
+    amd = _model(llama, "mi300x-192g", engine="vllm", version="0.10.1")
+    assert amd.vendor_decode == perf.VENDOR_EFF["cdna"][0]
+    own = amd.engine_step_s
+    assert own in (perf.ENGINE_STEP_S["vllm-v0"], perf.ENGINE_STEP_S["vllm-v1"])
+    step = amd.decode_step_s([DecodeSeq(512)])
+    amd.engine_step_s = 0.0
+    assert step - amd.decode_step_s([DecodeSeq(512)]) == pytest.approx(own)
