@@ -9,8 +9,11 @@ decode step into a verify step of 1 + D tokens per request whose expected yield 
 length of the text kind.
 
 The efficiency constants are calibrated on FIELD-NOTES C2 and C4 (RTX 4080 SUPER 32G, AWQ-INT4,
-SGLang 0.5.17); other GPUs and models scale through their bandwidth, peak FLOP/s and shapes.
-`benchmarks/calibration.py` prints predicted vs measured.
+SGLang 0.5.17) and C5 (RDNA); other GPUs and models scale through their bandwidth, peak FLOP/s
+(HBM parts at F3's H200 shares) and shapes. Fixed costs per forward that one machine cannot
+show (a MoE layer's kernels, vLLM's own step, CDNA's stack) are each fitted on one public
+benchmark run. `benchmarks/calibration.py` and `benchmarks/fidelity_speed.py` print predicted vs
+measured, the fitted rows marked.
 """
 
 from __future__ import annotations
@@ -407,7 +410,8 @@ def perf_summary(model: PerfModel) -> dict[str, Any]:
         ),
         "accept_length": {k: round(model.accept_length(k), 3) for k in TEXT_KINDS},
         "simulated": True,
-        "model": f"roofline, calibrated on speeds {CALIBRATION_SETUP}",
+        "model": f"roofline, calibrated on speeds {CALIBRATION_SETUP} and on public "
+        "SGLang and vLLM benchmark runs",
     }
 
 
