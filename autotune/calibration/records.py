@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -15,10 +15,11 @@ from autotune.yamlio import load_yaml
 Engine = Literal["sglang", "vllm"]
 Family = Literal["dense", "moe", "hybrid", "mla-moe"]
 ArgValue = str | int | float | bool | None
+R = TypeVar("R", bound="PublicRecord")
 
 
-class LaunchRecord(BaseModel):
-    """One public launch: where it was posted, what ran where, and its verbatim startup lines."""
+class PublicRecord(BaseModel):
+    """What every public record states of its provenance and launch (launch and speed records)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -32,24 +33,44 @@ class LaunchRecord(BaseModel):
     version_from: Literal["stated", "log", "date", "build"]
     gpu: str | None = Field(description="as stated; null when the source names no GPU")
     gpu_vendor: Literal["nvidia", "amd"]
-    gpu_count: int = Field(ge=1)
-    tp: int = Field(ge=1)
-    dp: int = Field(default=1, ge=1)
     model: str
     card: str | None = Field(
         default=None,
         description="the card (built-in or committed config card) describing the checkpoint, "
         "when `model` is a local folder or a pack whose card has another name; notes say why",
     )
-    family: Family
     quantization: str
+    command: str | None = None
+    args: dict[str, ArgValue] = Field(default_factory=dict)
+    notes: str = ""
+    path: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("posted", mode="before")
+    @classmethod
+    def _date(cls, value: object) -> object:
+        return dt.date.fromisoformat(value) if isinstance(value, str) else value
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version(cls, value: object) -> object:
+        return str(value) if isinstance(value, float | int) else value
+
+    @property
+    def name(self) -> str:
+        return self.path.stem if self.path else self.model
+
+
+class LaunchRecord(PublicRecord):
+    """One public launch: where it was posted, what ran where, and its verbatim startup lines."""
+
+    gpu_count: int = Field(ge=1)
+    tp: int = Field(ge=1)
+    dp: int = Field(default=1, ge=1)
+    family: Family
     kv_cache_dtype: str | None = Field(
         default="auto", description="as launched; None: the source does not show it"
     )
-    command: str | None = None
-    args: dict[str, ArgValue] = Field(default_factory=dict)
     log: str
-    notes: str = ""
     unmodelled: list[str] = Field(
         default_factory=list,
         description="what this launch ran beside the engine's own accounting that the planner "
@@ -69,39 +90,27 @@ class LaunchRecord(BaseModel):
         "(a flag set through an unseen variable, a value cut from the excerpt): the planner "
         "still predicts from the engine's defaults, and the record counts as unstated",
     )
-    path: Path | None = Field(default=None, exclude=True)
-
-    @field_validator("posted", mode="before")
-    @classmethod
-    def _date(cls, value: object) -> object:
-        return dt.date.fromisoformat(value) if isinstance(value, str) else value
-
-    @field_validator("version", mode="before")
-    @classmethod
-    def _version(cls, value: object) -> object:
-        return str(value) if isinstance(value, float | int) else value
-
-    @property
-    def name(self) -> str:
-        return self.path.stem if self.path else self.model
 
     @property
     def lines(self) -> list[str]:
         return [line for line in self.log.splitlines() if line.strip()]
 
 
-def load_record(path: Path) -> LaunchRecord:
+def load_record_file(path: Path, kind: type[R], what: str) -> R:
+    """One YAML record of `kind`; bad input names the file and the field."""
     data = load_yaml(path.read_text(encoding="utf-8"), source=str(path))
     if not isinstance(data, dict):
-        raise ConfigError(
-            "a launch record is a mapping (see the folder's README.md)", source=str(path)
-        )
+        raise ConfigError(f"{what} is a mapping (see the folder's README.md)", source=str(path))
     try:
-        return LaunchRecord.model_validate({**data, "path": path})
+        return kind.model_validate({**data, "path": path})
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
         raise ConfigError(first["msg"], source=str(path), field=field) from exc
+
+
+def load_record(path: Path) -> LaunchRecord:
+    return load_record_file(path, LaunchRecord, "a launch record")
 
 
 def load_records(folder: Path) -> list[LaunchRecord]:

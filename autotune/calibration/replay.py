@@ -21,9 +21,9 @@ import ast
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from autotune.calibration.records import ArgValue, LaunchRecord
+from autotune.calibration.records import ArgValue, LaunchRecord, PublicRecord
 from autotune.errors import AutotuneError
 
 if TYPE_CHECKING:
@@ -61,20 +61,7 @@ def observed_kv_tokens(report: LaunchReport, record: LaunchRecord) -> int | None
     return int(blocks) * int(size if isinstance(size, int) else VLLM_BLOCK_SIZE)
 
 
-class StatedTarget(Protocol):
-    """What a record states about where it ran and what (launch and speed records alike)."""
-
-    @property
-    def gpu(self) -> str | None: ...
-    @property
-    def gpu_vendor(self) -> str: ...
-    @property
-    def model(self) -> str: ...
-    @property
-    def card(self) -> str | None: ...
-
-
-def gpus_named(record: StatedTarget) -> list[GPUSpec]:
+def gpus_named(record: PublicRecord) -> list[GPUSpec]:
     """Catalog GPUs whose names the record's GPU mentions (A100: the 40 and 80 GB entries)."""
     from autotune.hardware.gpus import GPU_CATALOG
 
@@ -89,7 +76,7 @@ def gpus_named(record: StatedTarget) -> list[GPUSpec]:
     ]
 
 
-def gpu_of(record: StatedTarget) -> GPUSpec | None:
+def gpu_of(record: PublicRecord) -> GPUSpec | None:
     """The catalog GPU the record names. A longer name it mentions wins over one inside it ('H100
     NVL' over 'H100'); a memory it states picks among the named GPU's variants, the catalog
     entries whose names extend it when within 10% of their memory ('H100 98GB' is no 80 GB H100
@@ -150,7 +137,7 @@ def _arg(value: ArgValue) -> ArgValue:
     return value
 
 
-def card_of(record: StatedTarget) -> ModelCard | None:
+def card_of(record: PublicRecord) -> ModelCard | None:
     """The record's card: the one it names, else the committed config card of its model id."""
     from autotune.models.builtin import BUILTIN_CARDS
     from autotune.models.config_cards import config_card

@@ -89,6 +89,10 @@ def test_replay_says_why_it_cannot_predict() -> None:
 def test_gpu_names_and_free_memory_from_the_record() -> None:
     assert gpu_of(_record(gpu="H100 80GB HBM3")).name == "h100-80g"  # type: ignore[union-attr]
     assert gpu_of(_record(gpu="RTX 4090 48GB")).name == "rtx-4090-48g"  # type: ignore[union-attr]
+    # a size written without the B picks the variant too ('A100-80G'); 'GB10' is no size
+    assert gpu_of(_record(gpu="A100-80G")).name == "a100-80g"  # type: ignore[union-attr]
+    assert gpu_of(_record(gpu="A100")) is None  # 40 or 80 GB: not stated
+    assert gpu_of(_record(gpu="NVIDIA GB10")).name == "gb10-128g"  # type: ignore[union-attr]
     log = "[2025-01-01 00:00:00 TP0] Load weight begin. avail mem=78.50 GB\n"
     assert parse(_record(engine="sglang", log=log)).free_before_weights_gib == 78.5
     assert parse(_record(log=log)).free_before_weights_gib is None  # vLLM logs no such line
