@@ -6,7 +6,8 @@ autotune/planner/perf.py; per figure and as a distribution by phase, GPU and eng
 
 The ratio is predicted / measured (above 1: the model is slower than the engine was). The bands
 are issue 20's goals for cases the model was not fitted on: decode within 20 %, prefill within
-25 %. No record here was used to fit a constant (perf.py's are fitted on FIELD-NOTES C2, C4, C5).
+25 %. The few figures a perf.py constant was fitted on (FITTED) are marked and left out of the
+distribution; the rest of perf.py is fitted on FIELD-NOTES C2, C4, C5.
 """
 
 from __future__ import annotations
@@ -21,16 +22,29 @@ from autotune.calibration.speed_records import load_speed_records
 from autotune.calibration.speed_replay import SpeedFigure, log_error, replay_speeds
 
 RECORDS = Path(__file__).resolve().parents[1] / "tests" / "data" / "real_speeds"
-# Records a roofline constant was fitted on (name -> constant): shown, not counted as evidence.
-FITTED: dict[str, str] = {
-    "s20a-qwen3-coder-next-b200-tp2": "perf.MOE_LAYER_S",
-    "s20c-pr31216-gemma-4-31b-mi300x-tp1": "perf.VENDOR_EFF['cdna']",
-    "s20e-qwen2.5-7b-a100-80g-tp1": "perf.ENGINE_STEP_S['vllm-v0']",
-    "s20b-llama-3.1-8b-h100-tp1": "perf.ENGINE_STEP_S['vllm-v1']",
+# The figures a roofline constant was fitted on: record -> (constant, metric, prompt length),
+# None for every metric or length of the record. Shown, not counted as evidence.
+FITTED: dict[str, tuple[str, str | None, int | None]] = {
+    "s20a-qwen3-coder-next-b200-tp2": ("perf.MOE_LAYER_S", "decode_ms", None),
+    "s20c-pr31216-gemma-4-31b-mi300x-tp1": ("perf.VENDOR_EFF['cdna'] decode", "decode_ms", None),
+    "s20e-qwen2.5-7b-a100-80g-tp1": ("perf.ENGINE_STEP_S['vllm-v0']", None, None),
+    "s20b-llama-3.1-8b-h100-tp1": ("perf.ENGINE_STEP_S['vllm-v1']", None, None),
+    "s20a-kimi-k2.5-h200-tp8": ("perf.PREFILL_LAYER_S", "prefill_ms", 610),
 }
 # metric -> the band issue 20 holds it to (e2e is mostly decode steps: decode's band)
 BANDS = {"decode_ms": 0.20, "prefill_ms": 0.25, "e2e_s": 0.20}
 PHASE = {"decode_ms": "decode", "prefill_ms": "prefill", "e2e_s": "end-to-end"}
+
+
+def fitted(f: SpeedFigure) -> str | None:
+    """The constant fitted on this figure, None for evidence."""
+    entry = FITTED.get(f.record.name)
+    if entry is None:
+        return None
+    constant, metric, length = entry
+    if metric not in (None, f.metric) or length not in (None, f.point.input_len):
+        return None
+    return constant
 
 
 def _within(figs: list[SpeedFigure], band: float) -> int:
@@ -47,7 +61,7 @@ def _row(f: SpeedFigure) -> str:
         f"| {rec.gpu[:22]} | {rec.tp} | {rec.model.split('/')[-1][:30]} | {rec.quantization} "
         f"| {rec.tool} | {p.batch} | {p.input_len}/{p.output_len} | {PHASE[f.metric]} ({unit}) "
         f"| {f.measured:,.2f} | {pred} | {ratio} | "
-        f"{f.skipped or ('fit: ' + FITTED[rec.name] if rec.name in FITTED else '')} |"
+        f"{f.skipped or ('fit: ' + fit if (fit := fitted(f)) else '')} |"
     )
 
 
@@ -86,12 +100,12 @@ def batch_spread(figs: list[SpeedFigure]) -> tuple[float, int]:
 def summary_lines(folder: Path = RECORDS) -> list[str]:
     """The distribution lines by phase, overall and per engine."""
     records = load_speed_records(folder)
-    fitted = [r for r in records if r.name in FITTED]
-    figs = [f for rec in records if rec.name not in FITTED for f in replay_speeds(rec)]
+    every = [f for rec in records for f in replay_speeds(rec)]
+    figs = [f for f in every if not fitted(f)]
+    fits = Counter(f"{f.record.name} ({fitted(f)})" for f in every if fitted(f))
     lines = [
-        f"{len(records)} records ({len(fitted)} fitted, left out: "
-        f"{', '.join(f'{r.name} ({FITTED[r.name]})' for r in fitted) or 'none'}), "
-        f"{len(figs)} figures",
+        f"{len(records)} records; {len(every) - len(figs)} figures fitted, left out: "
+        f"{', '.join(f'{k} x{n}' for k, n in fits.items()) or 'none'}; {len(figs)} figures",
         *_summary(figs, "all"),
     ]
     for engine in ("sglang", "vllm"):
@@ -121,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     print("\n".join(summary_lines(args.records)))
     by_gpu: dict[str, list[SpeedFigure]] = defaultdict(list)
     for f in figs:
-        if f.record.name not in FITTED:
+        if not fitted(f):
             by_gpu[f.record.gpu].append(f)
     for gpu, fs in sorted(by_gpu.items()):
         print("\n".join(_summary(fs, f"  {gpu}:")))

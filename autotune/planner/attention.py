@@ -60,7 +60,7 @@ KERNELS: dict[str, dict[str, Kernel]] = {
     # depth: linear in depth. The public 0.5.18 verify path off gfx95 (the serial-prefix
     # extend kernel) would cost more than C5 measured (tests/planner/test_triton_splits.py),
     # so the ROCm fork C5 ran verifies another way.
-    "rdna": {"triton": Kernel(decode=0.715, prefill=0.241, split_kv=True)},
+    "rdna": {"triton": Kernel(decode=0.715, prefill=0.218, split_kv=True)},
     "cdna": {
         "triton": Kernel(decode=0.86, prefill=0.80, split_kv=True),
         "aiter": Kernel(decode=1.05, prefill=1.20),

@@ -55,6 +55,11 @@ class Plan(BaseModel):
     host_pool_gb: float | None = None
     host_mamba_gb: float | None = None
     host_available_gib: float | None = None
+    prefill_graph_tokens: int = Field(
+        default=0,
+        description="SGLang: the largest prefill forward replayed from its prefill CUDA graph "
+        "(0: every prefill forward runs eagerly)",
+    )
     bound_by: str = Field(description="what caps concurrency: kv_tokens, mamba_slots or user")
     assumptions: list[str]
     perf: dict[str, Any] | None = None

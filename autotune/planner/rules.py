@@ -17,7 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from autotune.planner import rocm_backend, sglang_dp
-from autotune.planner.sglang_graphs import GraphFacts, prefill_graph_reserve_mib
+from autotune.planner.sglang_graphs import (
+    GraphFacts,
+    prefill_graph_reserve_mib,
+    prefill_graph_tokens,
+)
 
 SPEC_EAGLE_FAMILY = {"EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "MTP"}
 
@@ -125,6 +129,7 @@ class Resolved:
     notes: tuple[str, ...]
     mamba_full_memory_ratio: float = 0.9  # the default; 0.2 in 0.5.3.post2
     dp_attention: int = 1  # the DP-attention size (1: off; planner.sglang_dp)
+    prefill_graph_tokens: int = 0  # the largest prefill forward replayed from a graph (0: none)
 
 
 def gpu_size_defaults(gpu_mem_mib: int, tp: int, v: tuple[int, int, int]) -> tuple[int, int]:
@@ -218,6 +223,7 @@ def resolve(
 
     rel = release(version)
     dp = sglang_dp.attention_dp_size(config, tp, rel)
+    graph_tokens = 0
     if v < (0, 5, 9):
         cps, max_bs, mfs = _history_memory(
             config, version, gpu_mem_mib, tp, spec, vision_factor, dp
@@ -229,6 +235,7 @@ def resolve(
     else:
         graph = GraphFacts(architecture, mla, vision_factor is not None, hip, dsa)
         cps, max_bs, mfs = _memory(config, v, gpu_mem_mib, tp, spec, vision_factor, dp, graph)
+        graph_tokens = prefill_graph_tokens(config, v, cps, graph)
     steps, topk, draft = speculative_shape(config, spec)
     mixed, overlap, radix, mrr = scheduler_switches(config, spec, mrr_user, v, notes)
     # DP attention's own adjustments, after the memory defaults are set (planner.sglang_dp).
@@ -293,6 +300,7 @@ def resolve(
         notes=tuple(notes),
         dp_attention=dp,
         mamba_full_memory_ratio=_mamba_ratio(version, v),
+        prefill_graph_tokens=graph_tokens,
     )
 
 

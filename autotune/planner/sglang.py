@@ -453,6 +453,7 @@ class SGLangWorking(PlanWorking):
     host_pool_gb: float | None
     host_mamba_gb: float | None
     host_available_gib: float | None
+    prefill_graph_tokens: int
 
 
 def _working_fields(
@@ -495,4 +496,5 @@ def _working_fields(
         host_pool_gb=None if host.kv_gb is None else round(host.kv_gb, 2),
         host_mamba_gb=None if host.mamba_gb is None else round(host.mamba_gb, 2),
         host_available_gib=None if host.available_gib is None else round(host.available_gib, 1),
+        prefill_graph_tokens=r.prefill_graph_tokens,
     )

@@ -214,27 +214,24 @@ def _compatible(
     return str(config.get("moe_a2a_backend") or "none") == "none"
 
 
-def prefill_graph_reserve_mib(
-    config: dict[str, Any], v: tuple[int, int, int], cps: int, model: GraphFacts
-) -> float:
-    """MiB the release's mem-fraction heuristic reserves for the piecewise (prefill) CUDA graph
-    of `model` with chunked prefill `cps` (0 before 0.5.10 or where it is off)."""
+def _graph_on(config: dict[str, Any], v: tuple[int, int, int], model: GraphFacts) -> bool:
+    """Whether the release runs the piecewise (prefill) CUDA graph for this launch."""
     if v < FIRST or (v >= (0, 5, 19) and config.get("disaggregation_mode") == "decode"):
-        return 0.0
+        return False
     on = _user_choice(config, v)
     if on is None and v >= BREAKABLE:
         on = not model.hip and _breakable_ok(config, v, model)
     elif on is None:
         on = _compatible(config, v, model)
-    if not on:
-        return 0.0
-    deepep = 1024.0 if v >= (0, 5, 17) and config.get("moe_a2a_backend") == "deepep" else 0.0
-    if model.mla:
-        return MLA_RESERVE_MIB + deepep
+    return bool(on)
+
+
+def _sizes(config: dict[str, Any], v: tuple[int, int, int], cps: int) -> list[int]:
+    """The token counts the launch captures: the user's list, else capture_sizes up to its cap."""
     sizes_key = "piecewise_cuda_graph_tokens" if v < LAST else "cuda_graph_bs_prefill"
     sizes = config.get(sizes_key)
     if isinstance(sizes, list | tuple) and sizes:
-        return float(len(sizes) * PER_SIZE_MIB) + deepep
+        return sorted(int(s) for s in sizes)
     max_key = "piecewise_cuda_graph_max_tokens" if v < LAST else "cuda_graph_max_bs_prefill"
     top = config.get(max_key)
     if top is None:
@@ -244,4 +241,27 @@ def prefill_graph_reserve_mib(
     top = int(top)
     if (0, 5, 13) <= v <= (0, 5, 16) and config.get("context_length") is not None:
         top = min(top, int(config["context_length"]))
-    return float(len(capture_sizes(top)) * PER_SIZE_MIB) + deepep
+    return capture_sizes(top)
+
+
+def prefill_graph_tokens(
+    config: dict[str, Any], v: tuple[int, int, int], cps: int, model: GraphFacts
+) -> int:
+    """The largest prefill forward (in tokens) the launch replays from its prefill CUDA graph;
+    0 where the graph is off, so every prefill forward runs eagerly."""
+    if not _graph_on(config, v, model):
+        return 0
+    return max(_sizes(config, v, cps), default=0)
+
+
+def prefill_graph_reserve_mib(
+    config: dict[str, Any], v: tuple[int, int, int], cps: int, model: GraphFacts
+) -> float:
+    """MiB the release's mem-fraction heuristic reserves for the piecewise (prefill) CUDA graph
+    of `model` with chunked prefill `cps` (0 before 0.5.10 or where it is off)."""
+    if not _graph_on(config, v, model):
+        return 0.0
+    deepep = 1024.0 if v >= (0, 5, 17) and config.get("moe_a2a_backend") == "deepep" else 0.0
+    if model.mla:
+        return MLA_RESERVE_MIB + deepep
+    return float(len(_sizes(config, v, cps)) * PER_SIZE_MIB) + deepep

@@ -141,14 +141,14 @@ def test_benchmark_prints_the_distribution(capsys: pytest.CaptureFixture[str]) -
         sys.path.remove(str(bench))
     fidelity_speed.main([])
     out = capsys.readouterr().out
-    n = sum(len(replay_speeds(r)) for r in RECORDS)
-    fitted = [r for r in RECORDS if r.name in fidelity_speed.FITTED]
-    evidence = n - sum(len(replay_speeds(r)) for r in fitted)
-    assert f"{len(RECORDS)} records ({len(fitted)} fitted, left out" in out
-    assert f"{evidence} figures" in out  # a fitted record is not evidence
+    every = [f for r in RECORDS for f in replay_speeds(r)]
+    fitted = [f for f in every if fidelity_speed.fitted(f)]
+    assert fitted and all(f.record.name in fidelity_speed.FITTED for f in fitted)
+    assert f"{len(RECORDS)} records; {len(fitted)} figures fitted, left out" in out
+    assert f"; {len(every) - len(fitted)} figures" in out  # a fitted figure is not evidence
     assert "all decode:" in out and "batch scaling:" in out
-    assert out.count("\n| s") == n  # one row per figure, fitted ones marked
-    assert out.count("fit: perf.") == sum(len(replay_speeds(r)) for r in fitted)
+    assert out.count("\n| s") == len(every)  # one row per figure, fitted ones marked
+    assert out.count("fit: perf.") == len(fitted)
 
 
 def test_batch_spread_is_zero_for_a_constant_offset() -> None:

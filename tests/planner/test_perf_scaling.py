@@ -98,3 +98,49 @@ def test_vllm_engine_step_cost_by_release_and_not_scaled_by_the_gpu_stack() -> N
     step = amd.decode_step_s([DecodeSeq(512)])
     amd.engine_step_s = 0.0
     assert step - amd.decode_step_s([DecodeSeq(512)]) == pytest.approx(own)
+
+
+def test_an_eager_sglang_prefill_forward_pays_per_layer() -> None:
+    """PREFILL_LAYER_S (fitted on one public TTFT record): an SGLang prefill forward outside a
+    prefill CUDA graph pays it per decoder layer, whatever the GPU stack; a forward the graph
+    captures does not, nor does vLLM (no public figure shows it there)."""
+    from autotune.planner.perf import PrefillChunk
+
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    eager = _model(llama, "h100-80g", version="0.5.9")  # before the prefill graph
+    graphed = _model(llama, "h100-80g", version="0.5.19")
+    assert eager.plan.prefill_graph_tokens == 0
+    assert graphed.plan.prefill_graph_tokens == graphed.plan.chunked_prefill_size
+    chunk = [PrefillChunk(512, 0)]
+    eager_s = eager.prefill_step_s(chunk)
+    eager.eager_prefill_s = 0.0
+    layers = eager.card.num_layers
+    assert eager_s - eager.prefill_step_s(chunk) == pytest.approx(layers * perf.PREFILL_LAYER_S)
+    graphed_s = graphed.prefill_step_s(chunk)
+    graphed.eager_prefill_s = 0.0
+    assert graphed.prefill_step_s(chunk) == graphed_s
+    # a forward above the largest captured size runs eagerly again
+    above = [PrefillChunk(graphed.plan.prefill_graph_tokens + 1, 0)]
+    assert (
+        _model(llama, "h100-80g", version="0.5.19").prefill_step_s(above)
+        > graphed.prefill_step_s(above) + 0.9 * layers * perf.PREFILL_LAYER_S
+    )
+    vllm = _model(llama, "h100-80g", engine="vllm", version="0.10.1")
+    assert vllm.eager_prefill_s == 0.0 and vllm.plan.prefill_graph_tokens == 0
+
+
+def test_the_code_holds_the_prefill_layer_fit() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    out = subprocess.run(
+        [sys.executable, str(bench / "fit_prefill_layer.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=bench,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"PREFILL_LAYER_S = {perf.PREFILL_LAYER_S * 1e3:.2f}e-3" in out.stdout

@@ -86,3 +86,19 @@ def test_breakable_graph_from_0_5_15() -> None:
     assert g.prefill_graph_reserve_mib({}, v17, 8192, dsa) == 1536
     assert g.prefill_graph_reserve_mib({}, v18, 8192, mla) == 1536
     assert g.prefill_graph_reserve_mib({}, v18, 8192, g.GraphFacts(hip=True)) == 0
+
+
+def test_prefill_graph_tokens_is_the_largest_captured_forward_or_none() -> None:
+    """What the roofline reads to price a prefill forward: the graph's largest captured token
+    count where the release runs it, 0 where every prefill forward runs eagerly."""
+    assert g.prefill_graph_tokens({}, V10, 8192, TEXT) == 8192
+    assert g.prefill_graph_tokens({"max_total_tokens": 1000}, V10, 8192, TEXT) == 960
+    assert g.prefill_graph_tokens({"piecewise_cuda_graph_tokens": [64, 8]}, V10, 8192, TEXT) == 64
+    assert g.prefill_graph_tokens({}, (0, 5, 9), 8192, TEXT) == 0  # before the graph
+    assert g.prefill_graph_tokens({}, (0, 5, 19), 2048, g.GraphFacts(hip=True)) == 0
+    assert g.prefill_graph_tokens({"enable_hierarchical_cache": True}, V10, 8192, TEXT) == 0
+    # the reserve and the token count agree on when the graph is on
+    for v in (V10, V13, V14, (0, 5, 17), (0, 5, 22)):
+        for facts in (TEXT, g.GraphFacts(hip=True), g.GraphFacts("DeepseekV3ForCausalLM", True)):
+            on = g.prefill_graph_reserve_mib({}, v, 4096, facts) > 0
+            assert (g.prefill_graph_tokens({}, v, 4096, facts) > 0) == on, (v, facts)
