@@ -210,8 +210,11 @@ workload:
 objective: {metric: prefill.input_tok_s}
 """,
     ),
+    # The TTFT limit sits halfway between the defaults' noise-free p95 (4.60 s) and that of the
+    # best-throughput configuration (4.06 s): the defaults break it, the best meets it with the
+    # same margin (0.5.9 runs every prefill forward eagerly, perf.PREFILL_LAYER_S).
     "mixed-ttft-a100": (
-        "Qwen3-8B, A100 80GB, 0.5.9, 32 concurrent chats with a TTFT p95 limit of 4 s: "
+        "Qwen3-8B, A100 80GB, 0.5.9, 32 concurrent chats with a TTFT p95 limit of 4.3 s: "
         "concurrency cap, chunk size, queue policy, graphs, n-gram, memory",
         """
 name: mixed-ttft-a100
@@ -237,7 +240,7 @@ workload:
 objective:
   metric: chat.output_tok_s
   constraints:
-    - {metric: chat.ttft_p95_s, max: 4.0}
+    - {metric: chat.ttft_p95_s, max: 4.3}
 """,
     ),
     "attention-ada-long": (
