@@ -4,7 +4,8 @@ choice of a categorical one).
 
 Climbing starts from the best configuration overall and from the best configuration of every
 branch of the space (each value of a parameter that others depend on: no speculation / NGRAM /
-NEXTN, HiCache off / on), taking turns. Why: these spaces have plateaus (many configurations
+NEXTN, HiCache off / on), taking turns; a branch value with no feasible result at all is first
+tried at the best configuration's settings (branch_jumps). Why: these spaces have plateaus (many configurations
 within a few percent of each other) with narrow ridges inside one branch (NGRAM with exactly
 two draft tokens and enough mamba slots, say); TPE learns early that the branch is mostly worse
 and stops visiting it, while a step from the branch's best configuration reaches the ridge.
@@ -96,17 +97,39 @@ def starts(
     return out
 
 
+def branch_jumps(
+    space: SearchSpace, incumbent: ConfigView, results: list[Result]
+) -> Iterator[Config]:
+    """The incumbent moved to each branch value (of a branch root) that no feasible result
+    holds: a branch whose every run broke a bound or failed elsewhere has not been measured at
+    the incumbent's settings, which may be what it lacked (n-gram off wins under a TTFT limit
+    only with the large chunk the n-gram runs found)."""
+    roots = branch_params(space)
+    held = {(k, repr(cfg.get(k))) for _, _, cfg in results for k in roots}
+    for cand in neighbours(space, incumbent):
+        moved = [k for k in roots if not same(cand.get(k), incumbent.get(k))]
+        if moved and all((k, repr(cand.get(k))) not in held for k in moved):
+            yield cand
+
+
 def marginal_gain(
-    results: list[Result], *, maximize: bool
+    results: list[Result], *, maximize: bool, broken: Sequence[ConfigView] = ()
 ) -> Callable[[ConfigView, ConfigView], float]:
     """Score of a move from `start` to `cand`: for each parameter it changes, the mean result
     of trials with the new value minus the mean with the old one (values never measured count
     as the overall mean). A one-dimensional marginal model: cheap, and it tries first the moves
-    the data so far favours (more mamba slots, say) instead of a random order."""
+    the data so far favours (more mamba slots, say) instead of a random order.
+
+    A `broken` configuration (measured, but it broke a bound: a TTFT limit, say) counts at the
+    worst feasible result, so a move toward values whose runs broke a bound comes after moves
+    toward values never measured: without it, every start steps into the same wall in turn
+    (a smaller chunk under a TTFT limit), as a wall leaves no feasible result to average."""
     sign = 1.0 if maximize else -1.0
     overall = sum(r[0] for r in results) / len(results) if results else 0.0
     sums: dict[tuple[str, str], list[float]] = {}
-    for value, _, cfg in results:
+    worst = (min if maximize else max)((r[0] for r in results), default=overall)
+    scored = [(value, cfg) for value, _, cfg in results] + [(worst, cfg) for cfg in broken]
+    for value, cfg in scored:
         for k, v in cfg.items():
             sums.setdefault((k, repr(v)), []).append(value)
 
@@ -155,7 +178,14 @@ def enqueue_neighbour(state: SweepState) -> None:
         return k in state.done_by_key or k in state.running_keys or k in state.rejected_keys
 
     setup = state.setup
-    score = marginal_gain(state.feasible_results, maximize=setup.maximize)
+    if state.incumbent is not None:
+        for jump in branch_jumps(setup.space, state.incumbent[1], state.feasible_results):
+            if not tried(jump) and setup.planner.assess(jump).fits:
+                enqueue(state.study, setup.space, jump, f"refine:#{state.incumbent[0]}")
+                return
+    score = marginal_gain(
+        state.feasible_results, maximize=setup.maximize, broken=state.broken_results
+    )
     open_starts = [
         st
         for st in starts(setup.space, state.feasible_results, maximize=setup.maximize)

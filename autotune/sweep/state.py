@@ -86,6 +86,8 @@ class SweepState:
     best_value: float | None = None  # of the first objective, feasible trials only
     incumbent: tuple[int, dict[str, Any]] | None = None  # (number, config) of the best
     feasible_results: list[tuple[float, int, dict[str, Any]]] = field(default_factory=list)
+    # measured configurations that broke a bound: the refine's marginal model learns from them
+    broken_results: list[dict[str, Any]] = field(default_factory=list)
     local_optima: set[str] = field(default_factory=set)  # refine starts with no step left
     refine_turn: int = 0
     # noise-aware selection (sweep/confirm.py): config key -> its runs, re-runs started per key
@@ -145,8 +147,11 @@ class SweepState:
         config: Mapping[str, Any] | None = None,
     ) -> None:
         """A feasible result joins the refine starts; the best one becomes the incumbent (and,
-        given its row, the sweep's best trial in the database)."""
+        given its row, the sweep's best trial in the database). One that broke a bound is kept
+        for the refine's marginal model."""
         if any(v > 0 for v in cons.values()):
+            if config is not None:
+                self.broken_results.append(dict(config))
             return
         v = values[0]
         better = self.best_value is None or (

@@ -1,7 +1,14 @@
 from __future__ import annotations
 
 from autotune.space import builtin_space
-from autotune.sweep.refine import branch_params, marginal_gain, neighbours, next_neighbour, starts
+from autotune.sweep.refine import (
+    branch_jumps,
+    branch_params,
+    marginal_gain,
+    neighbours,
+    next_neighbour,
+    starts,
+)
 
 
 def _space():  # type: ignore[no-untyped-def]
@@ -58,3 +65,38 @@ def test_next_neighbour_prefers_moves_the_data_favours() -> None:
     assert cand is not None and cand["max_mamba_cache_size"] == 12
     none = next_neighbour(space, base, seed=0, tried=lambda c: True, feasible=lambda c: True)
     assert none is None  # every neighbour tried: a local optimum
+
+
+def test_a_move_into_values_that_broke_a_bound_comes_after_unmeasured_ones() -> None:
+    """A broken run (it met no bound) counts at the worst feasible result: the move toward
+    its value ranks below moves toward values never measured (mixed-ttft-a100: every start
+    stepped into the same too-small chunk in turn)."""
+    space = _space()
+    base = space.resolve({"mem_fraction_static": 0.9, "max_mamba_cache_size": 6})
+    worse = space.resolve({"mem_fraction_static": 0.94, "max_mamba_cache_size": 6})
+    results = [(80.0, 1, base), (60.0, 2, worse)]
+    broken = [space.resolve({"max_mamba_cache_size": 12, "mem_fraction_static": 0.9})] * 3
+    plain = marginal_gain(results, maximize=True)
+    aware = marginal_gain(results, maximize=True, broken=broken)
+    to12 = {**base, "max_mamba_cache_size": 12}
+    to_none = {**base, "max_mamba_cache_size": None}
+    assert plain(base, to12) == plain(base, to_none)  # neither value has a feasible result
+    assert aware(base, to12) < aware(base, to_none)
+    # minimising: a broken run counts at the largest (worst) value
+    assert marginal_gain(results, maximize=False, broken=broken)(base, to12) < 0
+
+
+def test_a_branch_value_without_a_feasible_result_is_tried_at_the_incumbent() -> None:
+    space = _space()
+    best = space.resolve({"speculative_algorithm": "NGRAM", "mem_fraction_static": 0.92})
+    results = [(100.0, 1, best)]
+    jumps = list(branch_jumps(space, best, results))
+    assert any(j["speculative_algorithm"] is None for j in jumps)
+    assert all(j["mem_fraction_static"] == 0.92 for j in jumps)  # the incumbent's settings
+    for j in jumps:  # each jump moves one branch root to a value no feasible result holds
+        moved = [k for k in branch_params(space) if j.get(k) != best.get(k)]
+        assert len(moved) == 1
+    # once the branch holds a feasible result, its own start climbs it instead
+    other = space.resolve({"speculative_algorithm": None, "mem_fraction_static": 0.86})
+    later = list(branch_jumps(space, best, [*results, (50.0, 2, other)]))
+    assert all(j["speculative_algorithm"] == "NGRAM" for j in later)
