@@ -266,7 +266,7 @@ class SearchSpec(_Section):
         ge=0,
         le=0.9,
         description="last share of the trial budget spent climbing from the best configuration "
-        "to its one-parameter neighbours (0: sampler only)",
+        "to its one-parameter neighbours and untried branches (0: sampler only)",
     )
     confirm_runs: int = Field(
         3,
