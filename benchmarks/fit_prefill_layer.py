@@ -14,35 +14,40 @@ import math
 
 from fidelity_speed import FITTED, RECORDS, fitted  # benchmarks/ is this script's folder
 
-from autotune.calibration.speed_records import load_speed_records
+from autotune.calibration.speed_records import SpeedRecord, load_speed_records
 from autotune.calibration.speed_replay import replay_speeds
 from autotune.planner import perf
 
 CONSTANT = "perf.PREFILL_LAYER_S"
 
 
-def _geomean_ratio(value: float) -> float:
-    perf.PREFILL_LAYER_S = value
+def _fitted_records() -> list[SpeedRecord]:
     names = {name for name, entry in FITTED.items() if entry[0] == CONSTANT}
-    figs = [
-        f
-        for rec in load_speed_records(RECORDS)
-        if rec.name in names
+    records = [rec for rec in load_speed_records(RECORDS) if rec.name in names]
+    if not records:
+        raise SystemExit(f"no record in {RECORDS} is marked as fitting {CONSTANT}")
+    return records
+
+
+def _geomean_ratio(records: list[SpeedRecord], value: float) -> float:
+    perf.PREFILL_LAYER_S = value
+    ratios = [
+        f.ratio
+        for rec in records
         for f in replay_speeds(rec)
         if fitted(f) == CONSTANT and f.ratio is not None
     ]
-    if not figs:
-        raise SystemExit(f"no figure in {RECORDS} is marked as fitting {CONSTANT}")
-    return math.exp(sum(math.log(f.ratio) for f in figs if f.ratio) / len(figs))
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios))
 
 
 def main() -> None:
+    records = _fitted_records()
     lo, hi = 0.0, 10e-3
-    if _geomean_ratio(lo) > 1:
+    if _geomean_ratio(records, lo) > 1:
         raise SystemExit("the roofline alone is already slower than the fitted figures")
     for _ in range(50):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _geomean_ratio(mid) < 1 else (lo, mid)
+        lo, hi = (mid, hi) if _geomean_ratio(records, mid) < 1 else (lo, mid)
     print(f"PREFILL_LAYER_S = {(lo + hi) / 2 * 1e3:.2f}e-3")
 
 

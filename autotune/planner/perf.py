@@ -170,9 +170,10 @@ class PerfModel:
         self.expert_miss_p = 1 - e.experts_per_token / e.num_experts if e else 0.0
         self.moe_fixed_s = e.moe_layers * MOE_LAYER_S if e else 0.0
         self.engine_step_s = ENGINE_STEP_S.get(_engine_generation(card, gpu, cfg, plan), 0.0)
-        eager = plan.engine == "sglang"
-        self.eager_prefill_s = card.num_layers * PREFILL_LAYER_S if eager else 0.0
-        self.prefill_graph_tokens = plan.prefill_graph_tokens
+        # SGLang's eager prefill cost (no public vLLM prefill figure shows one)
+        self.eager_prefill_s = (
+            card.num_layers * PREFILL_LAYER_S if plan.engine == "sglang" else 0.0
+        )
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
@@ -329,7 +330,7 @@ class PerfModel:
         t += self.moe_fixed_s
         t = (t + self._allreduce_s(n)) / (self.prefill_eff * self.vendor_prefill)
         # the host's costs, not the GPU stack's: not scaled by it
-        if n > self.prefill_graph_tokens:
+        if n > self.plan.prefill_graph_tokens:
             t += self.eager_prefill_s
         return t + self.engine_step_s
 

@@ -5,10 +5,11 @@ choice of a categorical one).
 Climbing starts from the best configuration overall and from the best configuration of every
 branch of the space (each value of a parameter that others depend on: no speculation / NGRAM /
 NEXTN, HiCache off / on), taking turns; a branch value with no feasible result at all is first
-tried at the best configuration's settings (branch_jumps). Why: these spaces have plateaus (many configurations
-within a few percent of each other) with narrow ridges inside one branch (NGRAM with exactly
-two draft tokens and enough mamba slots, say); TPE learns early that the branch is mostly worse
-and stops visiting it, while a step from the branch's best configuration reaches the ridge.
+tried at the best configuration's settings (branch_jumps). Why: these spaces have plateaus
+(many configurations within a few percent of each other) with narrow ridges inside one branch
+(NGRAM with exactly two draft tokens and enough mamba slots, say); TPE learns early that the
+branch is mostly worse and stops visiting it, while a step from the branch's best configuration
+reaches the ridge.
 benchmarks/sweep_quality.py measures the search with and without it.
 """
 
