@@ -38,7 +38,7 @@ from autotune.sources import CALIBRATION_SETUP
 # --- calibration (C2, C4) -------------------------------------------------------------------
 EFF_BANDWIDTH = 0.96  # decode traffic vs (measured or datasheet) bandwidth
 EFF_DECODE_FLOPS = 0.45  # linear FLOPs of decode/verify tokens (small-M GEMMs)
-EFF_PREFILL_MAX = 0.942  # linear FLOPs at large chunks ...
+EFF_PREFILL_MAX = 0.960  # linear FLOPs at large chunks (benchmarks/fit_c2_prefill.py) ...
 PREFILL_HALF_CHUNK = 32  # ... reaching half of that at this many tokens per step
 EFF_ATTENTION = 0.724  # causal attention FLOPs in prefill
 STEP_OVERHEAD_S = 0.48e-3  # per forward step (launch, sampling, scheduler)
@@ -49,6 +49,13 @@ STEP_OVERHEAD_S = 0.48e-3  # per forward step (launch, sampling, scheduler)
 # from 1 to 16 requests: tests/data/real_speeds, benchmarks/fidelity_speed.py).
 REQ_STEP_OVERHEAD_S = 0.68e-3
 C2_LINEAR_LAYERS = 48
+# MEASURED (benchmarks/gdn_prefill_probe.py --decode on our H200, SGLang 0.5.16's Triton
+# fused_sigmoid_gating_delta_rule_update: benchmarks/results/gdn_prefill_probe/h200_decode.json):
+# a GDN layer's decode step costs its requests' fp32 states at the bus rate plus 10-16 us a
+# layer whether 1 or 1,024 requests run (past two requests each one adds its state bytes and
+# nothing more), so the per-request share REQ_STEP_OVERHEAD_S fitted on C2's two streams is
+# charged to the first two requests of a step only, not to every one.
+GDN_REQ_CAP = 4
 REQUEST_OVERHEAD_S = 0.04  # per request: tokenize, schedule, detokenize (fits C2's pp512)
 NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
 # MODELLED (not fitted): the scheduler's CPU work per step (batch assembly, sampling
@@ -68,7 +75,7 @@ SCHED_CPU_REQ_S = 0.05e-3
 # and SGLang) are the evidence (benchmarks/fidelity_speed.py). CDNA prefill is not fitted: that
 # record's TTFT is no more than the eager prefill cost and the request overhead leave for the
 # forward, so no vendor share can be read from it, and MI300X prefill runs at the roofline.
-VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.840), "cdna": (0.642, 1.0)}
+VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.841), "cdna": (0.642, 1.0)}
 # FITTED on tests/data/real_speeds/sglang/s20a-qwen3-coder-next-b200-tp2 (SGLang, two B200 at
 # TP 2, its three concurrency-1 TPOTs: 85 us a MoE layer over the roofline): what a forward pays
 # per MoE layer beyond its bytes and FLOPs, whatever the batch: the router, top-k, block
@@ -91,6 +98,22 @@ ENGINE_STEP_S: dict[str, float] = {"vllm-v0": 2.92e-3, "vllm-v1": 1.50e-3}
 # (benchmarks/fidelity_speed.py). Where the release captures a prefill graph (Plan.
 # prefill_graph_tokens, planner.sglang_graphs) a forward within it does not pay this.
 PREFILL_LAYER_S = 1.55e-3
+# MEASURED (benchmarks/gdn_prefill_probe.py on our H200: SGLang 0.5.16's Triton
+# chunk_gated_delta_rule replayed from a CUDA graph, 48 shapes of 256 to 32K tokens and 4 to 48
+# value heads; fitted by benchmarks/fit_gdn_prefill.py on benchmarks/results/gdn_prefill_probe/
+# h200.json, every point within 17 %): what a Gated DeltaNet layer's chunked recurrence (l2norm,
+# gate cumsum, WY representation, the state carried over 64-token chunks, the output) costs in
+# a prefill forward beyond its projections: a floor per layer, a part per token that the
+# chunk-after-chunk state leaves exposed whatever the heads, and a part per token and value head
+# of the rank that the SMs share. At 8K tokens and 48 heads it is 0.91 ms a layer, about half of
+# a 5,120 x 16,384 GEMM's time there: latency-bound, not FLOP-bound, so another GPU runs the
+# shared part at its SM count's share (GDN_REFERENCE_SMS / sm_count), not at its tensor rate.
+# vLLM runs the same FLA kernels (model_executor/layers/fla). Mamba-2's SSD scan is not
+# measured: not priced.
+GDN_LAYER_S = 30e-6
+GDN_TOKEN_S = 21.7e-9
+GDN_TOKEN_HEAD_S = 1.76e-9
+GDN_REFERENCE_SMS = 132
 # MODELLED: a decode batch outside the captured CUDA-graph sizes runs eagerly: about eight
 # kernel launches per layer at ~5 us each that the graph replay would have saved.
 EAGER_LAYER_S = 40e-6
@@ -162,7 +185,8 @@ class PerfModel:
         self.attn_width = card.num_attention_heads * card.head_dim / tp
         self.n_full = len(card.full_attention_layers)
         per_layer = (REQ_STEP_OVERHEAD_S - SCHED_CPU_REQ_S) / C2_LINEAR_LAYERS
-        self.req_step_s = SCHED_CPU_REQ_S + len(card.linear_layers) * per_layer
+        self.req_linear_s = len(card.linear_layers) * per_layer
+        self.req_step_s = SCHED_CPU_REQ_S + self.req_linear_s
         # MoE decode reads only the experts its tokens route to (MODELLED: uniform routing, so
         # a step of t tokens leaves each expert unread with probability (1 - k / E) ** t).
         e = card.experts
@@ -174,6 +198,15 @@ class PerfModel:
         self.eager_prefill_s = (
             card.num_layers * PREFILL_LAYER_S if plan.engine == "sglang" else 0.0
         )
+        lin_attn = card.linear_attention
+        gdn = (
+            lin_attn is not None
+            and lin_attn.kind == "gated_delta_net"
+            and plan.engine in ("sglang", "vllm")
+        )
+        self.gdn_layers = len(card.linear_layers) if gdn and lin_attn else 0
+        self.gdn_heads = max(lin_attn.num_value_heads // tp, 1) if gdn and lin_attn else 0
+        self.gdn_scale = GDN_REFERENCE_SMS / max(gpu.sm_count, 1)
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
@@ -248,6 +281,14 @@ class PerfModel:
         per = self.link.allreduce_s(tokens * self.card.hidden_size * 2, self.tp)
         return 2 * self.card.num_layers * per
 
+    def _gdn_prefill_s(self, tokens: int) -> float:
+        """The Gated DeltaNet layers' chunked recurrence over `tokens` new tokens (measured on
+        an H200; the part the heads share scaled by SM count)."""
+        if not self.gdn_layers:
+            return 0.0
+        shared = tokens * self.gdn_heads * GDN_TOKEN_HEAD_S * self.gdn_scale
+        return self.gdn_layers * (GDN_LAYER_S + tokens * GDN_TOKEN_S + shared)
+
     def _prefill_eff(self, tokens: int) -> float:
         return EFF_PREFILL_MAX * tokens / (tokens + PREFILL_HALF_CHUNK)
 
@@ -283,6 +324,12 @@ class PerfModel:
             t += self.n_full * max(splits) * attention.SPLIT_COST_S
         return t + sum(seq_lens) * self.kv_cell / bw
 
+    def _req_s(self, batch: int) -> float:
+        """The running requests' own cost in a step: the scheduler's share of each, and the
+        linear-attention kernels' cost beyond their state bytes for the first GDN_REQ_CAP of
+        them (the decode kernel's extra stops growing there: GDN_REQ_CAP)."""
+        return batch * SCHED_CPU_REQ_S + min(batch, GDN_REQ_CAP) * self.req_linear_s
+
     def _sched_cpu_s(self, batch: int) -> float:
         """Scheduler CPU time a step exposes: none under an overlap scheduler."""
         return 0.0 if self.overlap else SCHED_CPU_S + batch * SCHED_CPU_REQ_S
@@ -304,7 +351,7 @@ class PerfModel:
         flops = tokens * self.flops_per_token + len(batch) * self.lm_head_flops
         t = mem / self.bandwidth + flops / (self.peak_linear * EFF_DECODE_FLOPS)
         t += self._kv_read_s([s.context_len for s in batch])
-        t += STEP_OVERHEAD_S + len(batch) * self.req_step_s + self._allreduce_s(tokens)
+        t += STEP_OVERHEAD_S + self._req_s(len(batch)) + self._allreduce_s(tokens)
         t += self.moe_fixed_s
         t += self._graph_s(len(batch)) - SCHED_CPU_S - len(batch) * SCHED_CPU_REQ_S
         t += self._sched_cpu_s(len(batch))
@@ -324,7 +371,7 @@ class PerfModel:
         )
         attn = attn_flops / (self.peak_attn * EFF_ATTENTION * self.prefill_kernel.prefill)
         kv_read = sum(c.offset for c in chunks) * self.kv_cell / self.bandwidth
-        compute = lin + attn + kv_read
+        compute = lin + attn + kv_read + self._gdn_prefill_s(n)
         # a short chunk is bound by reading the weights once
         t = max(compute, self.weight_read_bytes / self.bandwidth) + STEP_OVERHEAD_S
         t += self.moe_fixed_s
@@ -341,9 +388,8 @@ class PerfModel:
         if not batch:
             return self.prefill_step_s(chunks)
         extra = [PrefillChunk(s.tokens, s.context_len) for s in batch]
-        return self.prefill_step_s([*chunks, *extra]) + len(batch) * (
-            self.state_rw_bytes / self.bandwidth + self.req_step_s
-        )
+        state = len(batch) * self.state_rw_bytes / self.bandwidth
+        return self.prefill_step_s([*chunks, *extra]) + state + self._req_s(len(batch))
 
     def _load_back(self, tokens: int, forward_s: float, states: int) -> tuple[float, float]:
         lb = hicache_perf.load_back(self.card, self.kv_cell, tokens, self.state_bytes, states)

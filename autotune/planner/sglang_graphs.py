@@ -93,6 +93,9 @@ MULTIMODAL_BREAKABLE: dict[tuple[int, int, int], frozenset[str]] = {
     (0, 5, 22): frozenset(_MM_22),
     (0, 5, 23): frozenset(_MM_22 | {"MuseSparkForConditionalGeneration"}),
 }
+# Speculative algorithms whose target prefill keeps every position's hidden state for the draft
+# (NEXTN and MTP are EAGLE under other names; STANDALONE's target keeps none).
+_EAGLE_FULL_TARGET = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP"})
 NEMOTRON_H = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
 DEEPSEEK_V4 = _V4_ARCHS | {"DeepseekV4ForCausalLMDSpark"}
 _A2A_OK = frozenset({"none", "deepep", "megamoe", "flashinfer"})
@@ -244,12 +247,29 @@ def _sizes(config: dict[str, Any], v: tuple[int, int, int], cps: int) -> list[in
     return capture_sizes(top)
 
 
+def _eagle_on_tc_piecewise(config: dict[str, Any], v: tuple[int, int, int]) -> bool:
+    """Whether an EAGLE-family target's prefill graph is tc_piecewise, which it never replays:
+    the target's extend asks for every position's hidden state (CaptureHiddenMode.FULL,
+    eagle_worker(_v2).forward_batch_generation) and tc_piecewise captures none (NULL). 0.5.11 ..
+    0.5.13 capture it and can_run rejects the mismatch; from 0.5.14 init_prefill_cuda_graph
+    routes such a target to the eager runner (sglang#28386). The breakable graph (0.5.15's
+    default on CUDA, 0.5.14 by choice) captures FULL for it and replays. The reserve is the
+    mem-fraction heuristic's either way."""
+    spec = str(config.get("speculative_algorithm") or "").upper()
+    if spec not in _EAGLE_FULL_TARGET or config.get("enable_return_hidden_states"):
+        return False
+    backend = str(config.get("cuda_graph_backend_prefill") or "")
+    if v < BREAKABLE:
+        return not (v >= LAST and backend == "breakable")
+    return backend == "tc_piecewise"
+
+
 def prefill_graph_tokens(
     config: dict[str, Any], v: tuple[int, int, int], cps: int, model: GraphFacts
 ) -> int:
     """The largest prefill forward (in tokens) the launch replays from its prefill CUDA graph;
-    0 where the graph is off, so every prefill forward runs eagerly."""
-    if not _graph_on(config, v, model):
+    0 where the graph is off or never replayed, so every prefill forward runs eagerly."""
+    if not _graph_on(config, v, model) or _eagle_on_tc_piecewise(config, v):
         return 0
     return max(_sizes(config, v, cps), default=0)
 

@@ -102,3 +102,42 @@ def test_prefill_graph_tokens_is_the_largest_captured_forward_or_none() -> None:
         for facts in (TEXT, g.GraphFacts(hip=True), g.GraphFacts("DeepseekV3ForCausalLM", True)):
             on = g.prefill_graph_reserve_mib({}, v, 4096, facts) > 0
             assert (g.prefill_graph_tokens({}, v, 4096, facts) > 0) == on, (v, facts)
+
+
+@pytest.mark.parametrize(
+    ("version", "config", "replayed"),
+    [
+        ((0, 5, 12), {"speculative_algorithm": "EAGLE"}, False),  # captured NULL, asked FULL
+        ((0, 5, 13), {"speculative_algorithm": "NEXTN"}, False),
+        ((0, 5, 12), {"speculative_algorithm": "STANDALONE"}, True),  # its target asks NULL
+        ((0, 5, 12), {"speculative_algorithm": "NGRAM"}, True),
+        (
+            (0, 5, 12),
+            {"speculative_algorithm": "EAGLE", "enable_return_hidden_states": True},
+            True,
+        ),
+        ((0, 5, 14), {"speculative_algorithm": "EAGLE3"}, False),  # routed to the eager runner
+        (
+            (0, 5, 14),
+            {"speculative_algorithm": "EAGLE", "cuda_graph_backend_prefill": "breakable"},
+            True,
+        ),
+        ((0, 5, 15), {"speculative_algorithm": "EAGLE"}, True),  # breakable captures FULL
+        (
+            (0, 5, 16),
+            {"speculative_algorithm": "EAGLE", "cuda_graph_backend_prefill": "tc_piecewise"},
+            False,
+        ),
+    ],
+)
+def test_an_eagle_target_never_replays_a_tc_piecewise_graph(
+    version: tuple[int, int, int], config: dict[str, object], replayed: bool
+) -> None:
+    """SGLang's EAGLE target prefill asks for FULL hidden states; tc_piecewise captures NULL
+    (0.5.11 .. 0.5.13 can_run rejects it, 0.5.14+ init_prefill_cuda_graph skips it), the
+    breakable graph FULL. What the heuristic reserves does not change."""
+    assert (g.prefill_graph_tokens(config, version, 8192, TEXT) > 0) is replayed
+    plain = {k: v for k, v in config.items() if k != "speculative_algorithm"}
+    assert g.prefill_graph_reserve_mib(config, version, 8192, TEXT) == (
+        g.prefill_graph_reserve_mib(plain, version, 8192, TEXT)
+    )
