@@ -168,7 +168,7 @@ def test_under_bounds_the_one_further_inside_wins_within_the_noise() -> None:
     assert winner([lucky, inside], sigma, maximize=True) is inside
     note = selection_note([lucky, inside], sigma, maximize=True)
     assert note is not None and note["winner"] == 4
-    assert note["bounds_confident"] is True and note["bounds_probability"] > 0.95
+    assert note["bounds_confident"] is True and note["bounds_probability"] > 0.9
     # far ahead, the faster one still wins: the discount is a chance, not a veto
     fast = Estimate(38, {"a": 38}, [900.0, 910.0, 905.0], margins=[-0.031, 0.018, -0.062])
     assert winner([fast, inside], sigma, maximize=True) is fast
@@ -245,3 +245,19 @@ def test_under_bounds_the_last_launch_confirms_what_would_be_returned() -> None:
     assert confirm._final_check(_final_state([free], launched=39), [free], sigma) is None
     # what would be returned already stands on confirm_runs runs
     assert confirm._final_check(_final_state([steady], launched=39), [steady], sigma) is None
+
+
+def test_a_straggler_run_does_not_outvote_two_within_the_limit() -> None:
+    """The landscape suite's mixed-TTFT seed 14 in miniature: a configuration truly 8 % inside
+    a TTFT limit measured 6 % and 6 % inside and, on one straggler launch, 19 % over; another
+    truly 2 % over it measured 3 % inside, then on the limit twice. The margins' centre is their
+    median from three runs, as the value's is: the straggler does not make the first break the
+    limit, and the second's lucky first run does not make it meet it."""
+    sigma = 0.06
+    inside = Estimate(6, {"a": 6}, [527.9, 418.1, 527.6], margins=[-0.06, 0.19, -0.058])
+    edge = Estimate(25, {"a": 25}, [558.7, 539.7, 537.4], margins=[-0.033, 0.002, 0.007])
+    assert inside.feasible and inside.within_bounds(sigma)
+    assert not edge.feasible
+    assert winner([inside, edge], sigma, maximize=True) is inside
+    two = Estimate(7, {"a": 7}, [500.0, 500.0], margins=[-0.06, 0.05])  # two runs: the mean
+    assert two.margin == pytest.approx(-0.005)
