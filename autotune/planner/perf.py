@@ -54,7 +54,8 @@ C2_LINEAR_LAYERS = 48
 # a GDN layer's decode step costs its requests' fp32 states at the bus rate plus 10-16 us a
 # layer whether 1 or 1,024 requests run (past two requests each one adds its state bytes and
 # nothing more), so the per-request share REQ_STEP_OVERHEAD_S fitted on C2's two streams is
-# charged to the first two requests of a step only, not to every one.
+# charged to the first GDN_REQ_CAP requests of a step, not to every one: 4, the largest batch
+# where a measurement shows it still growing (FIELD-NOTES C5's four streams).
 GDN_REQ_CAP = 4
 REQUEST_OVERHEAD_S = 0.04  # per request: tokenize, schedule, detokenize (fits C2's pp512)
 NGRAM_LOOKUP_S = 0.3e-3  # CPU n-gram trie lookup per verify step
@@ -327,7 +328,7 @@ class PerfModel:
     def _req_s(self, batch: int) -> float:
         """The running requests' own cost in a step: the scheduler's share of each, and the
         linear-attention kernels' cost beyond their state bytes for the first GDN_REQ_CAP of
-        them (the decode kernel's extra stops growing there: GDN_REQ_CAP)."""
+        them (past those the decode kernel's extra stops growing)."""
         return batch * SCHED_CPU_REQ_S + min(batch, GDN_REQ_CAP) * self.req_linear_s
 
     def _sched_cpu_s(self, batch: int) -> float:
