@@ -36,10 +36,8 @@ from typing import Any
 import torch
 
 
-def _kernel(impl: str, path: str | None) -> Any:
+def _kernel(impl: str) -> Any:
     if impl == "sglang":
-        if path:
-            sys.path.insert(0, path)
         from sglang.kernels.ops.attention.fla.chunk import (  # type: ignore[import-not-found]
             chunk_gated_delta_rule,
         )
@@ -68,7 +66,9 @@ def _time(fn: Any, iters: int) -> float:
 
 def _graph_time(fn: Any, iters: int) -> float | None:
     """The GPU's own time: one call captured in a CUDA graph and replayed (a prefill graph
-    runs it so; a launched call's events also count the host's launch gaps)."""
+    runs it so; a launched call's events also count the host's launch gaps). Not
+    kernels_tuning.bench.time_graph, which packs as many calls into a graph as fill 400 us:
+    the committed figures are one call per replay, and a 32K-token call alone is 3.6 ms."""
     try:
         s = torch.cuda.Stream()  # type: ignore[no-untyped-call]
         s.wait_stream(torch.cuda.current_stream())
@@ -85,9 +85,9 @@ def _graph_time(fn: Any, iters: int) -> float | None:
 
 
 def probe(
-    impl: str, path: str | None, tokens: list[int], heads: list[tuple[int, int]], iters: int
+    impl: str, tokens: list[int], heads: list[tuple[int, int]], iters: int
 ) -> dict[str, Any]:
-    kern = _kernel(impl, path)
+    kern = _kernel(impl)
     dev = torch.device("cuda")
     dk, dv = 128, 128
     rows = []
@@ -157,13 +157,11 @@ def probe(
 
 
 def probe_decode(
-    path: str | None, batches: list[int], heads: list[tuple[int, int]], iters: int
+    batches: list[int], heads: list[tuple[int, int]], iters: int
 ) -> list[dict[str, Any]]:
     """SGLang's GDN decode step for one layer (fused_sigmoid_gating_delta_rule_update, as
     TritonGDNKernel.decode calls it: one token per request, the fp32 state read from and
     written back to its pool slot) by the number of running requests."""
-    if path:
-        sys.path.insert(0, path)
     from sglang.kernels.ops.attention.fla.fused_sigmoid_gating_recurrent import (  # type: ignore[import-not-found]
         fused_sigmoid_gating_delta_rule_update as kern,
     )
@@ -226,13 +224,15 @@ def main() -> None:
     ap.add_argument("--decode", type=int, nargs="*", help="time the decode step at these batches")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.path:  # the wheel's kernels, unpacked there
+        sys.path.insert(0, a.path)
     heads = [(int(h.split(":")[0]), int(h.split(":")[1])) for h in a.heads]
     out: dict[str, Any]
     if a.decode:
-        decode = probe_decode(a.path, a.decode, heads, a.iters)
+        decode = probe_decode(a.decode, heads, a.iters)
         out = {"device": torch.cuda.get_device_name(), "iters": a.iters, "decode": decode}
     else:
-        out = probe(a.impl, a.path, a.tokens, heads, a.iters)
+        out = probe(a.impl, a.tokens, heads, a.iters)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -199,14 +199,12 @@ class PerfModel:
         self.eager_prefill_s = (
             card.num_layers * PREFILL_LAYER_S if plan.engine == "sglang" else 0.0
         )
-        lin_attn = card.linear_attention
-        gdn = (
-            lin_attn is not None
-            and lin_attn.kind == "gated_delta_net"
-            and plan.engine in ("sglang", "vllm")
-        )
-        self.gdn_layers = len(card.linear_layers) if gdn and lin_attn else 0
-        self.gdn_heads = max(lin_attn.num_value_heads // tp, 1) if gdn and lin_attn else 0
+        # the measured GDN prefill kernel (both engines run FLA's); other linear layers: none
+        lin = card.linear_attention
+        self.gdn_layers = self.gdn_heads = 0
+        if lin is not None and lin.kind == "gated_delta_net" and plan.engine in ("sglang", "vllm"):
+            self.gdn_layers = len(card.linear_layers)
+            self.gdn_heads = max(lin.num_value_heads // tp, 1)
         self.gdn_scale = GDN_REFERENCE_SMS / max(gpu.sm_count, 1)
         conv, ssm = mamba_slot_bytes(card, tp, cfg.get("mamba_ssm_dtype"))
         self.state_bytes = conv + ssm

@@ -93,9 +93,9 @@ MULTIMODAL_BREAKABLE: dict[tuple[int, int, int], frozenset[str]] = {
     (0, 5, 22): frozenset(_MM_22),
     (0, 5, 23): frozenset(_MM_22 | {"MuseSparkForConditionalGeneration"}),
 }
-# Speculative algorithms whose target prefill keeps every position's hidden state for the draft
-# (NEXTN and MTP are EAGLE under other names; STANDALONE's target keeps none).
-_EAGLE_FULL_TARGET = frozenset({"EAGLE", "EAGLE3", "NEXTN", "MTP"})
+# Speculative algorithms whose target prefill keeps every position's hidden state for the draft:
+# SpeculativeAlgorithm.is_eagle()'s, NEXTN being EAGLE under another name.
+_EAGLE_FULL_TARGET = frozenset({"EAGLE", "EAGLE3", "NEXTN"})
 NEMOTRON_H = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM"})
 DEEPSEEK_V4 = _V4_ARCHS | {"DeepseekV4ForCausalLMDSpark"}
 _A2A_OK = frozenset({"none", "deepep", "megamoe", "flashinfer"})
@@ -248,19 +248,26 @@ def _sizes(config: dict[str, Any], v: tuple[int, int, int], cps: int) -> list[in
 
 
 def _eagle_on_tc_piecewise(config: dict[str, Any], v: tuple[int, int, int]) -> bool:
-    """Whether an EAGLE-family target's prefill graph is tc_piecewise, which it never replays:
-    the target's extend asks for every position's hidden state (CaptureHiddenMode.FULL,
-    eagle_worker(_v2).forward_batch_generation) and tc_piecewise captures none (NULL). 0.5.11 ..
-    0.5.13 capture it and can_run rejects the mismatch; from 0.5.14 init_prefill_cuda_graph
-    routes such a target to the eager runner (sglang#28386). The breakable graph (0.5.15's
-    default on CUDA, 0.5.14 by choice) captures FULL for it and replays. The reserve is the
-    mem-fraction heuristic's either way."""
+    """Whether an EAGLE-family target's prefill graph is one it never replays: the target's
+    extend asks for every position's hidden state (CaptureHiddenMode.FULL, eagle_worker(_v2);
+    STANDALONE's too in 0.5.11 only) and tc_piecewise captures none (NULL) unless the server
+    returns hidden states. 0.5.11 .. 0.5.13 capture it and can_run rejects the mismatch; from
+    0.5.14 the target is routed to the eager runner (sglang#28386): off any backend but
+    breakable through 0.5.18, off tc_piecewise alone from 0.5.19 (the full prefill graph then
+    captures FULL too). The breakable graph (0.5.15's default on CUDA, 0.5.14 by choice)
+    captures FULL for it. The reserve is the mem-fraction heuristic's either way."""
     spec = str(config.get("speculative_algorithm") or "").upper()
-    if spec not in _EAGLE_FULL_TARGET or config.get("enable_return_hidden_states"):
+    full = spec in _EAGLE_FULL_TARGET or (spec == "STANDALONE" and v < (0, 5, 12))
+    returns_all = config.get("enable_return_hidden_states") or (
+        v >= (0, 5, 17) and config.get("return_hidden_states_mode") == "full"
+    )
+    if not full or returns_all:
         return False
     backend = str(config.get("cuda_graph_backend_prefill") or "")
     if v < BREAKABLE:
         return not (v >= LAST and backend == "breakable")
+    if v < (0, 5, 19):
+        return backend in ("tc_piecewise", "full")
     return backend == "tc_piecewise"
 
 

@@ -110,6 +110,7 @@ def test_prefill_graph_tokens_is_the_largest_captured_forward_or_none() -> None:
         ((0, 5, 12), {"speculative_algorithm": "EAGLE"}, False),  # captured NULL, asked FULL
         ((0, 5, 13), {"speculative_algorithm": "NEXTN"}, False),
         ((0, 5, 12), {"speculative_algorithm": "STANDALONE"}, True),  # its target asks NULL
+        ((0, 5, 11), {"speculative_algorithm": "STANDALONE"}, False),  # 0.5.11's asks FULL
         ((0, 5, 12), {"speculative_algorithm": "NGRAM"}, True),
         (
             (0, 5, 12),

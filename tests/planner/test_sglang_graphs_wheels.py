@@ -320,3 +320,92 @@ def test_dp_attention_is_a_switch_only_where_the_default_backends_rules_read_it(
     if v >= (0, 5, 22):
         assert "attn_dp_size" not in default
         assert g.prefill_graph_reserve_mib({"attn_dp_size": 2}, v, 8192, text) > 0
+
+
+EAGLE_RULE = PIECEWISE[1:] + BREAKABLE_IN_SERVER_ARGS + BREAKABLE_IN_HOOKS
+
+
+@pytest.mark.parametrize("version", EAGLE_RULE)
+def test_an_eagle_target_asks_for_every_hidden_state(version: str) -> None:
+    """The EAGLE worker's target prefill asks for FULL hidden states (STANDALONE's, whose worker
+    subclasses it, for none from 0.5.12), and the algorithms the planner treats so are the
+    release's is_eagle() ones (NEXTN is resolved to EAGLE before the worker sees it)."""
+    src = _source(version, "sglang/srt/speculative/eagle_worker_v2.py")
+    at = src.index("# Target prefill")
+    target = src[at : at + 400]
+    assert "CaptureHiddenMode.FULL" in target
+    assert ("is_standalone()" in target) is (version >= "0.5.12")
+    is_eagle = ast.unparse(
+        function_def(_source(version, "sglang/srt/speculative/spec_info.py"), "is_eagle")
+    )
+    for name in g._EAGLE_FULL_TARGET - {"NEXTN"}:
+        assert f"SpeculativeAlgorithm.{name}" in is_eagle, (version, name)
+    assert "STANDALONE" not in is_eagle
+    v = rules.planning_version(version)
+    standalone = g.prefill_graph_tokens(
+        {"speculative_algorithm": "STANDALONE"}, v, 8192, g.GraphFacts()
+    )
+    assert (standalone == 0) is (version == "0.5.11")
+
+
+@pytest.mark.parametrize("version", PIECEWISE[1:4])
+def test_0_5_11_to_0_5_13_capture_no_hidden_state_and_refuse_a_full_batch(version: str) -> None:
+    src = _source(version, "sglang/srt/model_executor/piecewise_cuda_graph_runner.py")
+    init = ast.unparse(function_def(src, "__init__"))
+    assert "self.capture_hidden_mode = CaptureHiddenMode.NULL" in init
+    assert "is_eagle" not in init  # FULL only with --enable-return-hidden-states
+    can_run = ast.unparse(function_def(src, "can_run"))
+    assert "forward_batch.capture_hidden_mode != self.capture_hidden_mode" in can_run
+    v = rules.planning_version(version)
+    assert g.prefill_graph_tokens({"speculative_algorithm": "NEXTN"}, v, 8192, g.GraphFacts()) == 0
+    assert g.prefill_graph_tokens({}, v, 8192, g.GraphFacts()) == 8192
+
+
+def _eagle_skip(version: str) -> str:
+    """The test of the release's `if` that routes an EAGLE target to the eager runner."""
+    path = (
+        "sglang/srt/model_executor/model_runner.py"
+        if version < "0.5.16"
+        else "sglang/srt/model_executor/model_runner_components/cuda_graph_setup.py"
+    )
+    for node in ast.walk(ast.parse(_source(version, path))):
+        if isinstance(node, ast.If) and "spec_algorithm.is_eagle()" in ast.unparse(node.test):
+            if "Phase.PREFILL" in ast.unparse(node.test) and "eager_runner" in ast.unparse(node):
+                return ast.unparse(node.test)
+    raise AssertionError(f"{version}: no EAGLE prefill-graph skip")
+
+
+@pytest.mark.parametrize("version", EAGLE_RULE[3:])
+def test_from_0_5_14_an_eagle_target_runs_eagerly_off_the_graphs_that_capture_null(
+    version: str,
+) -> None:
+    test = _eagle_skip(version)
+    assert "not self.is_draft_worker" in test or "not model_runner.is_draft_worker" in test
+    if version < "0.5.17":
+        assert "not self.server_args.enable_return_hidden_states" in test or (
+            "not model_runner.server_args.enable_return_hidden_states" in test
+        )
+    else:
+        assert (
+            "get_server_return_hidden_states_mode(" in test and "< CaptureHiddenMode.FULL" in test
+        )
+    if version < "0.5.19":
+        assert "not check_cuda_graph_backend(Phase.PREFILL, Backend.BREAKABLE)" in test
+    else:
+        assert "check_cuda_graph_backend(Phase.PREFILL, Backend.TC_PIECEWISE)" in test
+    runner = _source(version, "sglang/srt/model_executor/runner/prefill_cuda_graph_runner.py")
+    assert "CaptureHiddenMode.FULL" in runner and "is_eagle()" in runner  # breakable: FULL
+    v = rules.planning_version(version)
+    eagle = {"speculative_algorithm": "EAGLE"}
+
+    def tokens(backend: str | None = None, **extra: Any) -> int:
+        cfg = {**eagle, **extra} | ({"cuda_graph_backend_prefill": backend} if backend else {})
+        return g.prefill_graph_tokens(cfg, v, 8192, g.GraphFacts())
+
+    assert tokens("tc_piecewise") == 0
+    assert tokens("breakable") == 8192
+    assert (tokens("full") == 0) is (version < "0.5.19")
+    # the default backend: tc_piecewise in 0.5.14, breakable on CUDA from 0.5.15
+    assert (tokens() == 0) is (version == "0.5.14")
+    if version >= "0.5.17":  # the server returning every hidden state captures FULL
+        assert tokens("tc_piecewise", return_hidden_states_mode="full") == 8192
