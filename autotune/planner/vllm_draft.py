@@ -25,8 +25,10 @@ from 0.20.0) and Model Runner V2's spec_decode/eagle/utils.py load_eagle_model:
   EAGLE-3 head only when the checkpoint has none); from 0.9.0 a single pipeline stage takes the
   target's (0.9.0 always, 0.9.1 .. 0.11.x when the shapes match, from 0.12.0 when the checkpoint
   has none or an identical copy: the listed heads' case), EAGLE_SHARED_EMBEDDING_SINCE.
-- under pipeline parallelism the V1 proposer (every release) and Model Runner V2 before 0.30.0
-  keep the head's own embedding (vocab x hidden, vocab-parallel): noted, not counted.
+- under pipeline parallelism the V1 proposer (every release that has it, through 0.33.x) and
+  Model Runner V2 before 0.30.0 keep the head's own embedding (vocab x hidden, vocab-parallel):
+  noted, not counted. 0.34.0 ships Model Runner V2 alone (no v1/worker/gpu_model_runner.py, no
+  v1/spec_decode proposers in its wheel).
 - an EAGLE head takes the target's LM head in every release; an EAGLE-3 head keeps its own
   (draft_vocab_size rows, never the target's shape) and its draft_id_to_target_id map.
 - from 0.33.0 `draft_lm_head_quantization` (Model Runner V2) gives a head that shares the
@@ -53,6 +55,7 @@ FULL_KV_DRAFTS = {"DFlashLagunaForCausalLM": "0.25.0"}
 EAGLE_ARCHITECTURES = frozenset({"EagleLlamaForCausalLM", "Eagle3LlamaForCausalLM"})
 EAGLE_SHARED_EMBEDDING_SINCE = "0.9.0"
 V2_PP_SHARED_EMBEDDING_SINCE = "0.30.0"  # Model Runner V2 shares where the stage has it
+V2_ONLY_SINCE = "0.34.0"  # the V1 model runner and its proposers are gone from the wheel
 DRAFT_HEAD_QUANTIZATION_SINCE = "0.33.0"
 
 
@@ -89,12 +92,15 @@ def eagle_uncounted(
             "head its checkpoint's if it has one): the head's own embedding is not counted"
         )
     elif pp > 1:
-        where = (
-            "only on a stage that holds the target's (Model Runner V2; the V1 runner keeps "
-            "the head's own)"
-            if at_least(version, V2_PP_SHARED_EMBEDDING_SINCE)
-            else "not at all (the head keeps its own)"
-        )
+        if at_least(version, V2_ONLY_SINCE):
+            where = "only on a stage that holds the target's (Model Runner V2, the only runner)"
+        elif at_least(version, V2_PP_SHARED_EMBEDDING_SINCE):
+            where = (
+                "only on a stage that holds the target's (Model Runner V2; the V1 runner keeps "
+                "the head's own)"
+            )
+        else:
+            where = "not at all (the head keeps its own)"
         notes.append(
             f"with pipeline parallelism vLLM {version} shares the target's token embedding "
             f"with the EAGLE head {where}: the head's own embedding is not counted"

@@ -1,4 +1,4 @@
-"""vLLM's releases as the planner knows them (0.4.0 .. 0.33.x), and the rules of the releases
+"""vLLM's releases as the planner knows them (0.4.0 .. 0.34.x), and the rules of the releases
 before the current model (0.4.0 .. 0.9.2: the V0 engine, and the early V1 engine of 0.8.0 ..
 0.9.0), each as the release ships it (read from the PyPI wheels of 0.4.0.post1 .. 0.4.3 and
 0.5.0 .. 0.9.2: engine/arg_utils.py, config.py, worker/, v1/worker/, platforms/cuda.py):
@@ -11,7 +11,7 @@ before the current model (0.4.0 .. 0.9.2: the V0 engine, and the early V1 engine
 - the CUDA-graph capture sizes (graphs are captured after the KV cache in all these releases).
 
 The memory accounting of those releases is in vllm_legacy.py. The flag catalog (autotune.engines.
-vllm.flags) keeps its own range (0.10.0 .. 0.33.0) for launching; `planner_version` is the
+vllm.flags) keeps its own range (0.10.0 .. 0.34.0) for launching; `planner_version` is the
 planner's own parse so that older logs and launches can be planned.
 """
 
@@ -71,12 +71,12 @@ _V1_SPEC_METHODS = (
 @functools.cache
 def planner_version(version: str) -> str:
     """The release the planner plans `version` as: from 0.10.0 the catalogued release it builds
-    on (`0.11.0.post2`, `0.20.2rc1.dev9+g01d4d1ad3` and `0.33.1` use 0.11.0, 0.20.2 and 0.33.0),
+    on (`0.11.0.post2`, `0.20.2rc1.dev9+g01d4d1ad3` and `0.34.1` use 0.11.0, 0.20.2 and 0.34.0),
     before that its base release (`0.6.4.post1` -> 0.6.4, `0.6.3.dev114+g4f95ffee` -> 0.6.3: a
     development build is planned as the release it leads to).
 
     Raises:
-        ConfigError: not a version, or outside 0.4.0 .. 0.33.x, naming --engine-version.
+        ConfigError: not a version, or outside 0.4.0 .. 0.34.x, naming --engine-version.
     """
     from autotune.engines.vllm.flags import supported_versions
 

@@ -16,6 +16,7 @@ from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.common import GIB, MIB, weights_per_rank
 from autotune.planner.vllm_encoder import encoder_profile
+from autotune.planner.vllm_extensible import extensible_kv_cache, measured_kv_gib
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_moe import held_moe_workspace_bytes, transient_moe_phase_bytes
 from autotune.planner.vllm_sampler import sampler_phase_bytes
@@ -76,11 +77,13 @@ GRAPH_PER_GRAPH_MIB = 5.5
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 
-def default_gpu_memory_utilization(version: str | None) -> float:
+def default_gpu_memory_utilization(version: str | None, extensible: bool = False) -> float:
     """vLLM's default gpu_memory_utilization: 0.9 through 0.19.x, 0.92 from 0.20.0 (CacheConfig's
-    Field default in vllm/config/cache.py of the 0.19.1 and 0.20.0 wheels) through 0.33.x, the
-    last release the planner plans. None: the newest. (0.34.0 leaves it None and resolves 1.0
-    with its extensible KV cache, 0.92 without: resolved_gpu_memory_utilization, not modelled.)"""
+    Field default in vllm/config/cache.py of the 0.19.1 and 0.20.0 wheels) through 0.33.x; from
+    0.34.0 the field is None and CacheConfig.resolved_gpu_memory_utilization makes it 1.0 with
+    the extensible KV cache (vllm_extensible), 0.92 without. None: the newest."""
+    if extensible:
+        return 1.0
     return (
         0.92 if version is None or at_least(version, "0.20.0") else DEFAULT_GPU_MEMORY_UTILIZATION
     )
@@ -234,6 +237,8 @@ class StartupMemory:
     total_gib: float
     init_free_gib: float
     gpu_memory_utilization: float
+    # 0.34.0+: the KV cache is sized after warmup (vllm_extensible)
+    extensible: bool = False
 
     @property
     def requested_gib(self) -> float:
@@ -264,13 +269,15 @@ def startup_figures(
             f"free memory at startup = CUDA's total {total_mib} MiB - CUDA context "
             f"{CUDA_CONTEXT_MIB} MiB - desktop {gpu.desktop_reserve_mib} MiB"
         )
+    extensible = version is not None and extensible_kv_cache(cfg, version, gpu)
     gmu = float(cfg.get("gpu_memory_utilization") or 0.0)
     if not gmu:
-        gmu = default_gpu_memory_utilization(version)
+        gmu = default_gpu_memory_utilization(version, extensible)
         assumptions.append(
             f"gpu_memory_utilization not set: vLLM {version or 'newest'}'s default {gmu}"
+            + (" (the extensible KV cache)" if extensible else "")
         )
-    return StartupMemory(total_mib / 1024, init_free, gmu)
+    return StartupMemory(total_mib / 1024, init_free, gmu, extensible)
 
 
 def startup_memory(
@@ -285,7 +292,8 @@ def startup_memory(
     mem = startup_figures(gpu, cfg, gpu_free_gib, assumptions, version)
     init_free, total_gib, gmu = mem.init_free_gib, mem.total_gib, mem.gpu_memory_utilization
     requested = mem.requested_gib
-    if init_free < requested:
+    # with the extensible KV cache the budget is only a cap (v1/worker/utils.py request_memory)
+    if init_free < requested and not mem.extensible:
         reasons.append(
             f"Free memory on device ({init_free:.2f}/{total_gib:.2f} GiB) on startup is less "
             f"than desired GPU memory utilization ({gmu}, {requested:.2f} GiB): lower "
@@ -304,7 +312,9 @@ class ProfiledMemory:
     capture_sizes: list[int]
     graph_gib: float  # CUDA graph memory (estimate)
     graph_in_budget: bool  # graphs taken from the KV budget (0.20+)
-    kv_cache_gib: float  # "Available KV cache memory"
+    kv_cache_gib: float  # the KV cache's memory ("Available KV cache memory" before 0.34.0)
+    # "Available KV cache memory" as logged: the reserved capacity under the extensible KV cache
+    kv_reserve_gib: float | None = None
 
 
 def profiled_memory(
@@ -388,6 +398,20 @@ def profiled_memory(
         else bool(estimate_env) and at_least(version, "0.18.0")
     )
     kv_mem = requested - weights - act - non_torch - (graph if in_budget else 0.0)
+    if startup.extensible:
+        # the profile gives the capacity only (no graph estimate); the pool is what is left
+        # after warmup and capture (vllm_extensible)
+        reserve = requested - weights - act - non_torch
+        measured = measured_kv_gib(
+            requested_gib=requested,
+            init_free_gib=startup.init_free_gib,
+            resident_gib=weights + non_torch + graph,
+            transient_gib=act,
+            vendor=gpu.vendor,
+        )
+        return ProfiledMemory(
+            weights, act, non_torch, sizes, graph, True, min(reserve, measured), reserve
+        )
     headroom = startup.headroom_gib
     if not in_budget and graph > 0 and headroom < graph:
         reasons.append(

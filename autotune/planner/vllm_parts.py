@@ -60,6 +60,8 @@ class VLLMFields(TypedDict):
     graph_gib: float
     graph_in_budget: bool
     kv_cache_gib: float
+    kv_reserve_gib: float
+    extensible_kv_cache: bool
     block_size: int
     num_gpu_blocks: int
     kv_groups: int
@@ -157,6 +159,10 @@ def vllm_fields(parts: PlanParts) -> VLLMFields:
         graph_gib=round(mem.graph_gib, 3),
         graph_in_budget=mem.graph_in_budget,
         kv_cache_gib=round(mem.kv_cache_gib, 3),
+        kv_reserve_gib=round(
+            mem.kv_cache_gib if mem.kv_reserve_gib is None else mem.kv_reserve_gib, 3
+        ),
+        extensible_kv_cache=startup.extensible,
         block_size=lay.block_size,
         num_gpu_blocks=lay.num_blocks,
         kv_groups=lay.groups,

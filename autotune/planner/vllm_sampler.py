@@ -28,8 +28,8 @@ and 0.11.x take it by default whenever FlashInfer imports (VLLM_USE_FLASHINFER_S
 means on there; the release Docker image ships FlashInfer, the 0.10 pip wheel only as an
 extra): assumed installed. From 0.12.0 it is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1).
 
-The Model Runner V2 (a default for some architectures from 0.22.0) samples differently and is
-not derived here: the V1 runner's rule stands in for it.
+The Model Runner V2 (a default for some architectures from 0.22.0, the only runner from 0.34.0)
+samples differently and is not derived here: the V1 runner's rule stands in for it.
 """
 
 from __future__ import annotations

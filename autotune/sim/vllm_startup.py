@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from autotune.engines.vllm import format_failure, format_startup_lines
 from autotune.engines.vllm.flags import at_least
 from autotune.engines.vllm.logs import VLLMLaunchReport
+from autotune.hardware import GPU_CATALOG
 from autotune.models.card import ModelCard
 from autotune.planner.vllm import VLLMPlan
+from autotune.planner.vllm_extensible import measured_kv_gib
 from autotune.sim.launch import write_line
 
 TS = "00-00 00:00:00"  # placeholder timestamp, replaced by the wall clock when printed
@@ -49,8 +51,11 @@ def launch_report(
     """The figures a real launch of `plan` logs (set only where vLLM prints them: max_num_seqs
     and gpu_memory_utilization appear in `non-default args` only when given)."""
     eager = bool(config.get("enforce_eager"))
+    extensible = plan.extensible_kv_cache
     graph_estimate = (
-        plan.graph_gib if plan.graph_in_budget and at_least(version, "0.18.0") else None
+        plan.graph_gib
+        if plan.graph_in_budget and at_least(version, "0.18.0") and not extensible
+        else None
     )
     load_s = weights_load_s(card, plan.tp)
     scheme = card.quantization.scheme
@@ -78,7 +83,47 @@ def launch_report(
         graph_capture_s=0.0 if eager else max(1.0, 0.05 * len(plan.capture_sizes)),
         init_engine_s=round(max(startup_s - load_s, 1.0), 2),
         ready=True,
+        **(after_warmup(plan, config) if extensible else {}),
     )
+
+
+def after_warmup(plan: VLLMPlan, config: Mapping[str, object]) -> dict[str, object]:
+    """What 0.34.0's extensible KV cache logs after warmup (measure_kv_cache_blocks), from the
+    planner's figures: warmup leaves only the null blocks committed (counted as 0 here), the
+    transient reserve is the profiled activation peak (no torch growth), torch holds the weights
+    and graphs and may grow into what the extended cache leaves free less 0.5 GiB (1 GiB on
+    ROCm, KV_CACHE_NON_TORCH_RESERVE_BYTES); an explicit 0.7 < gpu_memory_utilization < 1.0
+    that keeps 1 GiB or more of that free memory out of the cache is warned about."""
+    gpu = GPU_CATALOG.get(plan.gpu)
+    vendor = gpu.vendor if gpu is not None else "nvidia"
+    resident = plan.weights_gib + plan.non_torch_gib + plan.graph_gib
+    free = plan.pre_weights_free_gib - resident
+    act = plan.activation_gib
+    non_torch_reserve = 1.0 if vendor == "amd" else 0.5
+    out: dict[str, object] = {
+        "extensible_kv_cache": True,
+        "kv_reserve_gib": plan.kv_reserve_gib,
+        "free_after_warmup_gib": free,
+        "warmup_kv_gib": 0.0,
+        "transient_reserve_gib": act,
+        "transient_peak_gib": act,
+        "torch_reserve_growth_gib": 0.0,
+        "requested_gib": plan.requested_gib,
+        "torch_limit_gib": plan.weights_gib
+        + plan.graph_gib
+        + max(free - plan.kv_cache_gib - non_torch_reserve, 0.0),
+    }
+    util = config.get("gpu_memory_utilization")
+    if isinstance(util, float) and 0.7 < util < 1.0:
+        figures = dict(init_free_gib=plan.pre_weights_free_gib, resident_gib=resident)
+        figures.update(transient_gib=act)
+        unbound = measured_kv_gib(
+            requested_gib=plan.pre_weights_free_gib, vendor=vendor, **figures
+        )
+        capped = measured_kv_gib(requested_gib=plan.requested_gib, vendor=vendor, **figures)
+        if unbound - capped >= 1.0:
+            out["kv_withheld_gib"] = unbound - capped
+    return out
 
 
 def startup_lines(

@@ -174,6 +174,9 @@ def test_fingerprint_groups() -> None:
     assert releases_with_fingerprint("sglang", "0" * 64) == ()
     for v in VLLM_RELEASES:
         assert len(facts_for("vllm", v).kernel_fingerprint) == 64
+    # 0.34.0 launches the same Triton kernel as 0.32.0 and 0.33.0
+    newest = facts_for("vllm", "0.34.0").kernel_fingerprint
+    assert releases_with_fingerprint("vllm", newest)[-3:] == ("0.32.0", "0.33.0", "0.34.0")
 
 
 def test_entry_problems() -> None:
@@ -200,6 +203,7 @@ def test_block_k_clamp() -> None:
     assert late.block_k_clamp == "below_non_divisor"
     assert late.clamped_block_k(64) == 64 and late.clamped_block_k(96) == 128
     assert facts_for("vllm", "0.33.0").clamped_block_k(32) == 32
+    assert facts_for("vllm", "0.34.0").clamped_block_k(32) == 32
 
 
 def test_arch_names() -> None:

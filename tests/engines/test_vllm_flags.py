@@ -1,4 +1,4 @@
-"""vLLM argv by release: golden command lines (0.10.0 and the newest, 0.33.0), renames, the
+"""vLLM argv by release: golden command lines (0.10.0, 0.33.0 and the newest, 0.34.0), renames, the
 --speculative-config JSON element, booleans with --no-, errors with suggestions."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from autotune.engines.vllm import (
 )
 from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
 
-OLDEST, NEWEST = "0.10.0", "0.33.0"
+OLDEST, NEWEST = "0.10.0", "0.34.0"
 
 # FIELD-NOTES K6 (2 x 2080 Ti 22G): TP2, 262144 context, 8 sequences, 2048-token chunks, MTP 2,
 # chunked prefill and prefix caching on; plus the other fields the issue names.
@@ -55,8 +55,11 @@ def test_registered_and_protocol() -> None:
     assert adapter.supported_versions[0] == OLDEST and adapter.supported_versions[-1] == NEWEST
 
 
-def test_golden_argv_newest() -> None:
-    cmd = build_command(K6, model="/models/qwen3.8-27b", version=NEWEST, port=8011)
+# 0.34.0 renamed or removed none of these flags (the catalogue's 0.33.0 rows all run on to
+# 0.34.0): the same argv for both.
+@pytest.mark.parametrize("version", ["0.33.0", NEWEST])
+def test_golden_argv_newest(version: str) -> None:
+    cmd = build_command(K6, model="/models/qwen3.8-27b", version=version, port=8011)
     assert cmd.argv == [
         "vllm", "serve", "/models/qwen3.8-27b", "--host", "127.0.0.1", "--port", "8011",
         "--max-model-len", "262144",
@@ -159,7 +162,7 @@ def test_speculative_config_is_one_argv_element() -> None:
 
 def test_speculative_checks() -> None:
     with pytest.raises(UnsupportedFlagError, match="'mtp' is not supported by vLLM 0.10.0; "
-                       "releases that have it: 0.11.0-0.33.0"):  # fmt: skip
+                       "releases that have it: 0.11.0-0.34.0"):  # fmt: skip
         speculative_config({"speculative_method": "mtp", "num_speculative_tokens": 2}, OLDEST)
     with pytest.raises(ConfigError, match="unknown speculative method 'nextn'"):
         speculative_config({"speculative_method": "nextn", "num_speculative_tokens": 2}, NEWEST)
@@ -179,11 +182,36 @@ def test_speculative_checks() -> None:
     assert "qwen3_5_mtp" in speculative_methods(NEWEST)
 
 
+def test_release_0_34_0() -> None:
+    # new in 0.34.0 (config/cache.py CacheConfig.enable_extensible_kv_cache, a BooleanOptional
+    # flag; EnableDisableAction's --disable- twin as well)
+    assert build_flags({"enable_extensible_kv_cache": False}, NEWEST)[0] == [
+        "--no-enable-extensible-kv-cache"
+    ]
+    assert {"--enable-extensible-kv-cache", "--disable-extensible-kv-cache"} <= flag_names(NEWEST)
+    with pytest.raises(UnsupportedFlagError, match="releases that have it: 0.34.0$"):
+        build_flags({"enable_extensible_kv_cache": True}, "0.33.0")
+    # CacheConfig.gpu_memory_utilization is Optional from 0.34.0; a value is still a fraction
+    argv, _ = build_flags({"gpu_memory_utilization": 1.0}, NEWEST)
+    assert argv == ["--gpu-memory-utilization", "1.0"]
+    # 0.34.0 drops custom_class (config/speculative.py SpeculativeMethod) and adds
+    # nemotron3_5_transcribe_mtp (MTPModelTypes)
+    assert "custom_class" in speculative_methods("0.33.0")
+    assert "custom_class" not in speculative_methods(NEWEST)
+    assert "nemotron3_5_transcribe_mtp" in speculative_methods(NEWEST)
+    with pytest.raises(UnsupportedFlagError, match="releases that have it: 0.22.0-0.33.0"):
+        speculative_config(
+            {"speculative_config": {"method": "custom_class", "model": "pkg.Proposer",
+                                    "num_speculative_tokens": 2}},
+            NEWEST,
+        )  # fmt: skip
+
+
 def test_unknown_field_suggests_and_unsupported_names_releases() -> None:
     with pytest.raises(UnknownNameError, match="did you mean 'max_num_seqs'"):
         build_flags({"max_num_seq": 8}, NEWEST)
     with pytest.raises(UnsupportedFlagError, match=r"'max_num_active_seqs' is not supported "
-                       r"by vLLM 0\.10\.0; releases that have it: 0\.31\.0-0\.33\.0"):  # fmt: skip
+                       r"by vLLM 0\.10\.0; releases that have it: 0\.31\.0-0\.34\.0"):  # fmt: skip
         build_flags({"max_num_active_seqs": 4}, OLDEST)
     with pytest.raises(UnsupportedFlagError, match="0.10.0-0.12.0"):
         build_flags({"cuda_graph_sizes": [1, 2]}, NEWEST)  # removed in 0.13.0
@@ -218,7 +246,7 @@ def test_aliases_reserved_and_duplicates() -> None:
 def test_env_field_by_release() -> None:
     argv, env = build_flags({"memory_profiler_estimate_cudagraphs": False}, "0.20.2")
     assert argv == [] and env == {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"}
-    with pytest.raises(UnsupportedFlagError, match="0.18.0-0.33.0"):
+    with pytest.raises(UnsupportedFlagError, match="0.18.0-0.34.0"):
         build_flags({"memory_profiler_estimate_cudagraphs": True}, "0.17.1")
 
 
@@ -242,14 +270,15 @@ def test_versions() -> None:
     for bad in ("0.9.2", "0.20.3", "1.0", "latest"):
         with pytest.raises(ConfigError, match="--engine-version"):
             parse_version(bad)
-    assert len(supported_versions()) == 39
+    assert len(supported_versions()) == 40
 
 
 def test_catalog_facts() -> None:
     spec = flag_spec("--enable-prefix-caching", OLDEST)
     assert spec is not None and spec.kind == "n"
     assert "--no-enable-prefix-caching" in flag_names(OLDEST)
-    # 0.33.0's EnableDisableAction also accepts --disable-x for --enable-x booleans
+    # from 0.33.0 EnableDisableAction also accepts --disable-x for --enable-x booleans
+    assert "--disable-prefix-caching" in flag_names("0.33.0")
     assert "--disable-prefix-caching" in flag_names(NEWEST)
     assert "--disable-prefix-caching" not in flag_names("0.32.0")
     deprecated = flag_spec("--cuda-graph-sizes", "0.12.0")

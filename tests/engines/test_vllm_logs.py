@@ -1,5 +1,5 @@
-"""Parsing vLLM startup logs of two generations (0.10.x and 0.2x/0.33), written with vLLM's own
-f-strings and the figures of public startup logs:
+"""Parsing vLLM startup logs of three generations (0.10.x, 0.2x/0.33, 0.34), written with vLLM's
+own f-strings and the figures of public startup logs:
 
 - LOG_0_10: 0.10.0 formats (`%.4f GiB and`, two KV lines, `VllmWorker rank=N`, no API-server
   prefix, the `Engine 000: ... num_gpu_blocks` line) for a dense model.
@@ -9,6 +9,8 @@ f-strings and the figures of public startup logs:
   0.8800 / 0.8592 / 0.9008); weights, graph and timing figures are illustrative.
 - LOG_0_33: the one-line capacity report (0.28+) with the device first (0.30+) and the colour
   codes vLLM adds on a terminal.
+- LOG_0_34 / LOG_0_34_EAGER: 0.34.0's extensible KV cache, sized after warmup (the final size is
+  the report's, not the `Available KV cache memory` capacity).
 """
 
 from __future__ import annotations
@@ -213,3 +215,146 @@ def test_v0_lines() -> None:
 def test_compose_prefix() -> None:
     r = parse_startup(COMPOSE)
     assert r.weights_gib == 14.2474 and r.kv_pool_tokens == 198_784
+
+
+# vLLM 0.34.0's extensible KV cache (the default on CUDA and ROCm), every message built from the
+# 0.34.0 wheel's format strings: v1/worker/gpu_worker.py determine_available_memory
+# `Available KV cache memory: %s GiB` (format_gib, utils/mem_utils.py: round(b / GiB, 2); now only
+# the reserved capacity, and no graph estimate nor advice line since profile_cudagraph_memory
+# returns 0 with it); v1/worker/gpu/model_runner.py `Graph capturing finished in %.0f secs, took
+# %.2f GiB`; v1/worker/extensible_kv_cache.py measure_kv_cache_blocks `Memory after warmup: %s GiB
+# free, %s GiB committed to the KV cache, %s GiB kept for transient activations (%s GiB allocated
+# at peak, %s GiB of torch reservation growth); %d KV cache blocks (%s GiB) fit within the
+# requested %s GiB. Torch may reserve up to %s GiB.` on every rank, then
+# v1/core/kv_cache_planning.py finalize_extensible_kv_cache -> kv_cache_utils.py
+# update_kv_cache_capacity `%s KV cache size: %s tokens, Maximum concurrency for %s tokens per
+# request: %.2fx` with the count the ranks agreed on (their minimum), then extend_kv_cache
+# `Extended KV cache to %d blocks (%.2f GiB).` (physical bytes, each layer's segment rounded up
+# to the 2 MiB granule). A TP2 Qwen3-32B on 2 x H100 80GB, gpu_memory_utilization unset (1.0
+# with the extensible cache): 8 MiB blocks of 64 tokens, rank 1 measures 5372 blocks and rank 0
+# 5374, so 5372 x 64 layers x 128 KiB rounds to 42.00 GiB; 5372 / 640 blocks per 40,960-token
+# request = 8.39x, 343,808 tokens. The memory figures are illustrative.
+LOG_0_34 = """\
+(APIServer pid=1) INFO 06-02 14:00:01 [startup.py:22] vLLM server version 0.34.0, serving model Qwen/Qwen3-32B
+(APIServer pid=1) INFO 06-02 14:00:01 [startup.py:96] non-default args: {'model_tag': 'Qwen/Qwen3-32B', 'host': '0.0.0.0', 'max_model_len': 40960, 'tensor_parallel_size': 2}
+(APIServer pid=1) INFO 06-02 14:00:09 [model.py:2214] Using max model len 40960
+(EngineCore_DP0 pid=60) INFO 06-02 14:00:15 [core.py:154] Initializing a V1 LLM engine (v0.34.0) with config: model='Qwen/Qwen3-32B', speculative_config=None, tokenizer='Qwen/Qwen3-32B', max_seq_len=40960, tensor_parallel_size=2, quantization=None, enforce_eager=False, kv_cache_dtype=auto, device_config=cuda, enable_prefix_caching=True, enable_chunked_prefill=True
+(Worker_TP0 pid=70) INFO 06-02 14:00:48 [model_runner.py:441] Model loading took 30.54 GiB memory and 28.104551 seconds
+(Worker_TP1 pid=71) INFO 06-02 14:00:48 [model_runner.py:441] Model loading took 30.54 GiB memory and 28.311207 seconds
+(Worker_TP0 pid=70) INFO 06-02 14:01:02 [gpu_worker.py:795] Available KV cache memory: 44.65 GiB
+(Worker_TP1 pid=71) INFO 06-02 14:01:02 [gpu_worker.py:795] Available KV cache memory: 44.62 GiB
+(Worker_TP0 pid=70) INFO 06-02 14:01:31 [model_runner.py:1216] Graph capturing finished in 9 secs, took 0.60 GiB
+(Worker_TP1 pid=71) INFO 06-02 14:01:31 [model_runner.py:1216] Graph capturing finished in 9 secs, took 0.61 GiB
+(Worker_TP0 pid=70) INFO 06-02 14:01:33 [extensible_kv_cache.py:693] Memory after warmup: 45.54 GiB free, 0.12 GiB committed to the KV cache, 2.1 GiB kept for transient activations (2.1 GiB allocated at peak, 0.35 GiB of torch reservation growth); 5374 KV cache blocks (41.98 GiB) fit within the requested 79.19 GiB. Torch may reserve up to 34.66 GiB.
+(Worker_TP1 pid=71) INFO 06-02 14:01:33 [extensible_kv_cache.py:693] Memory after warmup: 45.52 GiB free, 0.12 GiB committed to the KV cache, 2.1 GiB kept for transient activations (2.1 GiB allocated at peak, 0.35 GiB of torch reservation growth); 5372 KV cache blocks (41.97 GiB) fit within the requested 79.19 GiB. Torch may reserve up to 34.64 GiB.
+(EngineCore_DP0 pid=60) INFO 06-02 14:01:33 [kv_cache_utils.py:1168] GPU KV cache size: 343,808 tokens, Maximum concurrency for 40,960 tokens per request: 8.39x
+(Worker_TP0 pid=70) INFO 06-02 14:01:34 [extensible_kv_cache.py:536] Extended KV cache to 5372 blocks (42.00 GiB).
+(Worker_TP1 pid=71) INFO 06-02 14:01:34 [extensible_kv_cache.py:536] Extended KV cache to 5372 blocks (42.00 GiB).
+(EngineCore_DP0 pid=60) INFO 06-02 14:01:35 [core.py:452] init engine (profile, create kv cache, warmup model) took 79.40 s (compilation: 18.22 s)
+(APIServer pid=1) INFO 06-02 14:01:37 [entry.py:139] Starting vLLM server on http://0.0.0.0:8000
+(APIServer pid=1) INFO:     Started server process [1]
+(APIServer pid=1) INFO:     Waiting for application startup.
+(APIServer pid=1) INFO:     Application startup complete.
+"""  # noqa: E501
+
+
+def test_parse_0_34_extensible_reports_the_final_kv_size() -> None:
+    r = parse_startup(LOG_0_34)
+    assert r.ready and r.engine_version == "0.34.0" and r.tensor_parallel_size == 2
+    assert r.extensible_kv_cache is True
+    # the size committed after warmup, not the profiling run's capacity
+    assert r.kv_cache_gib == 42.0 and r.kv_reserve_gib == 44.65
+    assert r.num_gpu_blocks == 5372  # the ranks' agreed count, not rank 0's own 5374
+    assert r.kv_pool_tokens == 343808 and r.max_concurrency == 8.39 and r.context_len == 40960
+    # rank 0's measurement
+    assert r.free_after_warmup_gib == 45.54 and r.warmup_kv_gib == 0.12
+    assert r.transient_reserve_gib == 2.1 and r.transient_peak_gib == 2.1
+    assert r.torch_reserve_growth_gib == 0.35
+    assert r.requested_gib == 79.19 and r.torch_limit_gib == 34.66
+    assert r.kv_withheld_gib is None and r.kv_remapped_from_blocks is None
+    assert r.weights_gib == 30.54 and r.graph_gib == 0.6 and r.graph_estimate_gib is None
+    assert r.gpu_memory_utilization is None  # unset: no advice line with the extensible cache
+    assert r.init_engine_s == 79.4
+    assert r.warnings == []
+
+
+def test_0_34_log_cut_before_the_extension_keeps_rank_0s_measurement() -> None:
+    cut = LOG_0_34[: LOG_0_34.index("(EngineCore_DP0 pid=60) INFO 06-02 14:01:33")]
+    r = parse_startup(cut)
+    assert not r.ready and r.extensible_kv_cache is True
+    assert r.kv_cache_gib == 41.98 and r.num_gpu_blocks == 5374 and r.kv_reserve_gib == 44.65
+    assert r.kv_pool_tokens is None
+    # before warmup only the capacity is known
+    r = parse_startup(LOG_0_34[: LOG_0_34.index("(Worker_TP0 pid=70) INFO 06-02 14:01:31")])
+    assert r.kv_cache_gib == 44.65 and r.kv_reserve_gib == 44.65
+    assert r.extensible_kv_cache is None and r.num_gpu_blocks is None
+
+
+# extensible_kv_cache.py measure_kv_cache_blocks' logger.warning_once (an explicit 0.7 <
+# gpu_memory_utilization < 1.0 keeping >= 1 GiB of free memory out of the cache: `%s` of the
+# float, format_gib of the requested and withheld bytes) and extend_kv_cache's `Remapping the KV
+# cache from %d to %d blocks to fit the measured budget.`: under enforce_eager the sizing steps'
+# blocks stay committed (6100 of the 6116-block capacity), more than the 0.9 budget fits. One
+# H100, Qwen3-8B (9 MiB blocks, 36 layers of 256 KiB each rounded to 2 MiB granules), so the
+# worker is the engine core; illustrative figures that add up as measure_kv_cache_bytes does.
+LOG_0_34_EAGER = """\
+(APIServer pid=1) INFO 06-02 15:00:01 [startup.py:96] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'enforce_eager': True, 'gpu_memory_utilization': 0.9}
+(EngineCore_DP0 pid=60) INFO 06-02 15:00:20 [gpu_worker.py:795] Available KV cache memory: 53.76 GiB
+(EngineCore_DP0 pid=60) WARNING 06-02 15:00:41 [extensible_kv_cache.py:662] gpu_memory_utilization=0.9 caps this instance at 71.27 GiB, keeping 6.2 GiB of free device memory out of the KV cache. The extensible KV cache is sized from the memory measured after warmup and CUDA graph capture, so vLLM's own use needs no headroom below 1.0. Leave gpu_memory_utilization unset unless it leaves room for memory vLLM does not measure: other processes sharing the GPU (including ones that allocate on it later), the CPU on a unified-memory device, weight transfer buffers for weight updates, or a KV connector's own device buffers.
+(EngineCore_DP0 pid=60) INFO 06-02 15:00:41 [extensible_kv_cache.py:693] Memory after warmup: 8.88 GiB free, 53.65 GiB committed to the KV cache, 1.64 GiB kept for transient activations (1.64 GiB allocated at peak, 0.0 GiB of torch reservation growth); 6082 KV cache blocks (53.46 GiB) fit within the requested 71.27 GiB. Torch may reserve up to 24.09 GiB.
+(EngineCore_DP0 pid=60) INFO 06-02 15:00:41 [kv_cache_utils.py:1168] GPU KV cache size: 389,248 tokens, Maximum concurrency for 40,960 tokens per request: 9.50x
+(EngineCore_DP0 pid=60) INFO 06-02 15:00:41 [extensible_kv_cache.py:525] Remapping the KV cache from 6100 to 6082 blocks to fit the measured budget.
+(EngineCore_DP0 pid=60) INFO 06-02 15:00:42 [extensible_kv_cache.py:536] Extended KV cache to 6082 blocks (53.51 GiB).
+"""  # noqa: E501
+
+
+def test_0_34_utilisation_warning_and_remap() -> None:
+    r = parse_startup(LOG_0_34_EAGER)
+    assert r.gpu_memory_utilization == 0.9 and r.extensible_kv_cache is True
+    assert r.requested_gib == 71.27 and r.kv_withheld_gib == 6.2
+    assert r.kv_remapped_from_blocks == 6100 and r.num_gpu_blocks == 6082
+    assert r.kv_cache_gib == 53.51 and r.kv_reserve_gib == 53.76
+    assert r.warmup_kv_gib == 53.65 and r.free_after_warmup_gib == 8.88
+    assert r.kv_pool_tokens == 389248 and r.max_concurrency == 9.5
+    assert len(r.warnings) == 1 and "caps this instance at 71.27 GiB" in r.warnings[0]
+
+
+def test_0_34_without_the_extensible_cache() -> None:
+    # --no-enable-extensible-kv-cache: sized from the profiling estimate as before, the capacity
+    # line before the graph capture; the 0.34.0 advice line still names the utilisation.
+    text = (
+        "(APIServer pid=1) INFO 06-02 16:00:01 [startup.py:96] non-default args: {'model_tag': "
+        "'Qwen/Qwen3-8B', 'enable_extensible_kv_cache': False}\n"
+        "(EngineCore_DP0 pid=6) INFO 06-02 16:00:20 [gpu_worker.py:795] Available KV cache "
+        "memory: 48.1 GiB\n"
+        "(EngineCore_DP0 pid=6) INFO 06-02 16:00:20 [gpu_worker.py:809] CUDA graph memory "
+        "profiling is enabled (default since v0.21.0). The current --gpu-memory-utilization="
+        "0.9200 is equivalent to --gpu-memory-utilization=0.9124 without CUDA graph memory "
+        "profiling. To maintain the same effective KV cache size as before, increase "
+        "--gpu-memory-utilization to 0.9276. To disable, set "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0.\n"
+        "(EngineCore_DP0 pid=6) INFO 06-02 16:00:20 [kv_cache_utils.py:1168] GPU KV cache size: "
+        "350,272 tokens, Maximum concurrency for 40,960 tokens per request: 8.55x\n"
+    )
+    r = parse_startup(text)
+    assert r.extensible_kv_cache is False
+    assert r.kv_cache_gib == 48.1 and r.kv_reserve_gib == 48.1 and r.num_gpu_blocks is None
+    assert r.gpu_memory_utilization == 0.92  # resolved default without the extensible cache
+    # v1/executor/abstract.py: turned off at runtime (the reason is an illustrative VMM error)
+    off = (
+        "(EngineCore_DP0 pid=6) WARNING 06-02 16:00:19 [abstract.py:176] Disabling the "
+        "extensible KV cache: cuMemCreate failed: CUDA_ERROR_NOT_SUPPORTED. The KV cache will "
+        "be sized from profiling estimates instead of measured memory.\n"
+    )
+    r = parse_startup(off + text.split("\n", 1)[1])
+    assert r.extensible_kv_cache is False and r.kv_cache_gib == 48.1
+    assert any("Disabling the extensible KV cache" in w for w in r.warnings)
+
+
+def test_older_releases_keep_the_available_figure() -> None:
+    for log in (LOG_0_10, LOG_0_2X, LOG_0_33):
+        r = parse_startup(log)
+        assert r.kv_cache_gib == r.kv_reserve_gib and r.extensible_kv_cache is None
+        assert r.free_after_warmup_gib is None and r.requested_gib is None
+    assert parse_startup(LOG_0_33).num_gpu_blocks is None
+    assert parse_startup(LOG_0_10).num_gpu_blocks == 11423

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from autotune.engines.vllm import METRICS, metrics_for
@@ -42,8 +43,9 @@ def test_family_names_match_the_parser() -> None:
     assert accepted / drafted == 0.7  # acceptance rate
 
 
-def test_metrics_by_release() -> None:
-    old, new = metrics_for("0.10.0"), metrics_for("0.33.0")
+@pytest.mark.parametrize("newest", ["0.33.0", "0.34.0"])
+def test_metrics_by_release(newest: str) -> None:
+    old, new = metrics_for("0.10.0"), metrics_for(newest)
     assert "vllm:gpu_cache_usage_perc" in old and "vllm:gpu_cache_usage_perc" not in new
     assert "vllm:time_per_output_token_seconds" in old
     assert (
@@ -54,3 +56,9 @@ def test_metrics_by_release() -> None:
                  "vllm:spec_decode_num_drafts", "vllm:generation_tokens"):  # fmt: skip
         assert name in old and name in new
     assert METRICS["vllm:prompt_tokens"].sample == "vllm:prompt_tokens_total"
+
+
+def test_0_34_0_exposes_what_0_33_0_does() -> None:
+    # vllm/v1/metrics/loggers.py and vllm/v1/spec_decode/metrics.py define the same families in
+    # both wheels (tests/engines/test_vllm_catalog.py reads 0.34.0's)
+    assert metrics_for("0.34.0") == metrics_for("0.33.0")

@@ -127,7 +127,7 @@ def _if_testing(fn: ast.FunctionDef, marker: str) -> ast.If:
     raise AssertionError(f"no `if` testing {marker!r}: the release changed its code")
 
 
-@pytest.mark.parametrize("version", ["0.24.0", "0.25.0", "0.25.1", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.24.0", "0.25.0", "0.25.1", "0.33.0", "0.34.0"])
 def test_vllm_laguna_dflash_keeps_full_kv(version: str) -> None:
     """Laguna's drafter clears its layers' sliding window from the release FULL_KV_DRAFTS names
     (models/laguna_dflash.py; before it, no Laguna drafter)."""

@@ -43,7 +43,9 @@ def _attention_source(version: str) -> str:
         return next(z.read(p).decode() for p in _ATTENTION if p in names)
 
 
-@pytest.mark.parametrize("version", ["0.14.1", "0.15.0", "0.21.0", "0.22.0", "0.25.1", "0.33.0"])
+@pytest.mark.parametrize(
+    "version", ["0.14.1", "0.15.0", "0.21.0", "0.22.0", "0.25.1", "0.33.0", "0.34.0"]
+)
 def test_compressed_tensors_branch(version: str) -> None:
     text = _attention_source(version)
     assert ('getattr(quant_config, "kv_cache_scheme", None)' in text) is at_least(

@@ -125,7 +125,9 @@ def test_auto_downcasts_a_float32_checkpoint_to_the_preferred_dtype() -> None:
 _CONFIG_PY = {"0.9.1": "vllm/config.py", "0.10.0": "vllm/config.py"}
 
 
-@pytest.mark.parametrize("version", [str(PREFERRED_DTYPE_SINCE), "0.10.0", "0.19.0", "0.33.0"])
+@pytest.mark.parametrize(
+    "version", [str(PREFERRED_DTYPE_SINCE), "0.10.0", "0.19.0", "0.33.0", "0.34.0"]
+)
 def test_auto_dtype_rule_is_the_releases(version: str) -> None:
     """_resolve_auto_dtype: a float32 config takes supported_dtypes' first entry, which the
     CUDA platform lists as bfloat16 from capability 80 and float16 from 60."""

@@ -17,6 +17,7 @@ from autotune.planner.drafts import draft_model
 from autotune.planner.vllm_draft import (
     DRAFT_HEAD_QUANTIZATION_SINCE,
     EAGLE_SHARED_EMBEDDING_SINCE,
+    V2_ONLY_SINCE,
     V2_PP_SHARED_EMBEDDING_SINCE,
     eagle_uncounted,
     separate_draft,
@@ -63,15 +64,20 @@ def _gates(source: str, test: str) -> list[ast.If]:
 
 
 def _from(version: str, first: str) -> bool:
-    """`version` is `first` or newer (0.34.0 is past the planner's own range)."""
+    """`version` is `first` or newer."""
     return Version(version) >= Version(first)
 
 
 @pytest.mark.parametrize(
-    "version", ["0.8.4", "0.8.5", "0.9.0.1", "0.9.1", "0.12.0", "0.19.0", "0.25.0", "0.33.0"]
+    "version",
+    ["0.8.4", "0.8.5", "0.9.0.1", "0.9.1", "0.12.0", "0.19.0", "0.25.0", "0.33.0", "0.34.0"],
 )
 def test_the_head_takes_the_target_embedding_from_0_9_0(version: str) -> None:
     source = _proposer(version)
+    if _from(version, V2_ONLY_SINCE):  # Model Runner V2 alone: its loader shares it
+        assert not source and not _text(version, "vllm/v1/worker/gpu_model_runner.py")
+        assert _assigns_embedding(ast.parse(_text(version, _V2_UTILS)))
+        return
     shares = bool(_gates(source, "get_pp_group().world_size == 1"))
     assert shares is _from(version, EAGLE_SHARED_EMBEDDING_SINCE)
     if not shares:  # 0.8.5: an EAGLE-3 head only, when its checkpoint has no embedding
@@ -79,13 +85,16 @@ def test_the_head_takes_the_target_embedding_from_0_9_0(version: str) -> None:
         assert len(swaps) == (1 if version == "0.8.5" else 0)
 
 
-@pytest.mark.parametrize("version", ["0.24.0", "0.29.0", "0.30.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.24.0", "0.29.0", "0.30.0", "0.33.0", "0.34.0"])
 def test_pipeline_parallel_heads_keep_their_embedding(version: str) -> None:
     """Model Runner V2 keeps the head's own embedding under pipeline parallelism before 0.30.0,
     then shares where the stage holds the target's; the V1 proposer keeps it throughout."""
     v2 = _text(version, _V2_UTILS)
     only_pp1 = bool(_gates(v2, "get_pp_group().world_size == 1"))
     assert only_pp1 is not _from(version, V2_PP_SHARED_EMBEDDING_SINCE)
+    if _from(version, V2_ONLY_SINCE):  # no V1 proposer left to keep its own
+        assert not _proposer(version)
+        return
     assert _gates(_proposer(version), "get_pp_group().world_size == 1")
 
 
@@ -99,7 +108,7 @@ def test_draft_lm_head_quantization_is_from_0_33_0(version: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "version", ["0.8.5", "0.9.1", "0.12.0", "0.19.0", "0.29.0", "0.30.0", "0.33.0"]
+    "version", ["0.8.5", "0.9.1", "0.12.0", "0.19.0", "0.29.0", "0.30.0", "0.33.0", "0.34.0"]
 )
 def test_eagle3_head_shapes_and_own_lm_head(version: str) -> None:
     eagle3 = "".join(_text(version, "vllm/model_executor/models/llama_eagle3.py").split())

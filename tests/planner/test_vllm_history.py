@@ -136,7 +136,8 @@ def test_planner_version_range_and_forms() -> None:
     assert planner_version("0.20.2rc1.dev9+g01d4d1ad3") == "0.20.2"
     assert planner_version("0.11.0+torch271") == "0.11.0"
     assert planner_version("0.33.4") == "0.33.0"
-    for bad in ("0.3.3", "0.34.0", "1.0.0", "banana", ""):
+    assert planner_version("0.34.1") == "0.34.0"
+    for bad in ("0.3.3", "0.35.0", "1.0.0", "banana", ""):
         with pytest.raises(ConfigError, match="--engine-version"):
             planner_version(bad)
     # the flag catalog keeps its own range for launching

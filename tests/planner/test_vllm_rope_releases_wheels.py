@@ -56,7 +56,8 @@ def test_gemma3_is_first_in_0_8_0(version: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "version", ["0.6.6", "0.7.3", "0.8.0", "0.8.5", "0.10.2", "0.14.0", "0.19.0", "0.33.0"]
+    "version",
+    ["0.6.6", "0.7.3", "0.8.0", "0.8.5", "0.10.2", "0.14.0", "0.19.0", "0.33.0", "0.34.0"],
 )
 def test_the_cache_is_cast_to_the_model_dtype_and_shared_per_rope(version: str) -> None:
     base = _rope(version, "base")
@@ -71,7 +72,8 @@ def test_the_cache_is_cast_to_the_model_dtype_and_shared_per_rope(version: str) 
 
 
 @pytest.mark.parametrize(
-    "version", ["0.8.0", "0.8.5", "0.10.2", "0.12.0", "0.19.0", "0.29.0", "0.32.0", "0.33.0"]
+    "version",
+    ["0.8.0", "0.8.5", "0.10.2", "0.12.0", "0.19.0", "0.29.0", "0.32.0", "0.33.0", "0.34.0"],
 )
 def test_gemma3_sliding_layers_get_a_rope_of_their_own(version: str) -> None:
     """Each release's sliding layers pass get_rope other parameters than the full-attention

@@ -57,7 +57,7 @@ def test_typos_are_rejected_with_a_suggestion() -> None:
         parse_space("engine: vllm\nparameters:\n  max_num_seq: {type: int, low: 1, high: 8}\n")
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.20.2", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.11.0", "0.20.2", "0.33.0", "0.34.0"])
 def test_every_sampled_configuration_builds(space: SearchSpace, version: str) -> None:
     # the space as a sweep on this target searches it: narrowed to the release and the GPU
     target = ctx(NVFP4, version, gpu="rtx-5090-32g")

@@ -1,4 +1,4 @@
-"""VLLMAdapter: the EngineAdapter for vLLM 0.10.0 .. 0.33.0 (pure: no I/O, no state)."""
+"""VLLMAdapter: the EngineAdapter for vLLM 0.10.0 .. 0.34.0 (pure: no I/O, no state)."""
 
 from __future__ import annotations
 

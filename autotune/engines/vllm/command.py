@@ -34,7 +34,7 @@ def build_command(
         config: vLLM field names (plus the search space's speculative fields) -> values
             (None = let the engine decide).
         model: local folder or hub id.
-        version: vLLM release the flags must follow ("0.10.0" .. "0.33.0").
+        version: vLLM release the flags must follow ("0.10.0" .. "0.34.0").
         launcher: argv prefix replacing `vllm serve`.
 
     Raises:

@@ -1,7 +1,7 @@
 """Why a vLLM launch did not serve: its log text and exit status -> a Failure.
 
 The patterns are vLLM's (and PyTorch's, argparse's) own messages, checked against the wheels
-0.10.0 .. 0.33.0 (vllm/v1/core/kv_cache_utils.py or kv_cache_planning.py,
+0.10.0 .. 0.34.0 (vllm/v1/core/kv_cache_utils.py or kv_cache_planning.py,
 vllm/v1/worker/gpu_worker.py or worker/utils.py). Order matters: a CUDA OOM whose traceback
 runs through graph capture is a graph-capture failure; one through the profiling run is an OOM
 at profiling; the KV-cache messages say exactly what to change, so they win over the generic

@@ -43,7 +43,7 @@ class Field:
     pseudo: bool = False
 
 
-FIRST, LAST = "0.10.0", "0.33.0"
+FIRST, LAST = "0.10.0", "0.34.0"
 # `--cuda-graph-sizes` (0.10.0 .. 0.12.0, deprecated from 0.11.1): a list, or one value meaning
 # "capture 1, 2, 4 and multiples of 8 up to N" (vllm/config SchedulerConfig.cuda_graph_sizes).
 _OLD_GRAPH = ("0.10.0", "0.11.0", "--cuda-graph-sizes")

@@ -2,7 +2,7 @@
 
 Two data tables drive everything (no per-flag if-chains):
 
-- `_catalog.CATALOG`: every long option of `vllm serve` for 0.10.0 .. 0.33.0 by release range,
+- `_catalog.CATALOG`: every long option of `vllm serve` for 0.10.0 .. 0.34.0 by release range,
   read from the PyPI wheels with `ast` (tests/engines/regen_vllm_catalog.py): kind (value,
   switch, BooleanOptional, list), dest, choices; and `SPECULATIVE_METHODS`, the values
   SpeculativeConfig.method takes. Read by autotune.engines.vllm.releases.

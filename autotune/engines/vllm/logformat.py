@@ -15,6 +15,14 @@ where it changed:
   `--gpu-memory-utilization` advice, worded per release (opt-in 0.18/0.19, default from 0.20).
 - `Starting vLLM API server %d on %s` (<= 0.17.1) / `Starting vLLM server on %s`;
   `vLLM API server version %s` (<= 0.24.0) / `vLLM server version %s, serving model %s`.
+- 0.34.0: no `Estimated CUDA graph memory` (the V1 model runner that printed it is gone) and the
+  disabled-profiling warning without a utilisation. With the extensible KV cache
+  (report.extensible_kv_cache) `Available KV cache memory` states kv_reserve_gib, with no graph
+  estimate nor advice; after the graph capture come each worker's `Memory after warmup: ...`
+  (and the `gpu_memory_utilization=%s caps this instance ...` warning before it), the core's KV
+  capacity line, then each worker's `Remapping the KV cache ...` and `Extended KV cache to %d
+  blocks (%.2f GiB).` (v1/worker/extensible_kv_cache.py, v1/core/kv_cache_planning.py
+  finalize_extensible_kv_cache).
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ from autotune.engines.vllm.logs import READY_TEXT, SIMULATED_MARKER, VLLMLaunchR
 from autotune.engines.vllm.printer import API, DEFAULT_TIMESTAMP, Printer, format_gib, gib_text
 from autotune.engines.vllm.releases import at_least, parse_version
 from autotune.errors import ConfigError
+
+# The release whose extensible KV cache sizes the pool after warmup (config/cache.py).
+EXTENSIBLE_SINCE = "0.34.0"
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,12 @@ def format_startup_lines(
     gpu_memory_utilization (the 0.18+ advice line needs total_gib), block_size (printed as the
     hybrid alignment line), num_gpu_blocks (<= 0.11.0), max_num_batched_tokens, engine
     settings in the config line. Per-rank worker lines repeat for each TP rank.
+    With extensible_kv_cache (0.34.0+): kv_reserve_gib in `Available KV cache memory`, the
+    `Memory after warmup` line from free_after_warmup_gib (with warmup_kv_gib, transient_peak_gib,
+    torch_reserve_growth_gib, transient_reserve_gib or their maximum, requested_gib,
+    torch_limit_gib, num_gpu_blocks and kv_cache_gib), the utilisation warning from
+    kv_withheld_gib, `Remapping` from kv_remapped_from_blocks and `Extended KV cache to` from
+    num_gpu_blocks and kv_cache_gib.
     `estimate_cudagraphs`: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (default: on from 0.20).
 
     Raises:
@@ -94,15 +111,115 @@ def format_startup_lines(
     """
     p = Printer(parse_version(version), timestamp, pid)
     s = _Launch(p, report, model, host, port, tp_size, elapsed_s)
+    if _extensible(s):
+        # sized after warmup: the capacity line comes once the workers measured it
+        sizing = [*_graph_capture_lines(s), *_after_warmup_lines(s), *_kv_capacity_lines(s)]
+        sizing += _extend_lines(s)
+    else:
+        sizing = [*_kv_capacity_lines(s), *_graph_capture_lines(s)]
     return [
         *_api_header(s, non_default),
         *_api_settings(s, mamba_padding_pct),
         p.line(s.core, "core.py:98", _engine_config_msg(s)),
         *_worker_memory_lines(s, total_gib, estimate_cudagraphs),
-        *_kv_capacity_lines(s),
-        *_graph_capture_lines(s),
+        *sizing,
         *_serving_lines(s),
     ]
+
+
+def _extensible(s: _Launch) -> bool:
+    """Whether the launch has 0.34.0's extensible KV cache (report.extensible_kv_cache)."""
+    if not s.report.extensible_kv_cache:
+        return False
+    if not at_least(s.version, EXTENSIBLE_SINCE):
+        raise ConfigError(
+            f"vLLM {s.version} has no extensible KV cache ({EXTENSIBLE_SINCE}+)",
+            field="extensible_kv_cache",
+        )
+    if s.report.graph_estimate_gib:
+        raise ConfigError(
+            "the extensible KV cache measures CUDA graph memory after warmup: vLLM "
+            f"{s.version} logs no graph estimate with it",
+            field="graph_estimate_gib",
+        )
+    return True
+
+
+def _needed(report: VLLMLaunchReport, line: str, *names: str) -> list[float]:
+    """The report's figures a line prints (a ConfigError naming the first one unset)."""
+    values = [getattr(report, name) for name in names]
+    for name, value in zip(names, values, strict=True):
+        if value is None:
+            raise ConfigError(f"the {line} line needs {name}", field=name)
+    return values
+
+
+def _after_warmup_lines(s: _Launch) -> list[str]:
+    """measure_kv_cache_blocks: the utilisation warning (warning_once) and the measurement, on
+    each worker, when free_after_warmup_gib is set."""
+    report = s.report
+    out: list[str] = []
+    if report.kv_withheld_gib is not None:
+        util, requested = _needed(
+            report, "gpu_memory_utilization warning", "gpu_memory_utilization", "requested_gib"
+        )
+        msg = (
+            f"gpu_memory_utilization={util} caps this instance at {format_gib(requested)} GiB, "
+            f"keeping {format_gib(report.kv_withheld_gib)} GiB of free device memory out of "
+            "the KV cache. The extensible KV cache is sized from the memory measured after "
+            "warmup and CUDA graph capture, so vLLM's own use needs no headroom below 1.0. "
+            "Leave gpu_memory_utilization unset unless it leaves room for memory vLLM does not "
+            "measure: other processes sharing the GPU (including ones that allocate on it "
+            "later), the CPU on a unified-memory device, weight transfer buffers for weight "
+            "updates, or a KV connector's own device buffers."
+        )
+        out += [
+            s.p.line(w, "extensible_kv_cache.py:662", msg, level="WARNING") for w in s.workers()
+        ]
+    if report.free_after_warmup_gib is not None:
+        free, committed, peak, growth, requested, limit, kv = _needed(
+            report,
+            "Memory after warmup",
+            "free_after_warmup_gib",
+            "warmup_kv_gib",
+            "transient_peak_gib",
+            "torch_reserve_growth_gib",
+            "requested_gib",
+            "torch_limit_gib",
+            "kv_cache_gib",
+        )
+        (blocks,) = _needed(report, "Memory after warmup", "num_gpu_blocks")
+        kept = report.transient_reserve_gib
+        kept = max(peak, growth) if kept is None else kept
+        msg = (
+            f"Memory after warmup: {format_gib(free)} GiB free, {format_gib(committed)} GiB "
+            f"committed to the KV cache, {format_gib(kept)} GiB kept for transient activations "
+            f"({format_gib(peak)} GiB allocated at peak, {format_gib(growth)} GiB of torch "
+            f"reservation growth); {int(blocks)} KV cache blocks ({format_gib(kv)} GiB) fit "
+            f"within the requested {format_gib(requested)} GiB. Torch may reserve up to "
+            f"{format_gib(limit)} GiB."
+        )
+        out += [s.p.line(w, "extensible_kv_cache.py:693", msg) for w in s.workers()]
+    return out
+
+
+def _extend_lines(s: _Launch) -> list[str]:
+    """extend_kv_cache on each worker, when num_gpu_blocks and kv_cache_gib are set."""
+    report = s.report
+    if report.num_gpu_blocks is None or report.kv_cache_gib is None:
+        return []
+    msgs = []
+    if report.kv_remapped_from_blocks is not None:
+        msgs.append(
+            f"Remapping the KV cache from {report.kv_remapped_from_blocks} to "
+            f"{report.num_gpu_blocks} blocks to fit the measured budget."
+        )
+    msgs.append(
+        f"Extended KV cache to {report.num_gpu_blocks} blocks ({report.kv_cache_gib:.2f} GiB)."
+    )
+    lines = [("extensible_kv_cache.py:525", m) for m in msgs[:-1]]
+    lines.append(("extensible_kv_cache.py:536", msgs[-1]))
+    return [s.p.line(w, src, m) for w in s.workers() for src, m in lines]
 
 
 def _api_header(s: _Launch, non_default: Mapping[str, object] | None) -> list[str]:
@@ -177,10 +294,11 @@ def _worker_memory_lines(s: _Launch, total_gib: float | None, estimate: bool | N
     if s.report.weights_gib is not None:
         msg = _weights_msg(s.version, s.report, s.elapsed_s)
         out += [s.p.line(w, "gpu_model_runner.py:1892", msg) for w in s.workers()]
+    extensible = bool(s.report.extensible_kv_cache)
     for w in s.workers():
         out += [
-            s.p.line(w, "gpu_worker.py:359", m)
-            for m in _memory_msgs(s.version, s.report, total_gib, estimate)
+            s.p.line(w, "gpu_worker.py:359", m, level=level)
+            for level, m in _memory_msgs(s.version, s.report, total_gib, estimate, extensible)
         ]
     return out
 
@@ -257,8 +375,11 @@ def _memory_msgs(
     report: VLLMLaunchReport,
     total_gib: float | None,
     estimate: bool | None,
-) -> list[str]:
-    out: list[str] = []
+    extensible: bool = False,
+) -> list[tuple[str, str]]:
+    """determine_available_memory's (level, message) pairs. With the extensible KV cache
+    (0.34.0+) the graph estimate is 0, so only the reserved capacity is logged."""
+    out: list[tuple[str, str]] = []
     graph_est = report.graph_estimate_gib
     if graph_est is not None:
         if not at_least(version, "0.18.0"):
@@ -266,16 +387,31 @@ def _memory_msgs(
                 f"vLLM {version} does not profile CUDA graph memory (0.18.0+)",
                 field="graph_estimate_gib",
             )
-        out.append(f"Estimated CUDA graph memory: {graph_est:.2f} GiB total")
-    if report.kv_cache_gib is not None:
-        out.append(f"Available KV cache memory: {gib_text(version, report.kv_cache_gib)} GiB")
+        if not at_least(version, EXTENSIBLE_SINCE):  # the V1 model runner's line
+            out.append(("INFO", f"Estimated CUDA graph memory: {graph_est:.2f} GiB total"))
+    kv = report.kv_reserve_gib if extensible else report.kv_cache_gib
+    if kv is not None:
+        out.append(("INFO", f"Available KV cache memory: {gib_text(version, kv)} GiB"))
     util = report.gpu_memory_utilization
-    if graph_est is not None and graph_est > 0 and util is not None and total_gib:
+    if at_least(version, EXTENSIBLE_SINCE) and estimate is False:
+        # 0.34.0 skips the estimate when it is off, and warns only without the extensible cache
+        if not extensible:
+            out.append(("WARNING", _GRAPH_PROFILING_OFF_0_34))
+    elif graph_est is not None and graph_est > 0 and util is not None and total_gib:
         on = at_least(version, "0.20.0") if estimate is None else estimate
         delta = graph_est / total_gib
         equiv, suggested = round(util - delta, 4), min(round(util + delta, 4), 1.0)
-        out.append(_graph_profiling_advice(version, on, util, equiv, suggested))
+        out.append(("INFO", _graph_profiling_advice(version, on, util, equiv, suggested)))
     return out
+
+
+# v1/worker/gpu_worker.py determine_available_memory, 0.34.0 (a logger.warning).
+_GRAPH_PROFILING_OFF_0_34 = (
+    "CUDA graph memory profiling is disabled (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). "
+    "Without it, CUDA graph memory is not accounted for during KV cache allocation, which may "
+    "require lowering --gpu-memory-utilization to avoid OOM. Consider re-enabling it (the "
+    "default as of v0.21.0)."
+)
 
 
 def _graph_profiling_advice(

@@ -1,4 +1,4 @@
-"""Read vLLM's own log lines (V1 engine, 0.10.0 .. 0.33.0): startup figures -> VLLMLaunchReport.
+"""Read vLLM's own log lines (V1 engine, 0.10.0 .. 0.34.0): startup figures -> VLLMLaunchReport.
 
 Line shape: `[(Proc pid=N) ]LEVEL MM-DD HH:MM:SS [file.py:line] message`; the `(Proc pid=N)`
 prefix comes from decorate_logs (EngineCore_DP0, Worker_TP1, APIServer; 0.10.0 names workers
@@ -21,6 +21,25 @@ The f-strings, checked against the wheels (vllm/v1/...):
 - engine/core.py: `Initializing a V1 LLM engine (v%s) with config: ...kv_cache_dtype=...`;
   `init engine (profile, create kv cache, warmup model) took %.2f seconds` (`s` from 0.20).
 - Ready: uvicorn's `Application startup complete.` (after `Starting vLLM API server ...`).
+
+0.34.0's extensible KV cache (the default on CUDA and ROCm; v1/worker/extensible_kv_cache.py)
+sizes the pool after warmup and CUDA graph capture, so `Available KV cache memory` is only the
+reserved capacity (profile_cudagraph_memory returns 0 then: no graph estimate, no advice line)
+and three lines follow the graph capture: each worker's `Memory after warmup: %s GiB free, %s
+GiB committed to the KV cache, %s GiB kept for transient activations (%s GiB allocated at peak,
+%s GiB of torch reservation growth); %d KV cache blocks (%s GiB) fit within the requested %s GiB.
+Torch may reserve up to %s GiB.` (measure_kv_cache_blocks, format_gib), the engine core's KV
+capacity line with the final count (finalize_extensible_kv_cache; it is no longer printed before
+warmup), then each worker's `Remapping the KV cache from %d to %d blocks to fit the measured
+budget.` (when warmup committed more) and `Extended KV cache to %d blocks (%.2f GiB).`
+(extend_kv_cache). The report's kv_cache_gib and num_gpu_blocks are then the extended size (the
+`Memory after warmup` blocks for a log that stops before it); kv_reserve_gib keeps the capacity.
+An explicit 0.7 < gpu_memory_utilization < 1.0 that keeps >= 1 GiB of free memory out of the
+cache warns `gpu_memory_utilization=%s caps this instance at %s GiB, keeping %s GiB of free
+device memory out of the KV cache. ...`; `Disabling the extensible KV cache: %s. ...`
+(v1/executor/abstract.py) and `Extensible KV cache off: ...` (config/vllm.py) say it is off.
+Also from 0.34.0: the V1 model runner (gpu_model_runner.py) is gone, and with it `Estimated
+CUDA graph memory`; the disabled-profiling warning no longer names a utilisation.
 
 Older releases, as public logs show them (checked against the 0.5.0 .. 0.9.2 wheels):
 `Loading model weights took %.4f GB` (<= 0.7.3) and `Model loading took %.4f GB and ...`
@@ -69,6 +88,21 @@ _PROFILE_TOTAL_RE = re.compile(
     rf"total_gpu_memory ?[=(](?P<gib>{_NUM}) ?GiB\)?.*?gpu_memory_utilization ?[=(](?P<u>{_NUM})"
 )
 _AVAIL_RE = re.compile(rf"Available KV cache memory: (?P<gib>{_NUM}) GiB")
+# 0.34.0's extensible KV cache (v1/worker/extensible_kv_cache.py).
+_AFTER_WARMUP_RE = re.compile(
+    rf"Memory after warmup: (?P<free>{_NUM}) GiB free, (?P<committed>{_NUM}) GiB committed to "
+    rf"the KV cache, (?P<reserve>{_NUM}) GiB kept for transient activations \((?P<peak>{_NUM}) "
+    rf"GiB allocated at peak, (?P<growth>{_NUM}) GiB of torch reservation growth\); "
+    rf"(?P<blocks>\d+) KV cache blocks \((?P<fit>{_NUM}) GiB\) fit within the requested "
+    rf"(?P<requested>{_NUM}) GiB\. Torch may reserve up to (?P<limit>{_NUM}) GiB"
+)
+_EXTENDED_RE = re.compile(rf"Extended KV cache to (?P<n>\d+) blocks \((?P<gib>{_NUM}) GiB\)")
+_REMAP_RE = re.compile(r"Remapping the KV cache from (?P<a>\d+) to (?P<b>\d+) blocks")
+_CAP_RE = re.compile(
+    rf"gpu_memory_utilization=(?P<u>\d+(?:\.\d+)?) caps this instance at (?P<requested>{_NUM}) "
+    rf"GiB, keeping (?P<withheld>{_NUM}) GiB of free device memory out of the KV cache"
+)
+_EXTENSIBLE_OFF_RE = re.compile(r"Disabling the extensible KV cache: |Extensible KV cache off: ")
 _KV_TOKENS_RE = re.compile(
     r"(?:(?P<device>[A-Z]+)(?P<host> \+ host)? )?KV cache size: (?P<tokens>[\d,]+) tokens"
 )
@@ -115,18 +149,68 @@ _WARNING_MARKERS = (
     "padding layers, may waste",
     "is less than desired GPU memory utilization",
     "Disabling calculate_kv_scales",
+    "caps this instance at",  # 0.34.0: gpu_memory_utilization below what the device has free
+    "Disabling the extensible KV cache",
+    "Extensible KV cache off",
 )
 
 
 class VLLMLaunchReport(LaunchReport):
     """LaunchReport plus what only vLLM logs: concurrency at max_model_len, the KV budget and
-    the memory utilisation behind it, CUDA-graph estimate, block size and engine settings."""
+    the memory utilisation behind it, CUDA-graph estimate, block size and engine settings, and
+    0.34.0's post-warmup sizing of the extensible KV cache."""
 
     engine_version: str | None = None
     max_concurrency: float | None = Field(
         default=None, description="requests of max_model_len tokens the KV cache holds"
     )
-    kv_cache_gib: float | None = Field(default=None, description="Available KV cache memory")
+    kv_cache_gib: float | None = Field(
+        default=None,
+        description="the KV cache's memory: `Available KV cache memory` (V0: the profiling "
+        "summary's), with 0.34.0's extensible KV cache the size committed after warmup",
+    )
+    kv_reserve_gib: float | None = Field(
+        default=None,
+        description="`Available KV cache memory` as logged (the extensible KV cache's reserved "
+        "capacity, sized by the profiling run)",
+    )
+    extensible_kv_cache: bool | None = Field(
+        default=None,
+        description="KV cache sized after warmup (0.34.0+): True when the post-warmup sizing is "
+        "logged, False when vLLM says it is off or the arguments turn it off",
+    )
+    free_after_warmup_gib: float | None = Field(
+        default=None, description="device memory free after warmup and graph capture (0.34.0+)"
+    )
+    warmup_kv_gib: float | None = Field(
+        default=None, description="KV memory committed when that was measured (0.34.0+)"
+    )
+    transient_reserve_gib: float | None = Field(
+        default=None,
+        description="memory kept free for transient activations, the larger of the two below "
+        "(0.34.0+)",
+    )
+    transient_peak_gib: float | None = Field(
+        default=None, description="activation peak allocated in profiling or warmup (0.34.0+)"
+    )
+    torch_reserve_growth_gib: float | None = Field(
+        default=None, description="largest growth of torch's reservation over a step (0.34.0+)"
+    )
+    requested_gib: float | None = Field(
+        default=None,
+        description="the instance's budget, gpu_memory_utilization x device memory (0.34.0+)",
+    )
+    torch_limit_gib: float | None = Field(
+        default=None, description="cap on torch's caching allocator once sized (0.34.0+)"
+    )
+    kv_withheld_gib: float | None = Field(
+        default=None,
+        description="free memory an explicit gpu_memory_utilization keeps out of the KV cache "
+        "(0.34.0 warns from 1 GiB)",
+    )
+    kv_remapped_from_blocks: int | None = Field(
+        default=None, description="blocks warmup had committed beyond the measured size (0.34.0+)"
+    )
     gpu_memory_utilization: float | None = None
     graph_estimate_gib: float | None = Field(
         default=None, description="CUDA graph memory profiled before the KV cache (0.18+)"
@@ -134,7 +218,11 @@ class VLLMLaunchReport(LaunchReport):
     total_gpu_gib: float | None = Field(
         default=None, description="device total the profiling summary states (<= 0.9.2)"
     )
-    num_gpu_blocks: int | None = None
+    num_gpu_blocks: int | None = Field(
+        default=None,
+        description="KV cache blocks (V0's `# GPU blocks`, <= 0.11.0's cache_config_info, "
+        "0.34.0's extended size)",
+    )
     block_size: int | None = None
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
@@ -257,6 +345,46 @@ def _block_size(values: Figures, m: re.Match[str]) -> None:
     values["block_size"] = int(m["n"])  # the last adjustment wins
 
 
+def _after_warmup(values: Figures, m: re.Match[str]) -> None:
+    """0.34.0's `Memory after warmup` (rank 0's own measurement, before the ranks agree)."""
+    values["extensible_kv_cache"] = True
+    figures = {
+        "free_after_warmup_gib": "free",
+        "warmup_kv_gib": "committed",
+        "transient_reserve_gib": "reserve",
+        "transient_peak_gib": "peak",
+        "torch_reserve_growth_gib": "growth",
+        "requested_gib": "requested",
+        "torch_limit_gib": "limit",
+        "kv_fit_gib": "fit",
+    }
+    for key, group in figures.items():
+        values.setdefault(key, float(m[group]))
+    values.setdefault("kv_fit_blocks", int(m["blocks"]))
+
+
+def _extended(values: Figures, m: re.Match[str]) -> None:
+    values["extensible_kv_cache"] = True
+    values.setdefault("kv_extended_blocks", int(m["n"]))
+    values.setdefault("kv_extended_gib", float(m["gib"]))
+
+
+def _extensible_off(values: Figures, m: re.Match[str]) -> None:
+    values["extensible_kv_cache"] = False
+
+
+def _settle_kv_size(values: Figures) -> None:
+    """With 0.34.0's extensible KV cache the cache is what was committed after warmup, not the
+    `Available KV cache memory` capacity: the `Extended KV cache to` figures, else (a log that
+    stops before them) rank 0's `Memory after warmup` ones."""
+    extended = values.pop("kv_extended_gib", None), values.pop("kv_extended_blocks", None)
+    fit = values.pop("kv_fit_gib", None), values.pop("kv_fit_blocks", None)
+    gib, blocks = extended if extended[0] is not None else fit
+    if gib is not None:
+        values["kv_cache_gib"] = gib
+        values["num_gpu_blocks"] = blocks
+
+
 def _engine_config(values: Figures, m: re.Match[str]) -> None:
     values.setdefault("engine_version", m["v"])
     for key, value in _config_pairs(m["c"]).items():
@@ -277,13 +405,27 @@ def _non_default_args(values: Figures, m: re.Match[str]) -> None:
     for key in _NON_DEFAULT_KEYS:
         if isinstance(args.get(key), int | float) and not isinstance(args[key], bool):
             values.setdefault(key, args[key])
+    if isinstance(args.get("enable_extensible_kv_cache"), bool):  # 0.34.0+
+        values.setdefault("extensible_kv_cache", args["enable_extensible_kv_cache"])
 
 
 # In order; every one reads every line (a line may carry several figures).
 _READERS: tuple[Reader, ...] = (
     ((_WEIGHTS_RE,), keep_first(weights_gib=("gib", float), weights_load_s=("s", float))),
     ((_OLD_WEIGHTS_RE,), _old_weights),
-    ((_AVAIL_RE,), keep_first(kv_cache_gib=("gib", float))),
+    ((_AVAIL_RE,), keep_first(kv_cache_gib=("gib", float), kv_reserve_gib=("gib", float))),
+    ((_AFTER_WARMUP_RE,), _after_warmup),
+    ((_EXTENDED_RE,), _extended),
+    ((_REMAP_RE,), keep_first(kv_remapped_from_blocks=("a", int))),
+    (
+        (_CAP_RE,),
+        keep_first(
+            gpu_memory_utilization=("u", float),
+            requested_gib=("requested", float),
+            kv_withheld_gib=("withheld", float),
+        ),
+    ),
+    ((_EXTENSIBLE_OFF_RE,), _extensible_off),
     ((_PROFILE_KV_RE,), _profile_kv),
     ((_PROFILE_TOTAL_RE,), _profile_total),
     ((_KV_TOKENS_RE,), keep_first(kv_pool_tokens=("tokens", _num))),
@@ -309,10 +451,13 @@ def parse_startup(log_text: str) -> VLLMLaunchReport:
 
     weights_gib and graph_gib come from rank 0's worker; kv_pool_tokens and max_concurrency
     from the engine core's report (the whole TP group); max_running_requests is max_num_seqs
-    and chunked_prefill_size max_num_batched_tokens when the log names them.
+    and chunked_prefill_size max_num_batched_tokens when the log names them. With 0.34.0's
+    extensible KV cache kv_cache_gib and num_gpu_blocks are the size committed after warmup
+    (kv_reserve_gib the `Available KV cache memory` capacity before it).
     """
     scan = _FORMAT.scan(_rank0_messages(log_text))
     values = scan.values
+    _settle_kv_size(values)
     if "max_num_seqs" in values:
         values["max_running_requests"] = values["max_num_seqs"]
     if "max_num_batched_tokens" in values:

@@ -1,4 +1,4 @@
-"""The catalogued vLLM releases (0.10.0 .. 0.33.0) and what the generated catalog says of each:
+"""The catalogued vLLM releases (0.10.0 .. 0.34.0) and what the generated catalog says of each:
 release names and their order, the flags `vllm serve` defines, and the speculative methods
 SpeculativeConfig takes.
 

@@ -3,11 +3,11 @@
 The search space's pseudo fields (`speculative_method`, `num_speculative_tokens`,
 `prompt_lookup_max`, `prompt_lookup_min`, `speculative_model`; autotune.engines.vllm.fields)
 fold into the SpeculativeConfig object, compact JSON in one argv element: the form every release
-0.10.0 .. 0.33.0 accepts. `speculative_config` given whole is validated and passed through.
+0.10.0 .. 0.34.0 accepts. `speculative_config` given whole is validated and passed through.
 
 A `speculative_config` with a `model` and no `method` is vLLM's own inference
 (SpeculativeConfig.__post_init__): "ngram" as the model is ngram; otherwise
-a dotted path without "/" is a custom proposer class (custom_class, from 0.22.0; from 0.26.0
+a dotted path without "/" is a custom proposer class (custom_class, 0.22.0 .. 0.33.0; from 0.26.0
 only when every dotted part is an identifier, _is_custom_proposer_path); otherwise
 the method starts as draft_model and the draft's path, lowercased, decides: "eagle-" eagle,
 "eagle3" eagle3, "dflash" dflash (from 0.20.0, the release that has dflash), "dspark" dspark
@@ -16,6 +16,15 @@ the method starts as draft_model and the draft's path, lowercased, decides: "eag
 config.json (medusa, mlp_speculator and MTP model types, DSpark and, from 0.28.0, one DFlash
 architecture) or take the plain draft_model, which the planner cannot tell apart: such a
 config must name its method.
+
+0.34.0 drops custom_class (SpeculativeMethod; a plugin registers its own method instead,
+v1/worker/gpu/spec_decode/speculator_config.py register_speculative_method) and moves the path
+checks into each SpeculatorConfig's `matches` (eagle/config.py, dflash/config.py,
+dspark/config.py: the same substrings, tried in _CHECKPOINT_DETECTION_ORDER eagle, eagle3,
+dflash, dspark, then mtp by the draft's model_type). They run only when the draft's
+architecture declares no speculator of its own (SpeculativeDraftModel.speculator_config_class,
+e.g. the DFlash, DSpark and Gemma4 MTP drafts; _resolve_checkpoint_config_class), which the
+planner cannot see: from 0.34.0 the name rule takes the path to name the checkpoint's own kind.
 """
 
 from __future__ import annotations
