@@ -106,6 +106,16 @@ def kv_needed_gib(lay: KVLayout) -> float:
     return lay.blocks_per_request * lay.block_bytes / GIB
 
 
+def _slack_gib(startup: StartupMemory, mem: ProfiledMemory) -> float:
+    """Memory left free at peak load: the headroom above `requested`; with 0.34.0's extensible
+    KV cache (sized to what the device has left) the free memory less all the engine holds at
+    peak, the sizing margin (vllm_extensible)."""
+    if not startup.extensible:
+        return startup.headroom_gib
+    held = mem.weights_gib + mem.non_torch_gib + mem.graph_gib + mem.activation_gib
+    return startup.init_free_gib - held - mem.kv_cache_gib
+
+
 def plan_fields(card: ModelCard, parts: PlanParts) -> ContractAndWorking:
     """The Plan contract's figures in vLLM's terms (VLLMPlan's docstring)."""
     startup, limits, spec, prefix = parts.startup, parts.limits, parts.spec, parts.prefix
@@ -129,7 +139,7 @@ def plan_fields(card: ModelCard, parts: PlanParts) -> ContractAndWorking:
         mamba_ssm_gib=round(slots * lay.ssm_bytes * n_lin / GIB, 3),
         mamba_spec_gib=0.0,
         mamba_slot_mib=round(lay.mamba_state_bytes * n_lin / MIB, 2),
-        slack_gib=round(startup.headroom_gib, 3),
+        slack_gib=round(_slack_gib(startup, mem), 3),
         slack_needed_gib=round(0.0 if mem.graph_in_budget else mem.graph_gib, 3),
         chunked_prefill_size=limits.max_num_batched_tokens,
         cuda_graph_max_bs=max(sizes) if sizes else 0,

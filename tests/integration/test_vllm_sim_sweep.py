@@ -1,5 +1,5 @@
 """`autotune sweep examples/vllm-sim.yaml`: a simulated vLLM sweep end to end (the simulator
-launched through the vLLM adapter as `vllm serve` 0.33.0), then its report folder, whose
+launched through the vLLM adapter as `vllm serve` 0.34.0), then its report folder, whose
 launch.sh must only use flags that exist in that release's real argument code (read from the
 PyPI wheel with `ast`, as tests/engines/test_vllm_catalog.py does; skipped only when PyPI is
 unreachable and the wheel is not cached)."""
@@ -19,7 +19,7 @@ from tests.engines.wheel_flags import flags_from_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "vllm-sim.yaml"
-VERSION = "0.33.0"
+VERSION = "0.34.0"
 
 
 def launch_argv(script: str) -> list[str]:

@@ -141,6 +141,10 @@ def test_a_034_plan_sizes_the_pool_after_warmup() -> None:
     want = start - resident - margin - new.activation_gib
     assert new.kv_cache_gib == pytest.approx(want, abs=2e-3)
     assert new.num_gpu_blocks * new.page_bytes * new.layers_per_group <= new.kv_cache_gib * GIB
+    # what stays free at peak load is the sizing margin (not the headroom above 1.0 x total,
+    # which is below zero: vLLM skips that check here)
+    assert new.slack_gib == pytest.approx(margin, abs=2e-3) and new.slack_needed_gib == 0
+    assert new.requested_gib > start
 
 
 def test_an_explicit_utilization_or_the_old_sizing() -> None:
