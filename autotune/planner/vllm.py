@@ -324,6 +324,7 @@ def _stage_parts(
         workspace_bytes=cublas_workspace_bytes(gpu),
         gpu=gpu,
         last_stage=stage.last,
+        first_stage=stage.start == 0,
         max_model_len=limits.max_model_len,
         chunked_prefill=limits.chunked_prefill,
     )

@@ -25,6 +25,16 @@ exceed what the public launches leave for the whole peak (their records' planner
 text forward's, vllm_memory.ACT_TENSORS_FACTOR); the pixel values and outputs are derived.
 Before 0.12.0 the item count reads differently (no max_model_len clamp in 0.10.0, limits default
 1 before the 999 default): not modelled, the encoder adds nothing there.
+
+From 0.34.0 Model Runner V2 is the only runner (ENCODER_INPUTS_FREED_SINCE): its profile_run
+(v1/worker/gpu/model_runner.py) profiles the encoder on the first pipeline stage only
+(`self.supports_mm_inputs and self.is_first_pp_rank`), through
+EncoderRunner.profile_encoder_cache (v1/worker/gpu/mm/encoder_runner.py). The dummy items it is
+given are the processor's host tensors (MultiModalBudget.get_dummy_encoder_profile_inputs: one
+item repeated; _postprocess_output moves them to the CPU), and execute_mm_encoder batches them
+onto the device inside the call (group_and_batch_mm_kwargs), so the pixel values are freed on
+its return: only the outputs, in encoder_cache.encoder_outputs until reset_encoder_cache after
+the sampler, are held through the text pass. MultiModalBudget's item count is unchanged.
 """
 
 from __future__ import annotations
@@ -35,8 +45,12 @@ from typing import Any
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.vllm_history import at_least, json_mapping
 
-# The releases whose profile_run and MultiModalBudget are read above (wheels 0.12.0 .. 0.27.0).
+# The releases whose profile_run and MultiModalBudget are read above (wheels 0.12.0 .. 0.27.0
+# and 0.34.0).
 FIRST = "0.12.0"
+# Model Runner V2 alone (0.34.0 wheel): the text pass holds the encoder outputs but not the
+# pixel values, and only the first pipeline stage profiles the encoder (module docstring).
+ENCODER_INPUTS_FREED_SINCE = "0.34.0"
 # vLLM's default per-prompt limit for a modality the launch does not limit
 # (MultiModalConfig.get_limit_per_prompt, from 0.12.0).
 DEFAULT_LIMIT = 999
@@ -120,7 +134,7 @@ class EncoderProfile:
     """The encoder's share of the profiling run, in bytes."""
 
     items: int
-    kept_bytes: int  # pixel values and encoder outputs held through the text pass
+    kept_bytes: int  # what the text pass holds: the outputs (and pixel values before 0.34.0)
     encoder_peak_bytes: int  # pixel values + the tower's workspace (estimate)
 
     def peak(self, text_peak: int) -> int:
@@ -137,11 +151,16 @@ def encoder_profile(
     max_model_len: int,
     max_num_seqs: int,
     chunked_prefill: bool,
+    first_stage: bool = True,
 ) -> EncoderProfile | None:
     """What vLLM `version`'s encoder profiling allocates for this model; None where it runs none
-    or the model's dummy item is not modelled (DUMMY_ITEMS)."""
+    or the model's dummy item is not modelled (DUMMY_ITEMS). `first_stage` False: a pipeline
+    stage after the first, which profiles no encoder from ENCODER_INPUTS_FREED_SINCE."""
     build = DUMMY_ITEMS.get(card.architecture)
     if build is None or not at_least(version, FIRST) or cfg.get("skip_mm_profiling"):
+        return None
+    v2 = at_least(version, ENCODER_INPUTS_FREED_SINCE)
+    if v2 and not first_stage:
         return None
     item = build(card, cfg)
     if item is None:
@@ -161,4 +180,4 @@ def encoder_profile(
     outputs = int(n * item.tokens * card.hidden_size * size)
     widths = item.tower_width + 2 * item.tower_hidden
     tower = int(n * item.patches * widths * size * TOWER_TENSORS_FACTOR)
-    return EncoderProfile(n, pixels + outputs, pixels + tower)
+    return EncoderProfile(n, outputs if v2 else pixels + outputs, pixels + tower)

@@ -335,6 +335,7 @@ def profiled_memory(
     workspace_bytes: int = 0,
     gpu: GPUSpec,
     last_stage: bool = True,
+    first_stage: bool = True,
     max_model_len: int = 0,
     chunked_prefill: bool = True,
 ) -> ProfiledMemory:
@@ -346,8 +347,8 @@ def profiled_memory(
     non-torch memory and graphs, and the KV memory they leave; graphs captured outside
     the budget that the headroom cannot hold are a reason. `last_stage` False: a pipeline stage
     before the last (no sampler in its profiling run). A multimodal model's encoder profiling
-    (vllm_encoder.py; `max_model_len` and `chunked_prefill` size its batch) takes the larger
-    phase of the run."""
+    (vllm_encoder.py; `max_model_len` and `chunked_prefill` size its batch; `first_stage` False:
+    a stage after the first, which runs none from 0.34.0) takes the larger phase of the run."""
     requested = startup.requested_gib
     loaded = vllm_weights_bytes(card, cfg, tp, load_mtp=mtp, version=version)
     weights = (loaded + padding_bytes + draft_bytes) / GIB
@@ -374,6 +375,7 @@ def profiled_memory(
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,
         chunked_prefill=chunked_prefill,
+        first_stage=first_stage,
     )
     act = ((enc.peak(text) if enc else text) + workspace_bytes) / GIB
     if tp_mib is None:

@@ -29,7 +29,13 @@ means on there; the release Docker image ships FlashInfer, the 0.10 pip wheel on
 extra): assumed installed. From 0.12.0 it is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1).
 
 The Model Runner V2 (a default for some architectures from 0.22.0, the only runner from 0.34.0)
-samples differently and is not derived here: the V1 runner's rule stands in for it.
+samples differently and is not derived here: the V1 runner's rule stands in for it. 0.34.0's
+wheel has no V1 Sampler (vllm/v1/sample/sampler.py); V2's _dummy_sampler_run
+(v1/worker/gpu/model_runner.py) samples twice, the second time with
+SamplingParams.for_sampler_warmup (penalties, logit bias, bad words, min_p, logprobs,
+watermarking) through v1/worker/gpu/sample/sampler.py: an fp32 copy of the logits, the same
+Triton top-k/top-p kernel, then gumbel_sample and the logprobs, whose buffers are not derived.
+The plan says so (vllm.py, V2_ONLY_SINCE).
 """
 
 from __future__ import annotations

@@ -192,10 +192,22 @@ class _Refusal:
         self.plan, self.version = plan, version
         self.reasons = list(plan.reasons)
 
-    def render(self, kind: str, **values: float | None) -> list[str]:
+    def render(self, kind: str, **values: float | bool | None) -> list[str]:
         return format_failure(
             kind, self.version, timestamp=TS, tp_size=self.plan.tp, pid=os.getpid(), **values
         )
+
+    def kv_hint(self, after_warmup: bool) -> dict[str, float | bool]:
+        """What 0.34.0 words its KV cache errors' advice from (_more_kv_cache_memory_hint): the
+        extensible KV cache, the resolved gpu_memory_utilization, and whether the check failed
+        after warmup (only with the extensible cache) rather than on the profiled capacity."""
+        plan = self.plan
+        extensible = plan.extensible_kv_cache
+        return {
+            "extensible_kv_cache": extensible,
+            "gpu_memory_utilization": plan.gpu_memory_utilization,
+            "after_warmup": extensible and after_warmup,
+        }
 
     def first(self, *needles: str) -> str | None:
         return next((r for r in self.reasons if any(n in r for n in needles)), None)
@@ -211,14 +223,21 @@ class _Refusal:
                 gpu_memory_utilization=plan.gpu_memory_utilization,
             )
         if self.first("No available memory for the cache blocks"):
-            return self.render("no_cache_memory")
+            # after warmup: the profiled capacity had blocks, the size measured after it none
+            return self.render("no_cache_memory", **self.kv_hint(plan.kv_reserve_gib > 0))
         if self.first("To serve at least one request"):
+            # after warmup: the profiled capacity held one request of max_model_len, the size
+            # measured after warmup (shrink_kv_cache_configs) does not
+            warmup = plan.kv_reserve_gib >= plan.kv_needed_gib
             return self.render(
                 "kv_cache_too_small",
                 max_model_len=plan.max_model_len,
                 needed_gib=plan.kv_needed_gib,
-                available_gib=plan.kv_cache_gib,
+                available_gib=plan.kv_cache_gib
+                if warmup or not plan.extensible_kv_cache
+                else plan.kv_reserve_gib,
                 estimated_max_len=plan.estimated_max_model_len or None,
+                **self.kv_hint(warmup),
             )
         if self.first("CUDA graphs (~"):
             return self.graph_capture_oom()

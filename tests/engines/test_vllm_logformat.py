@@ -178,7 +178,7 @@ EXPECTED: dict[str, tuple[FailureClass, dict[str, Any], str]] = {
 }
 
 
-@pytest.mark.parametrize("version", ["0.10.0", "0.14.0", "0.22.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.10.0", "0.14.0", "0.22.0", "0.33.0", "0.34.0"])
 @pytest.mark.parametrize("kind", FAILURE_KINDS)
 def test_failure_round_trip(kind: str, version: str) -> None:
     cls, values, words = EXPECTED[kind]

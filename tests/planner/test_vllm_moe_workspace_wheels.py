@@ -73,7 +73,9 @@ def test_the_unquantized_method_runs_the_modular_kernel_from_0_14_0(version: str
     assert kept == at_least(version, WORKSPACE_MANAGER_SINCE)
 
 
-@pytest.mark.parametrize("version", ["0.14.0", "0.17.1", "0.18.0", "0.19.1", "0.24.0", "0.32.0"])
+@pytest.mark.parametrize(
+    "version", ["0.14.0", "0.17.1", "0.18.0", "0.19.1", "0.24.0", "0.32.0", "0.34.0"]
+)
 def test_the_kept_workspace_is_chunked_before_0_18_0(version: str) -> None:
     """_allocate_buffers asks the WorkspaceManager for its views (0.14.0 on); before 0.18.0
     for chunks of VLLM_FUSED_MOE_CHUNK_SIZE rows (16,384 by default, chunking on by default),
@@ -90,11 +92,18 @@ def test_the_kept_workspace_is_chunked_before_0_18_0(version: str) -> None:
         assert int(chunk.group(1)) * 1024 == WORKSPACE_CHUNK
         assert '"VLLM_ENABLE_FUSED_MOE_ACTIVATION_CHUNKING", "1"' in envs
     ws = wheel_text("vllm", version, "vllm/v1/worker/workspace.py")
-    assert f"round_up(actual, {WORKSPACE_ALIGN})" in ws
+    # 0.34.0 names the alignment _VIEW_ALIGNMENT
+    named = re.search(r"^_VIEW_ALIGNMENT = (\d+)$", ws, re.MULTILINE)
+    align = named.group(1) if named else None
+    assert f"round_up(actual, {WORKSPACE_ALIGN})" in ws or (
+        align == str(WORKSPACE_ALIGN) and "round_up(actual, _VIEW_ALIGNMENT)" in ws
+    )
     assert re.search(r"self\._current_workspaces\[\w+\] = torch\.empty\(", ws)
 
 
-@pytest.mark.parametrize("version", ["0.18.0", "0.19.1", "0.20.0", "0.24.0", "0.27.1", "0.32.0"])
+@pytest.mark.parametrize(
+    "version", ["0.18.0", "0.19.1", "0.20.0", "0.24.0", "0.27.1", "0.32.0", "0.34.0"]
+)
 def test_triton_experts_workspace_shapes(version: str) -> None:
     src = _triton_shapes(version)
     assert "workspace1 = (M, topk, max(activation_out_dim, K))" in src
@@ -102,7 +111,7 @@ def test_triton_experts_workspace_shapes(version: str) -> None:
     assert "output = (M, K)" in src
 
 
-@pytest.mark.parametrize("version", ["0.19.1", "0.20.0", "0.22.0", "0.24.0", "0.27.1"])
+@pytest.mark.parametrize("version", ["0.19.1", "0.20.0", "0.22.0", "0.24.0", "0.27.1", "0.34.0"])
 def test_the_unquantized_oracle_picks_triton(version: str) -> None:
     """0.19.x: Triton unless VLLM_USE_FLASHINFER_MOE_FP16 (default 0); from 0.20.0 FlashInfer's
     kernels come first on CUDA; from 0.24.0 they go behind Triton on Hopper."""
@@ -119,7 +128,7 @@ def test_the_unquantized_oracle_picks_triton(version: str) -> None:
     assert hopper == at_least(version, TRITON_ON_HOPPER_SINCE)
 
 
-@pytest.mark.parametrize("version", ["0.20.0", "0.22.0", "0.24.0", "0.32.0"])
+@pytest.mark.parametrize("version", ["0.20.0", "0.22.0", "0.24.0", "0.32.0", "0.34.0"])
 def test_flashinfer_needs_sm_90_for_unquantized_experts(version: str) -> None:
     """FlashInfer CUTLASS takes unquantized experts from compute capability 9.0, TRT-LLM's bf16
     kernel on the sm_100 family only: below sm_90 the oracle falls through to Triton."""

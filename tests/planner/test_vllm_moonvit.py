@@ -57,7 +57,7 @@ def test_mla_kv_cell_is_the_latent_and_rope_key_per_layer() -> None:
 
 
 @pytest.mark.parametrize(
-    ("version", "split"), [("0.13.0", False), ("0.14.0", True), ("0.19.0", True)]
+    ("version", "split"), [("0.13.0", False), ("0.14.0", True), ("0.19.0", True), ("0.34.0", True)]
 )
 def test_releases_split_the_moonvit_blocks_from_0_14(version: str, split: bool) -> None:
     src = wheel_text("vllm", version, "vllm/model_executor/models/moonvit.py")

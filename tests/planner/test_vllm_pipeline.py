@@ -1,6 +1,7 @@
-"""Pipeline parallelism on vLLM's current engine: the stages' layer split run from the 0.19.0
-wheel's get_pp_indices, the rules of the stage cards against the wheel's source, and the public
-launches they explain (llm-d-planner's Llama-3.1-8B on H100s at PP 2 and PP 4)."""
+"""Pipeline parallelism on vLLM's current engine: the stages' layer split run from the 0.19.0 and
+0.34.0 wheels' get_pp_indices, the rules of the stage cards against the wheels' source (0.34.0:
+Model Runner V2's profile_run, kv_cache_planning.py), and the public launches they explain
+(llm-d-planner's Llama-3.1-8B on H100s at PP 2 and PP 4)."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ from tests.wheels import full_vllm_text, function_def, wheel_text
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches"
 
 
-def _release_get_pp_indices() -> Any:
-    """get_pp_indices of the 0.19.0 wheel, run with VLLM_PP_LAYER_PARTITION unset."""
-    src = wheel_text("vllm", "0.19.0", "vllm/distributed/utils.py")
+def _release_get_pp_indices(version: str) -> Any:
+    """get_pp_indices of the release's wheel, run with VLLM_PP_LAYER_PARTITION unset."""
+    src = wheel_text("vllm", version, "vllm/distributed/utils.py")
     module = ast.Module(body=[function_def(src, "get_pp_indices")], type_ignores=[])
     scope: dict[str, Any] = {
         "envs": SimpleNamespace(VLLM_PP_LAYER_PARTITION=None),
@@ -36,8 +37,9 @@ def _release_get_pp_indices() -> Any:
     return scope["get_pp_indices"]
 
 
-def test_partition_is_the_releases() -> None:
-    get_pp_indices = _release_get_pp_indices()
+@pytest.mark.parametrize("version", ["0.19.0", "0.34.0"])
+def test_partition_is_the_releases(version: str) -> None:
+    get_pp_indices = _release_get_pp_indices(version)
     for layers in (5, 24, 32, 36, 61, 62, 80, 94, 126):
         for pp in range(2, 9):
             if pp > layers:
@@ -80,14 +82,26 @@ def test_expert_layers_follow_the_dense_ones() -> None:
     assert weights[0] < weights[-1]
 
 
-def test_sampler_runs_on_the_last_stage_and_blocks_are_the_smallest_stages() -> None:
-    runner = wheel_text("vllm", "0.19.0", "vllm/v1/worker/gpu_model_runner.py")
+@pytest.mark.parametrize("version", ["0.19.0", "0.34.0"])
+def test_sampler_runs_on_the_last_stage_and_blocks_are_the_smallest_stages(version: str) -> None:
+    if version == "0.34.0":  # Model Runner V2 alone; get_kv_cache_configs moved in 0.33
+        with pytest.raises(KeyError):
+            wheel_text("vllm", version, "vllm/v1/worker/gpu_model_runner.py")
+        runner = wheel_text("vllm", version, "vllm/v1/worker/gpu/model_runner.py")
+        assert "self.is_last_pp_rank = get_pp_group().is_last_rank" in runner
+        last = "if self.is_last_pp_rank:"
+        planning = "vllm/v1/core/kv_cache_planning.py"
+    else:
+        runner = wheel_text("vllm", version, "vllm/v1/worker/gpu_model_runner.py")
+        last = "if get_pp_group().is_last_rank:"
+        planning = "vllm/v1/core/kv_cache_utils.py"
     profile = ast.unparse(function_def(runner, "profile_run"))
-    assert "get_pp_group().is_last_rank" in profile and "_dummy_sampler_run" in profile
-    utils = wheel_text("vllm", "0.19.0", "vllm/v1/core/kv_cache_utils.py")
+    gate = profile.index(last)
+    assert gate < profile.index("self._dummy_sampler_run(")
+    utils = wheel_text("vllm", version, planning)
     configs = ast.unparse(function_def(utils, "get_kv_cache_configs"))
     assert "min_num_blocks = min(" in configs
-    llama = wheel_text("vllm", "0.19.0", "vllm/model_executor/models/llama.py")
+    llama = wheel_text("vllm", version, "vllm/model_executor/models/llama.py")
     assert "if get_pp_group().is_last_rank:\n            self.lm_head = ParallelLMHead(" in llama
 
 

@@ -1,11 +1,12 @@
 """Why the planner leaves Qwen3-VL's and Qwen3.5's encoder profiling unmodelled
-(planner/vllm_encoder.py, the records' planner_gap): what the 0.11.0 and 0.24.0 wheels do, and the
+(planner/vllm_encoder.py, the records' planner_gap): what the 0.11.0, 0.24.0 and 0.34.0 wheels do, and the
 live-tensor bound at the checkpoints' 4096 x 4096 dummy image against the T4 launch's log."""
 
 from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -29,14 +30,23 @@ class ImageSize(NamedTuple):
 
 
 def _largest_image(version: str) -> ImageSize:
-    """The release's own get_image_size_with_most_features (qwen2_vl.py) on a stand-in self."""
-    fn = function_def(
-        wheel_text("vllm", version, "vllm/model_executor/models/qwen2_vl.py"),
-        "get_image_size_with_most_features",
-    )
-    fn.decorator_list = []
-    scope: dict[str, Any] = {"math": math, "ImageSize": ImageSize}
-    exec(compile(ast.Module(body=[fn], type_ignores=[]), "<wheel>", "exec"), scope)
+    """The release's own get_image_size_with_most_features (qwen2_vl.py) on a stand-in self
+    (no mm_processor_kwargs configured; 0.34.0 resolves the size through its own
+    _get_vision_size, run here too)."""
+    src = wheel_text("vllm", version, "vllm/model_executor/models/qwen2_vl.py")
+    fn = function_def(src, "get_image_size_with_most_features")
+    body = [fn]
+    if "self._get_vision_size(" in ast.unparse(fn):
+        body.append(function_def(src, "_get_vision_size"))
+    for node in body:
+        node.decorator_list = []
+    scope: dict[str, Any] = {
+        "math": math,
+        "ImageSize": ImageSize,
+        "Mapping": Mapping,
+        "cast": lambda _, v: v,
+    }
+    exec(compile(ast.Module(body=body, type_ignores=[]), "<wheel>", "exec"), scope)
     vision = SimpleNamespace(patch_size=16, spatial_merge_size=2)
     info = SimpleNamespace(
         get_hf_config=lambda: SimpleNamespace(vision_config=vision),
@@ -44,13 +54,16 @@ def _largest_image(version: str) -> ImageSize:
             size={"longest_edge": LONGEST_EDGE, "shortest_edge": 65536}
         ),
         ctx=SimpleNamespace(get_merged_mm_kwargs=lambda _: {}),
+        _merge_and_resolve_mm_processor_kwargs=lambda _: {},
+        _get_vision_size=scope.get("_get_vision_size"),
     )
     size: ImageSize = scope["get_image_size_with_most_features"](info)
     return size
 
 
-def test_dummy_image_is_the_processors_longest_edge_factored() -> None:
-    assert _largest_image("0.24.0") == ImageSize(4096, 4096)
+@pytest.mark.parametrize("version", ["0.24.0", "0.34.0"])
+def test_dummy_image_is_the_processors_longest_edge_factored(version: str) -> None:
+    assert _largest_image(version) == ImageSize(4096, 4096)
     # 0.11.0: smart_resize of a huge square to the image processor's longest_edge
     body = ast.unparse(function_def(wheel_text("vllm", "0.11.0", QWEN3_VL), "_get_vision_info"))
     assert "max_pixels=image_processor.size['longest_edge']" in body
@@ -63,7 +76,7 @@ def test_dummy_image_is_the_processors_longest_edge_factored() -> None:
     assert "image_width=9999999" in largest
 
 
-@pytest.mark.parametrize("version", ["0.11.0", "0.24.0"])
+@pytest.mark.parametrize("version", ["0.11.0", "0.24.0", "0.34.0"])
 def test_tower_block_keeps_its_input_and_both_mlp_widths(version: str) -> None:
     tree = ast.parse(wheel_text("vllm", version, QWEN3_VL))
     forwards = {

@@ -96,13 +96,32 @@ def _text(version: str, path: str) -> str:
 
 def test_decode_context_parallel_rules_are_the_releases() -> None:
     """planner.vllm_kv's context_parallel: 0.11 multiplies the logged capacity by the DCP size;
-    from 0.20 a rank holds cdiv(max_model_len, dcp * pcp) tokens of a request."""
+    from 0.20 a rank holds cdiv(max_model_len, dcp * pcp) tokens of a request (0.34.0: dcp
+    alone, the planner's context_parallel, which is decode_context_parallel_size), and the
+    capacity is max_concurrency x max_model_len, not multiplied."""
     old = _text("0.11.0", "vllm/v1/core/kv_cache_utils.py")
     assert "num_tokens *= vllm_config.parallel_config.decode_context_parallel_size" in old
     new = _text("0.21.0", "vllm/v1/kv_cache_interface.py")
     assert "max_model_len = cdiv(max_model_len, dcp_world_size * pcp_world_size)" in new
     capacity = _text("0.21.0", "vllm/v1/core/kv_cache_utils.py")
     assert "num_tokens = int(max_concurrency * max_model_len)" in capacity
+    spec = next(
+        n
+        for n in ast.walk(ast.parse(_text("0.34.0", "vllm/v1/kv_cache_interface.py")))
+        if isinstance(n, ast.ClassDef) and n.name == "FullAttentionSpec"
+    )
+    newest = ast.unparse(
+        next(
+            f
+            for f in spec.body
+            if isinstance(f, ast.FunctionDef) and f.name == "max_memory_usage_bytes"
+        )
+    )
+    assert "if self.dcp_sharded and dcp_world_size > 1:" in newest
+    assert "max_model_len = cdiv(max_model_len, dcp_world_size)" in newest
+    capacity = _function("0.34.0", "vllm/v1/core/kv_cache_utils.py", "get_kv_cache_capacity")
+    assert "return (int(max_concurrency * max_model_len), max_concurrency)" in capacity
+    assert "decode_context_parallel_size" not in capacity
 
 
 @pytest.mark.parametrize(
@@ -111,12 +130,18 @@ def test_decode_context_parallel_rules_are_the_releases() -> None:
         ("0.19.0", "shared_sysmem_device_mem_sms = ((8, 7), (11, 0), (12, 1))"),
         ("0.19.1", "shared_sysmem_device_mem_sms = ((8, 7), (11, 0), (12, 1))"),
         ("0.25.1", "if current_platform.is_integrated_gpu(device.index):"),
+        (
+            "0.34.0",
+            "if current_platform.is_integrated_gpu(index) and not (\n"
+            "        current_platform.is_cuda() and in_wsl()\n    ):",
+        ),
     ],
 )
 def test_unified_memory_free_is_the_hosts(version: str, uma_check: str) -> None:
     """The GB10 records' unmodelled entry: on an integrated GPU (Spark, sm 12.1) the snapshot's
     free memory is psutil's available host memory, and the non-torch increase taken from the KV
-    budget is total - free - torch's reserved, from the worker's snapshot to the profile's end."""
+    budget is total - free - torch's reserved, from the worker's snapshot to the profile's end
+    (0.34.0: the same in mem_utils.device_memory_info, except under WSL)."""
     with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
         src = z.read("vllm/utils/mem_utils.py").decode()
     measure = ast.unparse(
@@ -127,7 +152,18 @@ def test_unified_memory_free_is_the_hosts(version: str, uma_check: str) -> None:
         )
     )
     assert uma_check in src
-    assert "self.free_memory = psutil.virtual_memory().available" in measure
+    if "device_memory_info(device)" in measure:  # 0.34.0: the same check, in its own function
+        measure += ast.unparse(
+            next(
+                n
+                for n in ast.walk(ast.parse(src))
+                if isinstance(n, ast.FunctionDef) and n.name == "device_memory_info"
+            )
+        )
+        assert "self.free_memory, self.total_memory = device_memory_info(device)" in measure
+        assert "free_memory = psutil.virtual_memory().available" in measure
+    else:
+        assert "self.free_memory = psutil.virtual_memory().available" in measure
     assert "self.cuda_memory = self.total_memory - self.free_memory" in measure
     assert "self.non_torch_memory = self.cuda_memory - self.torch_memory" in measure
     assert "result.non_torch_increase = diff_from_create.non_torch_memory" in src

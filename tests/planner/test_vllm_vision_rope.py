@@ -1,6 +1,7 @@
 """vLLM's loaded weights beyond the decoder: the vision tower as mllama4.py shards it (Llama 4
 Scout, mm_encoder_tp_mode "weights" vs "data") and the rotary embedding's cos/sin cache, checked
-against the 0.12.0 and 0.19.0 wheels and the public launches that log "Model loading took"."""
+against the 0.12.0, 0.19.0 and 0.34.0 wheels and the public launches that log "Model loading
+took"."""
 
 from __future__ import annotations
 
@@ -80,14 +81,20 @@ def _source(version: str, path: str) -> str:
         return z.read(path).decode()
 
 
-@pytest.mark.parametrize("version", ["0.12.0", "0.19.0"])
+@pytest.mark.parametrize("version", ["0.12.0", "0.19.0", "0.34.0"])
 def test_wheels_shard_the_llama4_tower_unless_data_parallel(version: str) -> None:
     src = _source(version, "vllm/model_executor/models/mllama4.py")
     attention = src[
         src.index("class Llama4VisionAttention") : src.index("class Llama4VisionEncoderLayer")
     ]
     assert "QKVParallelLinear(" in attention and "RowParallelLinear(" in attention
-    assert "ReplicatedLinear(" in attention  # the data-parallel branch
+    # the data-parallel branch: ReplicatedLinear layers, or (0.34.0) the parallel ones with
+    # disable_tp when the multimodal config's mm_encoder_tp_mode is "data"
+    if "ReplicatedLinear(" not in attention:
+        assert "use_data_parallel = is_vit_use_data_parallel()" in attention
+        assert attention.count("disable_tp=use_data_parallel") == 2
+        vision = _source(version, "vllm/model_executor/models/vision.py")
+        assert 'return mm_cfg is not None and mm_cfg.mm_encoder_tp_mode == "data"' in vision
     mlp = src[src.index("class Llama4VisionMLP") : src.index("class Llama4MultiModalProjector")]
     assert "ColumnParallelLinear(" in mlp and "RowParallelLinear(" in mlp
     projector = src[src.index("class Llama4MultiModalProjector") : src.index("def pixel_shuffle")]
@@ -95,7 +102,7 @@ def test_wheels_shard_the_llama4_tower_unless_data_parallel(version: str) -> Non
     assert 'mm_encoder_tp_mode == "data"' in src
 
 
-@pytest.mark.parametrize("version", ["0.12.0", "0.19.0"])
+@pytest.mark.parametrize("version", ["0.12.0", "0.19.0", "0.34.0"])
 def test_wheels_build_one_rope_cache_of_max_positions_in_the_model_dtype(version: str) -> None:
     base = _source(version, "vllm/model_executor/layers/rotary_embedding/base.py")
     assert "cache = cache.to(dtype)" in base

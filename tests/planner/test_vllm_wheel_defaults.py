@@ -16,7 +16,7 @@ from autotune.planner.vllm import _defaults
 from autotune.planner.vllm_memory import default_gpu_memory_utilization
 from tests.wheels import engine_wheel_or_skip
 
-VERSIONS = ("0.15.1", "0.19.0", "0.28.0", "0.32.0")
+VERSIONS = ("0.15.1", "0.19.0", "0.28.0", "0.32.0", "0.34.0")
 GPUS = (
     "a100-80g",
     "h100-80g",

@@ -1,6 +1,7 @@
 """vLLM's KV cache groups for sliding-window models (planner/vllm_window.py): Gemma 4 26B-A4B's
 heterogeneous pages against the two public vLLM 0.25.1 launches on a DGX Spark
-(tests/data/real_launches/vllm/*gemma-4-26b-a4b*), and the rules against the releases' own code."""
+(tests/data/real_launches/vllm/*gemma-4-26b-a4b*), and the rules against the releases' own code
+(0.21.0 .. 0.26.0, and 0.34.0 with the transformers release it asks for)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from autotune.models.config_cards import config_card
 from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_kv import kv_layout
 from autotune.planner.vllm_window import in_flight_tokens, mm_prefix_floor
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import engine_wheel_or_skip, package_wheel_or_skip
 
 RECORDS = Path(__file__).resolve().parents[1] / "data" / "real_launches" / "vllm"
 AWQ = "cyankiwi/gemma-4-26B-A4B-it-qat-AWQ-INT4"
@@ -130,6 +131,52 @@ def test_the_rules_are_the_releases() -> None:
     assert "accommodate" not in _source("0.21.0", "vllm/engine/arg_utils.py")
     later = _source("0.26.0", "vllm/v1/kv_cache_interface.py")
     assert "self.sliding_window - 1 + max_in_flight_tokens" in later
+
+
+def test_the_rules_hold_on_0_34_0() -> None:
+    """The newest release: the admission blocks count the tokens in flight (plus
+    extra_retained_tokens, 0 without a speculative drafter), the group-size rule lives in
+    kv_cache_planning.py (from 0.33), the video item and the prefix-LM floor are 0.25.1's.
+    Gemma 4's KV heads per layer come from transformers' per_layer_config (the wheel asks for
+    transformers >= 5.16.1, whose Gemma4TextConfig gives the full-attention layers
+    num_global_key_value_heads where attention_k_eq_v); the K weights load into both the K and
+    V slots, so V is still stored."""
+    v = "0.34.0"
+    spec = _source(v, "vllm/v1/kv_cache_interface.py")
+    blocks = _method(spec, "SlidingWindowSpec", "max_admission_blocks_per_request")
+    assert "self.sliding_window - 1 + self.extra_retained_tokens + max_in_flight_tokens" in blocks
+    assert "cdiv(num_tokens, self.block_size) + 1" in blocks
+    planning = _source(v, "vllm/v1/core/kv_cache_planning.py")
+    assert "extra_retained_tokens = max(0, vllm_config.num_prefill_lookahead_tokens - 1)" in (
+        planning
+    )
+    assert "if max_num_layers < min_num_layers * 1.5:" in planning
+    assert "new_block_size = layer_spec.block_size * ratio" in planning
+    config = _source(v, "vllm/config/vllm.py")
+    lookahead = config[config.index("def num_prefill_lookahead_tokens") :]
+    assert "if speculative_config is None:\n            return 0" in lookahead
+    assert "self.max_concurrent_batches * self.scheduler_config.max_num_batched_tokens" in config
+    mm = _source(v, "vllm/model_executor/models/gemma4_mm.py")
+    assert "_VIDEO_MAX_SOFT_TOKENS = 70" in mm and "_VIDEO_MAX_FRAMES = 32" in mm
+    assert "num_frames * (_VIDEO_MAX_SOFT_TOKENS + 2 + 6)" in mm
+    assert "accommodate" in _source(v, "vllm/engine/arg_utils.py")
+    model = _source(v, "vllm/model_executor/models/gemma4.py")
+    assert "layer_config = config.per_layer_config[layer_idx]" in model
+    assert "num_kv_heads = layer_config.num_key_value_heads" in model
+    assert 'k_eq_v_shards: tuple[tuple[str, ShardIds], ...] = (("q", "q"), ("k", ["k", "v"]))' in (
+        model
+    )
+    with zipfile.ZipFile(engine_wheel_or_skip("vllm", v)) as z:
+        meta = z.read("vllm-0.34.0.dist-info/METADATA").decode()
+    assert "Requires-Dist: transformers<5.23.0,>=5.16.1" in meta
+    with zipfile.ZipFile(package_wheel_or_skip("transformers", "5.16.1")) as z:
+        hf = z.read("transformers/models/gemma4/configuration_gemma4.py").decode()
+    assert 'num_global_key_value_heads = kwargs.pop("num_global_key_value_heads", None)' in hf
+    assert (
+        'num_key_value_heads = num_global_key_value_heads if getattr(self, "attention_k_eq_v", '
+        "True) else None" in hf
+    )
+    assert 'if layer_type == "full_attention"' in hf
 
 
 def test_sglang_prices_gemma4_as_two_pools_or_refuses() -> None:

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from autotune.engines.base import FailureClass
 from autotune.engines.vllm import VLLMAdapter
+from autotune.engines.vllm.printer import format_gib
 from autotune.hardware import get_gpu
 from autotune.models import load_card
 from autotune.planner.vllm import plan_vllm
@@ -147,6 +148,7 @@ def test_startup_lines_read_back_by_the_adapter(version: str) -> None:
         assert plan.extensible_kv_cache and got.extensible_kv_cache
         assert got.graph_estimate_gib is None
         assert got.kv_reserve_gib == pytest.approx(plan.kv_reserve_gib, abs=0.01)
+        assert got.kv_reserve_gib is not None and got.kv_cache_gib is not None
         assert got.kv_reserve_gib > got.kv_cache_gib
     elif version != "0.17.0":
         assert got.graph_estimate_gib == pytest.approx(plan.graph_gib, abs=0.01)
@@ -180,6 +182,65 @@ def test_refusals_are_vllms_text_and_classified(
     assert needle in text and "Engine core initialization failed" in lines[-1]
     failure = ADAPTER.classify_failure(text, 1, was_ready=False)
     assert failure.cls == cls, failure
+
+
+# 0.34.0 words the advice by the extensible KV cache, gpu_memory_utilization and whether the
+# check failed on the profiled capacity (the reserve, plan.kv_reserve_gib) or on the size
+# measured after warmup (plan.kv_cache_gib) (kv_cache_planning.py _more_kv_cache_memory_hint).
+EXTENSIBLE_ALL = "The extensible KV cache already takes all device memory left after the model"
+AFTER_WARMUP = -1  # max_model_len: one the reserve holds but the size after warmup does not
+REFUSALS_0_34 = [
+    ({"max_model_len": 1048576}, EXTENSIBLE_ALL + " and its activations;", "reserve"),
+    (
+        {"max_model_len": AFTER_WARMUP},
+        EXTENSIBLE_ALL + ", its activations, CUDA graphs and warmup;",
+        "final",
+    ),
+    (
+        {"max_model_len": 262144, "gpu_memory_utilization": 0.45},
+        "The KV cache gets what is left after the model and its activations within "
+        "`gpu_memory_utilization`=0.45;",
+        "reserve",
+    ),
+    (
+        {
+            "max_model_len": 262144,
+            "gpu_memory_utilization": 0.45,
+            "enable_extensible_kv_cache": False,
+        },
+        "Try increasing `gpu_memory_utilization` when initializing the engine (this flag also "
+        "controls CPU memory reservation on the CPU backend, despite its name). Decreasing "
+        "`max_model_len` also reduces what is needed.",
+        "final",
+    ),
+]
+
+
+def _after_warmup_len() -> int:
+    """A max_model_len between what the size measured after warmup and the reserve hold."""
+    card, gpu = load_card(FP8), get_gpu(H100)
+    fits = plan_vllm(card, gpu, {"max_model_len": 262144}, version="0.34.0")
+    per_token = fits.kv_needed_gib / 262144
+    mid = (fits.kv_cache_gib + fits.kv_reserve_gib) / 2
+    return int(mid / per_token) // 4096 * 4096
+
+
+@pytest.mark.parametrize(("config", "hint", "available"), REFUSALS_0_34)
+def test_0_34_refusals_word_their_hint(config: dict[str, Any], hint: str, available: str) -> None:
+    card, gpu = load_card(FP8), get_gpu(H100)
+    if config["max_model_len"] == AFTER_WARMUP:
+        config = dict(config, max_model_len=_after_warmup_len())
+    plan = plan_vllm(card, gpu, config, version="0.34.0")
+    assert not plan.fits
+    if available == "final" and plan.extensible_kv_cache:
+        assert plan.kv_reserve_gib >= plan.kv_needed_gib > plan.kv_cache_gib
+    text = "\n".join(failure_lines(plan, "0.34.0"))
+    assert hint in text and "Decreasing `max_model_len` also reduces what is needed." in text
+    gib = plan.kv_reserve_gib if available == "reserve" else plan.kv_cache_gib
+    assert f"larger than the available KV cache memory ({format_gib(gib)} GiB)" in text
+    failure = ADAPTER.classify_failure(text, 1, was_ready=False)
+    assert failure.cls == FailureClass.KV_CACHE_OOM, failure
+    assert f"max_model_len {plan.max_model_len} needs" in failure.reason
 
 
 # -- the process ------------------------------------------------------------------------------
@@ -270,3 +331,32 @@ def test_the_process_refuses_a_config_that_does_not_fit(tmp_path: Path) -> None:
     assert "autotune simulated vLLM engine" in done.stderr.splitlines()[0]
     failure = ADAPTER.classify_failure(done.stderr, done.returncode, was_ready=False)
     assert failure.cls == FailureClass.KV_CACHE_OOM
+
+
+def test_the_process_refuses_a_too_long_max_model_len_on_0_34(tmp_path: Path) -> None:
+    config = {"max_model_len": 1048576}
+    plan = plan_vllm(load_card(FP8), get_gpu(H100), config, version="0.34.0")
+    assert plan.extensible_kv_cache and plan.kv_reserve_gib < plan.kv_needed_gib
+    need, have = format_gib(plan.kv_needed_gib), format_gib(plan.kv_reserve_gib)
+    port = free_port("127.0.0.1")
+    done = subprocess.run(
+        sim_argv(config, "0.34.0", port), capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert done.returncode == 1
+    error = next(ln for ln in done.stderr.splitlines() if "ValueError: " in ln)
+    # kv_cache_planning.py _check_enough_kv_cache_memory with _more_kv_cache_memory_hint: the
+    # extensible KV cache at gpu_memory_utilization 1.0, failing on the profiled capacity
+    assert error.split("ValueError: ", 1)[1] == (
+        f"To serve at least one request with the model's max seq len (1048576), ({need} GiB KV "
+        f"cache is needed, which is larger than the available KV cache memory ({have} GiB). "
+        "Based on the available memory, the estimated maximum model length is "
+        f"{plan.estimated_max_model_len}. The extensible KV cache already takes all device "
+        "memory left after the model and its activations; decrease `max_model_len` or "
+        "`max_num_seqs`, or the model needs a device with more memory. Decreasing "
+        "`max_model_len` also reduces what is needed. See "
+        "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+    )
+    assert "vllm/v1/core/kv_cache_planning.py" in done.stderr
+    failure = ADAPTER.classify_failure(done.stderr, done.returncode, was_ready=False)
+    assert failure.cls == FailureClass.KV_CACHE_OOM
+    assert f"max_model_len 1048576 needs {need} GiB, {have} GiB available" in failure.reason

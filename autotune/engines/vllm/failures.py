@@ -38,9 +38,14 @@ KV_TOO_SMALL_V0_RE = re.compile(
     r"The model's max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens that "
     r"can be stored in KV cache \((?P<have>\d+)\)"
 )
+# "Free memory on device[ cuda:0] (F/T GiB) on startup is less than desired GPU memory
+# utilization (U, W GiB)." (the device from 0.14.0, v1/worker/utils.py request_memory); from
+# 0.32.0, with weights held by an external loader, "... less than the engine's budget after
+# excluding external process's weights (U, W GiB)."
 STARTUP_FREE_RE = re.compile(
     r"Free memory on device(?: \S+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup is "
-    r"less than desired GPU memory utilization \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
+    r"less than (?:desired GPU memory utilization|the engine's budget after excluding external "
+    r"process's weights) \((?P<util>[\d.]+), (?P<want>[\d.]+) GiB\)"
 )
 _GRAPH_FRAMES = re.compile(
     r"capture_model|_capture_cudagraphs|profile_cudagraph_memory|cudagraph_capture|"
