@@ -141,6 +141,10 @@ class VLLMPlan(Plan):
         "the reserved capacity, sized by the profiling run)"
     )
     extensible_kv_cache: bool = Field(description="KV cache sized after warmup (0.34.0+)")
+    persistent_gib: float = Field(
+        description="held beside the weights, outside 'Model loading took': the V2 Sampler's "
+        "penalty state (0.34.0+)"
+    )
     block_size: int
     num_gpu_blocks: int
     kv_groups: int

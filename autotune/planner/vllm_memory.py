@@ -19,7 +19,7 @@ from autotune.planner.vllm_encoder import encoder_profile
 from autotune.planner.vllm_extensible import extensible_kv_cache, measured_kv_gib
 from autotune.planner.vllm_history import at_least
 from autotune.planner.vllm_moe import held_moe_workspace_bytes, transient_moe_phase_bytes
-from autotune.planner.vllm_sampler import sampler_phase_bytes
+from autotune.planner.vllm_sampler import sampler_phase_bytes, v2_penalty_state_bytes
 
 # Free memory at vLLM's initial snapshot = capacity - CUDA context - desktop share (F3). The
 # snapshot is taken after the context exists, so the context only matters for the startup check
@@ -313,6 +313,8 @@ class ProfiledMemory:
     graph_gib: float  # CUDA graph memory (estimate)
     graph_in_budget: bool  # graphs taken from the KV budget (0.20+)
     kv_cache_gib: float  # the KV cache's memory ("Available KV cache memory" before 0.34.0)
+    # held beside the weights outside "Model loading took" (vllm_sampler.v2_penalty_state_bytes)
+    persistent_gib: float = 0.0
     # "Available KV cache memory" as logged: the reserved capacity under the extensible KV cache
     kv_reserve_gib: float | None = None
 
@@ -399,20 +401,31 @@ def profiled_memory(
         if estimate_env is None
         else bool(estimate_env) and at_least(version, "0.18.0")
     )
-    kv_mem = requested - weights - act - non_torch - (graph if in_budget else 0.0)
+    state = v2_penalty_state_bytes(card.vocab_size, max_num_seqs, version) if last_stage else 0
+    held = non_torch + state / GIB
+    kv_mem = requested - weights - act - held - (graph if in_budget else 0.0)
     if startup.extensible:
         # the profile gives the capacity only (no graph estimate); the pool is what is left
         # after warmup and capture (vllm_extensible)
-        reserve = requested - weights - act - non_torch
+        reserve = requested - weights - act - held
         measured = measured_kv_gib(
             requested_gib=requested,
             init_free_gib=startup.init_free_gib,
-            resident_gib=weights + non_torch + graph,
+            resident_gib=weights + held + graph,
             transient_gib=act,
             vendor=gpu.vendor,
         )
+        kv = min(reserve, measured)
         return ProfiledMemory(
-            weights, act, non_torch, sizes, graph, True, min(reserve, measured), reserve
+            weights,
+            act,
+            non_torch,
+            sizes,
+            graph,
+            True,
+            kv,
+            kv_reserve_gib=reserve,
+            persistent_gib=state / GIB,
         )
     headroom = startup.headroom_gib
     if not in_budget and graph > 0 and headroom < graph:
@@ -422,4 +435,6 @@ def profiled_memory(
             "capture would run out of memory; lower gpu_memory_utilization or "
             "max_cudagraph_capture_size"
         )
-    return ProfiledMemory(weights, act, non_torch, sizes, graph, in_budget, kv_mem)
+    return ProfiledMemory(
+        weights, act, non_torch, sizes, graph, in_budget, kv_mem, persistent_gib=state / GIB
+    )

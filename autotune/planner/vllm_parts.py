@@ -62,6 +62,7 @@ class VLLMFields(TypedDict):
     kv_cache_gib: float
     kv_reserve_gib: float
     extensible_kv_cache: bool
+    persistent_gib: float
     block_size: int
     num_gpu_blocks: int
     kv_groups: int
@@ -112,7 +113,8 @@ def _slack_gib(startup: StartupMemory, mem: ProfiledMemory) -> float:
     peak, the sizing margin (vllm_extensible)."""
     if not startup.extensible:
         return startup.headroom_gib
-    held = mem.weights_gib + mem.non_torch_gib + mem.graph_gib + mem.activation_gib
+    held = mem.weights_gib + mem.non_torch_gib + mem.persistent_gib + mem.graph_gib
+    held += mem.activation_gib
     return startup.init_free_gib - held - mem.kv_cache_gib
 
 
@@ -173,6 +175,7 @@ def vllm_fields(parts: PlanParts) -> VLLMFields:
             mem.kv_cache_gib if mem.kv_reserve_gib is None else mem.kv_reserve_gib, 3
         ),
         extensible_kv_cache=startup.extensible,
+        persistent_gib=round(mem.persistent_gib, 3),
         block_size=lay.block_size,
         num_gpu_blocks=lay.num_blocks,
         kv_groups=lay.groups,

@@ -43,6 +43,14 @@ from __future__ import annotations
 from autotune.models.card import DTYPE_BYTES, ModelCard
 from autotune.planner.vllm_history import at_least
 
+# Model Runner V2, the only runner from 0.34.0 (vllm_draft.V2_ONLY_SINCE), builds its Sampler in
+# load_model after "Model loading took" is measured (v1/worker/gpu/model_runner.py), on the last
+# pipeline stage; the Sampler's PenaltiesState (v1/worker/gpu/sample/penalties.py) allocates,
+# whatever the requests ask, output_bin_counts int32 [max_num_reqs, vocab] and prompt_bin_mask
+# int32 [max_num_reqs, cdiv(vocab, 32)]: device memory held beside the weights, in the
+# memory the KV cache is sized from (total_consumed since the first snapshot), not in the log's
+# weights.
+V2_PENALTY_STATE_SINCE = "0.34.0"
 SORT_BYTES_PER_LOGIT = 26  # 0.10 .. 0.16: fp32 logits, sort values/indices, masks, probs, scatter
 SORT_INPLACE_BYTES_PER_LOGIT = 22  # 0.17 .. 0.29 below TRITON_MIN_ROWS: scatter_ in place
 TRITON_BYTES_PER_LOGIT = 12  # 0.17 on: fp32 logits, probs, exponential noise
@@ -83,6 +91,13 @@ def sampler_bytes(
         return rows * vocab
     per = SORT_INPLACE_BYTES_PER_LOGIT if at_least(version, "0.17.0") else SORT_BYTES_PER_LOGIT
     return num_reqs * vocab * per
+
+
+def v2_penalty_state_bytes(vocab: int, max_num_seqs: int, version: str) -> int:
+    """The V2 Sampler's persistent penalty state (V2_PENALTY_STATE_SINCE), in bytes."""
+    if not at_least(version, V2_PENALTY_STATE_SINCE):
+        return 0
+    return max_num_seqs * (vocab + -(-vocab // 32)) * 4
 
 
 def sampler_phase_bytes(

@@ -96,7 +96,7 @@ def after_warmup(plan: VLLMPlan, config: Mapping[str, object]) -> dict[str, obje
     that keeps 1 GiB or more of that free memory out of the cache is warned about."""
     gpu = GPU_CATALOG.get(plan.gpu)
     vendor = gpu.vendor if gpu is not None else "nvidia"
-    resident = plan.weights_gib + plan.non_torch_gib + plan.graph_gib
+    resident = plan.weights_gib + plan.non_torch_gib + plan.persistent_gib + plan.graph_gib
     free = plan.pre_weights_free_gib - resident
     act = plan.activation_gib
     non_torch_reserve = 1.0 if vendor == "amd" else 0.5
@@ -110,6 +110,7 @@ def after_warmup(plan: VLLMPlan, config: Mapping[str, object]) -> dict[str, obje
         "torch_reserve_growth_gib": 0.0,
         "requested_gib": plan.requested_gib,
         "torch_limit_gib": plan.weights_gib
+        + plan.persistent_gib
         + plan.graph_gib
         + max(free - plan.kv_cache_gib - non_torch_reserve, 0.0),
     }

@@ -201,3 +201,41 @@ def test_text_only_0_19_peaks_match_the_logs(name: str) -> None:
     assert act == sampler_phase_bytes(card, "0.19.0", 8192, 1024, 132)  # type: ignore[arg-type]
     assert act > forward_bytes(card, tp, 8192)  # type: ignore[arg-type]
     assert act / GIB == pytest.approx(logged, rel=0.03)
+
+
+def test_the_v2_sampler_holds_its_penalty_state_beside_the_weights() -> None:
+    """0.34.0 (Model Runner V2 alone): the Sampler built in load_model after the weights are
+    measured allocates output_bin_counts int32 [max_num_reqs, vocab] and prompt_bin_mask int32
+    [max_num_reqs, cdiv(vocab, 32)] for every launch; the planner holds them beside the weights."""
+    from autotune.models.registry import load_card
+    from autotune.planner.vllm_sampler import v2_penalty_state_bytes
+    from tests.wheels import full_vllm_text
+
+    src = full_vllm_text("0.34.0", "vllm/v1/worker/gpu/sample/penalties.py")
+    flat = " ".join(src.split())
+    assert (
+        "self.prompt_bin_mask = torch.zeros( max_num_reqs, cdiv(vocab_size, 32), "
+        "dtype=torch.int32, device=self.device )" in flat
+    )
+    assert (
+        "self.output_bin_counts = torch.zeros( max_num_reqs, vocab_size, dtype=torch.int32, "
+        "device=self.device )" in flat
+    )
+    runner = full_vllm_text("0.34.0", "vllm/v1/worker/gpu/model_runner.py")
+    measured = runner.index("self.model_memory_usage = m.consumed_memory")
+    assert measured < runner.index("self.sampler = Sampler(")
+    sampler = full_vllm_text("0.34.0", "vllm/v1/worker/gpu/sample/sampler.py")
+    assert "self.penalties_state = PenaltiesState(vllm_config, lp_req_state)" in sampler
+
+    vocab = 128_256
+    assert v2_penalty_state_bytes(vocab, 256, "0.34.0") == 256 * (vocab + 4008) * 4
+    assert v2_penalty_state_bytes(vocab, 256, "0.33.0") == 0
+    # the same launch without the extensible cache: 0.34.0's KV memory is 0.33.0's less it
+    card, h100 = load_card("NousResearch/Meta-Llama-3-8B"), get_gpu("h100-80g")
+    cfg = {"max_model_len": 8192, "gpu_memory_utilization": 0.9, "max_num_seqs": 512}
+    old = plan_vllm(card, h100, cfg, version="0.33.0")
+    new = plan_vllm(card, h100, {**cfg, "enable_extensible_kv_cache": False}, version="0.34.0")
+    state = v2_penalty_state_bytes(card.vocab_size, 512, "0.34.0") / GIB
+    assert state > 0.2
+    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(state, abs=2e-3)
+    assert new.weights_gib == old.weights_gib
