@@ -42,7 +42,7 @@ from autotune.models.card import ModelCard
 from autotune.planner.common import GIB, Plan
 from autotune.planner.vllm_alloc import cublas_workspace_bytes, weight_padding_bytes
 from autotune.planner.vllm_connector import note_kv_connector
-from autotune.planner.vllm_draft import V2_ONLY_SINCE, draft_kv, separate_draft
+from autotune.planner.vllm_draft import draft_kv, separate_draft
 from autotune.planner.vllm_dtype import apply_checkpoint_kv, launch_card
 from autotune.planner.vllm_extensible import default_block_size
 from autotune.planner.vllm_history import (
@@ -262,11 +262,6 @@ def _current_parts(
     if not at_least(version, "0.10.0"):
         check_history_architecture(card, version, reasons)
     spec = _speculative(card, cfg, version, reasons)
-    if at_least(version, V2_ONLY_SINCE):
-        assumptions.append(
-            f"vLLM {version} runs Model Runner V2 alone: its profiling run's sampler phase is "
-            "estimated with the V1 runner's rule"
-        )
     pp = int(cfg.get("pipeline_parallel_size") or 1)
     draft = separate_draft(spec.config, spec.method, assumptions, version=version, pp=pp)
     spec = replace(spec, draft=draft)

@@ -29,13 +29,15 @@ means on there; the release Docker image ships FlashInfer, the 0.10 pip wheel on
 extra): assumed installed. From 0.12.0 it is opt-in (VLLM_USE_FLASHINFER_SAMPLER=1).
 
 The Model Runner V2 (a default for some architectures from 0.22.0, the only runner from 0.34.0)
-samples differently and is not derived here: the V1 runner's rule stands in for it. 0.34.0's
-wheel has no V1 Sampler (vllm/v1/sample/sampler.py); V2's _dummy_sampler_run
-(v1/worker/gpu/model_runner.py) samples twice, the second time with
-SamplingParams.for_sampler_warmup (penalties, logit bias, bad words, min_p, logprobs,
-watermarking) through v1/worker/gpu/sample/sampler.py: an fp32 copy of the logits, the same
-Triton top-k/top-p kernel, then gumbel_sample and the logprobs, whose buffers are not derived.
-The plan says so (vllm.py, V2_ONLY_SINCE).
+is derived for 0.34.0 only (V2_SAMPLER_SINCE; before, the V1 rule stands in where V2 runs): its
+profile_run (v1/worker/gpu/model_runner.py) keeps the forward's output and computes the logits
+straight from the last tokens' hidden states (no rand_like copy); _dummy_sampler_run samples
+twice, the second time with SamplingParams.for_sampler_warmup, through v1/worker/gpu/sample/
+sampler.py: apply_sampling_params copies the logits to a new fp32 tensor, the logits processors
+(logit bias, penalties, bad words), temperature and min_p write into it in place (Triton
+kernels), the same Triton top-k/top-p kernel masks it in place beside its cached buffer rows,
+gumbel_sample keeps two [rows, vocab / 1024] buffers and the logprobs a top-k gather: 4 bytes per
+element and the buffer.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ from autotune.planner.vllm_history import at_least
 # memory the KV cache is sized from (total_consumed since the first snapshot), not in the log's
 # weights.
 V2_PENALTY_STATE_SINCE = "0.34.0"
+V2_SAMPLER_SINCE = "0.34.0"
+V2_BYTES_PER_LOGIT = 4  # the warm-up pass's fp32 copy, processed in place
 SORT_BYTES_PER_LOGIT = 26  # 0.10 .. 0.16: fp32 logits, sort values/indices, masks, probs, scatter
 SORT_INPLACE_BYTES_PER_LOGIT = 22  # 0.17 .. 0.29 below TRITON_MIN_ROWS: scatter_ in place
 TRITON_BYTES_PER_LOGIT = 12  # 0.17 on: fp32 logits, probs, exponential noise
@@ -84,6 +88,9 @@ def sampler_bytes(
     docstring), without the caller's logits."""
     if flashinfer_sampler(version, use_flashinfer):
         return num_reqs * vocab * FLASHINFER_BYTES_PER_LOGIT
+    if at_least(version, V2_SAMPLER_SINCE):
+        rows = num_reqs * V2_BYTES_PER_LOGIT + triton_buffer_rows(num_reqs, sm_count) * 4
+        return rows * vocab
     if at_least(version, "0.17.0") and (
         num_reqs >= TRITON_MIN_ROWS or at_least(version, "0.30.0")
     ):
@@ -109,11 +116,12 @@ def sampler_phase_bytes(
     use_flashinfer: bool | None = None,
 ) -> int:
     """Peak of profile_run's sampler phase: the forward's output and the last tokens' hidden
-    states (twice: the rand_like copy), the gathered logits in the model dtype, and the
-    sampler's own tensors."""
+    states (twice before V2_SAMPLER_SINCE: V1's rand_like copy), the gathered logits in the
+    model dtype, and the sampler's own tensors."""
     b = DTYPE_BYTES.get(card.dtype, 2.0)
     padded = -(-card.vocab_size // VOCAB_PADDING) * VOCAB_PADDING
-    hidden = (tokens + 2 * num_reqs) * card.hidden_size * b
+    copies = 1 if at_least(version, V2_SAMPLER_SINCE) else 2
+    hidden = (tokens + copies * num_reqs) * card.hidden_size * b
     logits = num_reqs * padded * b
     sampler = sampler_bytes(card.vocab_size, version, num_reqs, sm_count, use_flashinfer)
     return int(hidden + logits + sampler)
