@@ -25,14 +25,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from autotune.engines.vllm.releases import EXTENSIBLE_KV_CACHE_SINCE
 from autotune.hardware.gpus import GPUSpec
 from autotune.planner.vllm_history import at_least
 
-EXTENSIBLE_SINCE = "0.34.0"
+EXTENSIBLE_SINCE = EXTENSIBLE_KV_CACHE_SINCE
 # extensible_kv_cache.py KV_CACHE_MARGIN_FLOOR_BYTES (ROCr maps kernel scratch outside the
 # allocator, so ROCm keeps a larger floor) and KV_CACHE_MARGIN_FRACTION.
 MARGIN_FLOOR_GIB = {"nvidia": 1.0, "amd": 3.0}
 MARGIN_FRACTION = 0.75
+# KV_CACHE_NON_TORCH_RESERVE_BYTES: what measure_kv_cache_blocks keeps free beside torch's cap
+NON_TORCH_RESERVE_GIB = {"nvidia": 0.5, "amd": 1.0}
+# measure_kv_cache_blocks warns when an explicit 0.7 < gpu_memory_utilization < 1.0 keeps this
+# much or more of the free memory out of the cache
+WITHHELD_WARNING_GIB = 1.0
 # config/cache.py CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION (without the extensible cache)
 FIXED_UTILIZATION = 0.92
 # config/cache.py CacheConfig.DEFAULT_BLOCK_SIZE: 16 through 0.33.x, 64 from 0.34.0 (a backend
@@ -72,9 +78,38 @@ def measured_kv_gib(
     return max(min(requested_gib - resident_gib, free - margin) - transient_gib, 0.0)
 
 
+def withheld_gib(
+    utilization: float | None,
+    *,
+    requested_gib: float,
+    init_free_gib: float,
+    resident_gib: float,
+    transient_gib: float,
+    vendor: str,
+) -> float | None:
+    """What measure_kv_cache_blocks' warning says an explicit utilisation keeps out of the
+    cache (against a budget of all free memory), or None where it does not warn."""
+    if utilization is None or not 0.7 < utilization < 1.0:
+        return None
+
+    def kv(budget: float) -> float:
+        return measured_kv_gib(
+            requested_gib=budget,
+            init_free_gib=init_free_gib,
+            resident_gib=resident_gib,
+            transient_gib=transient_gib,
+            vendor=vendor,
+        )
+
+    unbound, capped = kv(init_free_gib), kv(requested_gib)
+    held = unbound - capped
+    return held if held >= WITHHELD_WARNING_GIB else None
+
+
 __all__ = [
     "EXTENSIBLE_SINCE",
     "default_block_size",
     "extensible_kv_cache",
     "measured_kv_gib",
+    "withheld_gib",
 ]

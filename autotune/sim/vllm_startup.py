@@ -16,7 +16,7 @@ from autotune.engines.vllm.logs import VLLMLaunchReport
 from autotune.hardware import GPU_CATALOG
 from autotune.models.card import ModelCard
 from autotune.planner.vllm import VLLMPlan
-from autotune.planner.vllm_extensible import measured_kv_gib
+from autotune.planner.vllm_extensible import NON_TORCH_RESERVE_GIB, withheld_gib
 from autotune.sim.launch import write_line
 
 TS = "00-00 00:00:00"  # placeholder timestamp, replaced by the wall clock when printed
@@ -91,15 +91,15 @@ def after_warmup(plan: VLLMPlan, config: Mapping[str, object]) -> dict[str, obje
     """What 0.34.0's extensible KV cache logs after warmup (measure_kv_cache_blocks), from the
     planner's figures: warmup leaves only the null blocks committed (counted as 0 here), the
     transient reserve is the profiled activation peak (no torch growth), torch holds the weights
-    and graphs and may grow into what the extended cache leaves free less 0.5 GiB (1 GiB on
-    ROCm, KV_CACHE_NON_TORCH_RESERVE_BYTES); an explicit 0.7 < gpu_memory_utilization < 1.0
-    that keeps 1 GiB or more of that free memory out of the cache is warned about."""
+    and graphs and may grow into what the extended cache leaves free less the non-torch reserve
+    (vllm_extensible.NON_TORCH_RESERVE_GIB); an explicit utilisation that keeps memory out of
+    the cache is warned about as vllm_extensible.withheld_gib says."""
     gpu = GPU_CATALOG.get(plan.gpu)
     vendor = gpu.vendor if gpu is not None else "nvidia"
     resident = plan.weights_gib + plan.non_torch_gib + plan.persistent_gib + plan.graph_gib
     free = plan.pre_weights_free_gib - resident
     act = plan.activation_gib
-    non_torch_reserve = 1.0 if vendor == "amd" else 0.5
+    reserve = NON_TORCH_RESERVE_GIB.get(vendor, NON_TORCH_RESERVE_GIB["nvidia"])
     out: dict[str, object] = {
         "extensible_kv_cache": True,
         "kv_reserve_gib": plan.kv_reserve_gib,
@@ -112,18 +112,19 @@ def after_warmup(plan: VLLMPlan, config: Mapping[str, object]) -> dict[str, obje
         "torch_limit_gib": plan.weights_gib
         + plan.persistent_gib
         + plan.graph_gib
-        + max(free - plan.kv_cache_gib - non_torch_reserve, 0.0),
+        + max(free - plan.kv_cache_gib - reserve, 0.0),
     }
     util = config.get("gpu_memory_utilization")
-    if isinstance(util, float) and 0.7 < util < 1.0:
-        figures = dict(init_free_gib=plan.pre_weights_free_gib, resident_gib=resident)
-        figures.update(transient_gib=act)
-        unbound = measured_kv_gib(
-            requested_gib=plan.pre_weights_free_gib, vendor=vendor, **figures
-        )
-        capped = measured_kv_gib(requested_gib=plan.requested_gib, vendor=vendor, **figures)
-        if unbound - capped >= 1.0:
-            out["kv_withheld_gib"] = unbound - capped
+    held = withheld_gib(
+        float(util) if isinstance(util, float) else None,
+        requested_gib=plan.requested_gib,
+        init_free_gib=plan.pre_weights_free_gib,
+        resident_gib=resident,
+        transient_gib=act,
+        vendor=vendor,
+    )
+    if held is not None:
+        out["kv_withheld_gib"] = held
     return out
 
 

@@ -17,9 +17,12 @@ from autotune.planner.vllm import plan_vllm
 from autotune.planner.vllm_extensible import (
     MARGIN_FLOOR_GIB,
     MARGIN_FRACTION,
+    NON_TORCH_RESERVE_GIB,
+    WITHHELD_WARNING_GIB,
     default_block_size,
     extensible_kv_cache,
     measured_kv_gib,
+    withheld_gib,
 )
 from autotune.planner.vllm_memory import default_gpu_memory_utilization
 from autotune.planner.vllm_sampler import v2_penalty_state_bytes
@@ -57,6 +60,7 @@ def test_the_sizing_is_the_releases_measure_kv_cache_bytes(vendor: str) -> None:
     fn, ns = _release_sizing(rocm=vendor == "amd")
     assert ns["KV_CACHE_MARGIN_FLOOR_BYTES"] == MARGIN_FLOOR_GIB[vendor] * GIB
     assert ns["KV_CACHE_MARGIN_FRACTION"] == MARGIN_FRACTION
+    assert ns["KV_CACHE_NON_TORCH_RESERVE_BYTES"] == NON_TORCH_RESERVE_GIB[vendor] * GIB
     grid = itertools.product(
         (20.0, 70.0, 139.0),  # free at the first snapshot
         (4.0, 16.5, 60.0),  # weights, non-torch memory and graphs
@@ -183,3 +187,36 @@ def test_a_desktop_card_starts_at_the_full_budget() -> None:
     full = plan_vllm(card, gpu, {**cfg, "gpu_memory_utilization": 1.0}, version="0.33.0")
     assert not full.fits
     assert any("Free memory on device" in r for r in full.reasons)
+
+
+def test_the_utilisation_warning_is_the_releases() -> None:
+    """measure_kv_cache_blocks warns when an explicit 0.7 < utilisation < 1.0 keeps 1 GiB or
+    more of the free memory out of the cache: the budget of all free memory less the capped."""
+    fn, _ = _release_sizing(rocm=False)
+    src = full_vllm_text("0.34.0", "vllm/v1/worker/extensible_kv_cache.py")
+    rule = " ".join(ast.unparse(function_def(src, "measure_kv_cache_blocks")).split())
+    assert "if utilization is not None and 0.7 < utilization < 1.0:" in rule
+    assert "measure_kv_cache_bytes(requested_memory=init_free_memory, **measured) - available" in (
+        rule
+    )
+    assert "if withheld >= 1 << 30:" in rule and WITHHELD_WARNING_GIB == 1.0
+    figures = dict(init_free_gib=70.0, resident_gib=20.0, transient_gib=2.0, vendor="nvidia")
+    for util, requested in ((0.9, 63.0), (0.6, 42.0), (0.99, 69.3), (0.9, 69.5)):
+        want = fn(
+            init_free_memory=70 * GIB,
+            free_memory=50 * GIB,
+            committed_bytes=0,
+            requested_memory=int(70 * GIB),
+            transient_peak_bytes=2 * GIB,
+        ) - fn(
+            init_free_memory=70 * GIB,
+            free_memory=50 * GIB,
+            committed_bytes=0,
+            requested_memory=int(requested * GIB),
+            transient_peak_bytes=2 * GIB,
+        )
+        got = withheld_gib(util, requested_gib=requested, **figures)  # type: ignore[arg-type]
+        warns = 0.7 < util < 1.0 and want >= GIB
+        assert (got is not None) is warns, util
+        if got is not None:
+            assert got == pytest.approx(want / GIB, abs=1e-6)

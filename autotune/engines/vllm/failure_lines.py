@@ -13,7 +13,7 @@ from typing import Any
 
 from autotune.engines._logformat import failure_text, oom_from_values, required, traceback_lines
 from autotune.engines.vllm.printer import API, DEFAULT_TIMESTAMP, Printer, format_gib
-from autotune.engines.vllm.releases import at_least, parse_version
+from autotune.engines.vllm.releases import EXTENSIBLE_KV_CACHE_SINCE, at_least, parse_version
 from autotune.errors import ConfigError
 
 FAILURE_KINDS = (
@@ -70,7 +70,6 @@ KV_HINT = "0.34.0"
 # request_memory ("on device cuda:0", format_gib) from 0.14.0; 0.34.0 prints
 # resolved_gpu_memory_utilization and skips the check with the extensible KV cache.
 STARTUP_REQUEST_MEMORY = "0.14.0"
-STARTUP_EXTENSIBLE_SKIP = "0.34.0"
 _DOCS = " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 
 
@@ -167,7 +166,7 @@ def _no_cache_memory_text(version: str, values: Mapping[str, object], kind: str)
 
 
 def _startup_free_memory_text(version: str, values: Mapping[str, object], kind: str) -> str:
-    if values.get("extensible_kv_cache") and at_least(version, STARTUP_EXTENSIBLE_SKIP):
+    if values.get("extensible_kv_cache") and at_least(version, EXTENSIBLE_KV_CACHE_SINCE):
         raise ConfigError(
             f"vLLM {version} skips the startup free-memory check with the extensible KV cache",
             field="extensible_kv_cache",

@@ -32,11 +32,8 @@ from dataclasses import dataclass
 
 from autotune.engines.vllm.logs import READY_TEXT, SIMULATED_MARKER, VLLMLaunchReport
 from autotune.engines.vllm.printer import API, DEFAULT_TIMESTAMP, Printer, format_gib, gib_text
-from autotune.engines.vllm.releases import at_least, parse_version
+from autotune.engines.vllm.releases import EXTENSIBLE_KV_CACHE_SINCE, at_least, parse_version
 from autotune.errors import ConfigError
-
-# The release whose extensible KV cache sizes the pool after warmup (config/cache.py).
-EXTENSIBLE_SINCE = "0.34.0"
 
 
 @dataclass(frozen=True)
@@ -131,9 +128,9 @@ def _extensible(s: _Launch) -> bool:
     """Whether the launch has 0.34.0's extensible KV cache (report.extensible_kv_cache)."""
     if not s.report.extensible_kv_cache:
         return False
-    if not at_least(s.version, EXTENSIBLE_SINCE):
+    if not at_least(s.version, EXTENSIBLE_KV_CACHE_SINCE):
         raise ConfigError(
-            f"vLLM {s.version} has no extensible KV cache ({EXTENSIBLE_SINCE}+)",
+            f"vLLM {s.version} has no extensible KV cache ({EXTENSIBLE_KV_CACHE_SINCE}+)",
             field="extensible_kv_cache",
         )
     if s.report.graph_estimate_gib:
@@ -387,13 +384,13 @@ def _memory_msgs(
                 f"vLLM {version} does not profile CUDA graph memory (0.18.0+)",
                 field="graph_estimate_gib",
             )
-        if not at_least(version, EXTENSIBLE_SINCE):  # the V1 model runner's line
+        if not at_least(version, EXTENSIBLE_KV_CACHE_SINCE):  # the V1 model runner's line
             out.append(("INFO", f"Estimated CUDA graph memory: {graph_est:.2f} GiB total"))
     kv = report.kv_reserve_gib if extensible else report.kv_cache_gib
     if kv is not None:
         out.append(("INFO", f"Available KV cache memory: {gib_text(version, kv)} GiB"))
     util = report.gpu_memory_utilization
-    if at_least(version, EXTENSIBLE_SINCE) and estimate is False:
+    if at_least(version, EXTENSIBLE_KV_CACHE_SINCE) and estimate is False:
         # 0.34.0 skips the estimate when it is off, and warns only without the extensible cache
         if not extensible:
             out.append(("WARNING", _GRAPH_PROFILING_OFF_0_34))

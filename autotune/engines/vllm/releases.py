@@ -59,6 +59,11 @@ def version_index(version: str) -> int:
     return release_index(parse_version(version))
 
 
+# The first release whose KV cache is sized after warmup by default on CUDA and ROCm: the
+# extensible KV cache (config/cache.py enable_extensible_kv_cache, vllm-project/vllm#56492).
+EXTENSIBLE_KV_CACHE_SINCE = "0.34.0"
+
+
 def at_least(version: str, first: str) -> bool:
     """Whether `version` is the release `first` or newer."""
     return version_index(version) >= release_index(first)
