@@ -141,9 +141,9 @@ def load_engine_kernel(
     engine: str, version: str, *, allow_import: bool = True, cache: Path | None = None
 ) -> EngineKernel:
     """The launcher of `engine` `version` (module docstring: where it comes from)."""
-    from autotune.engines.kernel_facts import facts_for
+    from autotune.engines.kernel_derive import facts_of  # a nightly: read where installed
 
-    facts = facts_for(engine, version)
+    facts = facts_of(engine, version)
     installed = _installed_module_file(facts)
     if installed is not None:
         if allow_import:

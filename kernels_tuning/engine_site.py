@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autotune.engines.kernel_facts import KernelFacts, facts_for
+from autotune.engines.kernel_derive import installed_facts
+from autotune.engines.kernel_facts import KernelFacts, facts_for, is_catalogued
 from autotune.errors import ConfigError
 from autotune.versions import try_version
 
@@ -166,6 +167,15 @@ def release_facts(found: EngineSite, *, have_target: bool) -> KernelFacts:
     parsed = try_version(version)
     if parsed is not None:
         version = parsed.public
+    if (
+        found.site is not None
+        and parsed is not None
+        and not found.version_source.startswith("--engine-version")
+        and not is_catalogued(engine, version)
+    ):
+        # a nightly or a source build, as its own metadata says: its facts are read from its
+        # installed source (a release named on the command line must be a catalogued one)
+        return installed_facts(engine, found.version, found.site)
     facts = facts_for(engine, version)
     if found.site is not None and not (found.site / facts.lookup_module).is_file():
         raise ConfigError(

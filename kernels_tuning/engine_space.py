@@ -194,9 +194,9 @@ class EngineTarget:
         return f"{self.engine}=={self.version}"
 
     def facts(self) -> KernelFacts:
-        from autotune.engines.kernel_facts import facts_for
+        from autotune.engines.kernel_derive import facts_of  # a nightly: read where installed
 
-        return facts_for(self.engine, self.version)
+        return facts_of(self.engine, self.version)
 
     def options(self, arch: str) -> tuple[tuple[int, ...], bool]:
         """(SPLIT_K values, SWAP_AB) this release honours on `arch`."""

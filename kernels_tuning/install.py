@@ -5,8 +5,10 @@
 1. find the engine without importing it (its top-level package with importlib.util.find_spec,
    its version from the distribution's metadata), in this interpreter, in `--site-packages
    DIR`, or in another interpreter (`--engine-python`, which runs PROBE);
-2. take that release's catalogued facts (autotune.engines.kernel_facts): an unknown release or
-   a package without the catalogued lookup module is refused;
+2. take that release's catalogued facts (autotune.engines.kernel_facts): a package without the
+   catalogued lookup module is refused; a build no catalogued release is (a nightly, a source
+   build, as its own metadata says) has its facts read from its installed source
+   (autotune.engines.kernel_derive), and one whose kernel path cannot be followed is refused;
 3. choose the files tuned on that release's kernel: a sidecar whose engine_kernel_fingerprint
    equals the release's (files tuned on our own kernel, or on another engine kernel, never
    qualify), whose entries carry only keys the kernel honours on the sidecar's architecture;
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.engines.kernel_facts import KernelFacts
+from autotune.engines.kernel_facts import KernelFacts, is_catalogued
 from autotune.errors import AutotuneError
 from kernels_tuning.atomic_copy import Copied, copy_all_or_nothing
 from kernels_tuning.engine_site import (
@@ -84,6 +86,12 @@ class InstallResult:
     replaced: list[str] = field(default_factory=list)
 
     @property
+    def facts_from(self) -> str:
+        """`catalog`, or `installed source` for a build no catalogued release is (a nightly)."""
+        catalogued = is_catalogued(self.facts.engine, self.facts.version)
+        return "catalog" if catalogued else "installed source"
+
+    @property
     def reads(self) -> str:
         f = self.facts
         return (
@@ -101,6 +109,7 @@ class InstallResult:
             "target": str(self.dest),
             "reads": self.reads,
             "kernel_fingerprint": self.facts.kernel_fingerprint,
+            "facts_from": self.facts_from,
             "dry_run": self.dry_run,
             "files": [
                 {

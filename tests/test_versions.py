@@ -52,7 +52,9 @@ def test_ordering_is_pep440() -> None:
     assert parse_version("0.5.9") < parse_version("0.5.10")
 
 
-@pytest.mark.parametrize("text", ["0.5.15.post1", "0.5.17", "v0.5.23", "0.5.17+cu128"])
+@pytest.mark.parametrize(
+    "text", ["0.5.15.post1", "0.5.17", "v0.5.23", "0.5.17+cu128", "0.5.17rc1", "0.5.17.dev3"]
+)
 def test_sglang_parsers_agree(text: str) -> None:
     """The flag code and the planner accept the same SGLang versions (the planner refused
     post releases before they shared a parser)."""
@@ -60,7 +62,9 @@ def test_sglang_parsers_agree(text: str) -> None:
     assert space_is_version(text)
 
 
-@pytest.mark.parametrize("bad", ["0.5.8", "0.5.24", "0.6.0", "0.5", "0.5.17rc1", "0.5.x"])
+@pytest.mark.parametrize(
+    "bad", ["0.5.8", "0.5.24", "0.6.0", "0.5", "0.5.24rc1", "0.5.x", "0.5.17.1"]
+)
 def test_sglang_parsers_refuse_alike(bad: str) -> None:
     for parse in (planner_version, sglang_version):
         with pytest.raises(ConfigError, match="--engine-version.*0.5.9 to 0.5.23"):
@@ -69,8 +73,9 @@ def test_sglang_parsers_refuse_alike(bad: str) -> None:
 
 def test_vllm_catalog_uses_the_base_release() -> None:
     assert vllm_version("0.11.0.post2") == "0.11.0"
+    assert vllm_version("0.11.0rc1") == "0.11.0"  # autotune.engines.builds
     with pytest.raises(ConfigError, match="--engine-version"):
-        vllm_version("0.11.0rc1")
+        vllm_version("0.35.0rc1")
 
 
 def test_plan_accepts_a_post_release() -> None:

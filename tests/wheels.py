@@ -20,6 +20,7 @@ __all__ = [
     "full_vllm_text",
     "full_vllm_wheel_or_skip",
     "function_def",
+    "nightly_site",
     "package_wheel_or_skip",
     "pypi_reachable",
     "rendered_fstrings",
@@ -47,6 +48,20 @@ def engine_wheel_or_skip(engine: str, version: str) -> Path:
         if not pypi_reachable(engine):
             pytest.skip(f"PyPI is unreachable, cannot download {engine}=={version}: {exc}")
         raise
+
+
+def nightly_site(engine: str, version: str, build: str, dest: Path) -> Path:
+    """A site-packages folder holding the release's Python files and configs, installed as the
+    nightly `build` (its metadata says so): what a source build or a nightly wheel looks like
+    where it is installed. Skips without a registry."""
+    with zipfile.ZipFile(engine_wheel_or_skip(engine, version)) as zf:
+        for n in zf.namelist():
+            if n.startswith(f"{engine}/") and (n.endswith(".py") or "/configs/" in n):
+                zf.extract(n, dest)
+    info = dest / f"{engine}-{build}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {engine}\nVersion: {build}\n")
+    return dest
 
 
 @cache

@@ -98,7 +98,10 @@ _ENGINE_OPT = typer.Option(
     "the file that release reads (OUT/ENGINE/VERSION/); default: autotune's own kernels.",
 )
 _ENGINE_VERSION_OPT = typer.Option(
-    None, "--engine-version", help="The engine release whose kernel is tuned (with --engine)."
+    None,
+    "--engine-version",
+    help="The engine release whose kernel is tuned (with --engine): a catalogued release, or "
+    "the nightly or source build this interpreter has installed (read where it is installed).",
 )
 _OUT_OPT = typer.Option(Path("tuned-kernels"), "--out", help="Output folder for the files.")
 _CACHE_OPT = typer.Option(
@@ -294,6 +297,11 @@ def _echo_install(res: InstallResult) -> None:
     typer.echo(
         f"{f.engine} {f.version} ({found.version_source})"
         + (f", site-packages {found.site}" if found.site else "")
+        + (
+            ""
+            if res.facts_from == "catalog"
+            else "; not a catalogued release: its kernel facts were read from its installed source"
+        )
     )
     typer.echo(f"reads {res.dest}\n  because {res.reads}")
     verb = "would copy" if res.dry_run else "copied"

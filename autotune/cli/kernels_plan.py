@@ -113,7 +113,8 @@ def precompile_binaries(
 
 def engine_target(engine: str | None, version: str | None, kind: str) -> Any:
     """The engine release whose own kernel is tuned (None: our kernels); its facts must be
-    catalogued (autotune.engines.kernel_facts)."""
+    catalogued (autotune.engines.kernel_facts) or, for a nightly, read where this interpreter
+    has it installed (autotune.engines.kernel_derive.facts_of)."""
     if engine is None:
         if version is not None:
             raise ConfigError("--engine-version needs --engine", field="--engine-version")

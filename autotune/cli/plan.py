@@ -67,7 +67,7 @@ def plan(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Predict weights, KV pool, mamba slots and max running requests; say whether it fits."""
-    from autotune.planner.dispatch import plan_target
+    from autotune.planner.dispatch import followed_note, plan_target
 
     config = {k: coerce_value(v) for k, v in parse_sets(sets).items()}
     result = plan_target(
@@ -89,6 +89,9 @@ def plan(
         emit_json(result)
         return
     _print_human(result)
+    note = followed_note(engine, engine_version) if engine_version else None
+    if note is not None:
+        typer.echo(f"  note: {note}")
 
 
 def _calibrated(

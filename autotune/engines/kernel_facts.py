@@ -187,7 +187,8 @@ def normalize_arch(arch: str) -> str:
 
 
 def facts_for(engine: str, version: str) -> KernelFacts:
-    """The catalogued facts of one release; ConfigError when the release is not catalogued."""
+    """The catalogued facts of one release; ConfigError when the release is not catalogued
+    (autotune.engines.kernel_derive.facts_of also reads an installed nightly)."""
     releases = _releases(engine)
     wanted = try_version(version) if isinstance(version, str) else None
     if wanted is None:
@@ -198,12 +199,29 @@ def facts_for(engine: str, version: str) -> KernelFacts:
     for v, facts in releases.items():
         if parse_version(v) == wanted:
             return facts
+    if wanted.is_prerelease or wanted.is_devrelease:
+        # no wheel to read: only the installed build itself can be
+        hint = (
+            "A nightly or source build is read from where it is installed: run this where "
+            "it is (`autotune kernels install --engine-python PY` reads it in another "
+            "environment and takes files tuned on any release with the same kernel code)"
+        )
+    else:
+        hint = (
+            f"A new release needs its facts read from its wheel: {REGENERATE} (then commit "
+            f"autotune/{CATALOG})"
+        )
     raise ConfigError(
         f"no kernel facts for {engine} {version}: the catalog knows {engine} "
-        f"{', '.join(releases)}. A new release needs its facts read from its wheel: "
-        f"{REGENERATE} (then commit autotune/{CATALOG})",
+        f"{', '.join(releases)}. {hint}",
         field="--engine-version",
     )
+
+
+def is_catalogued(engine: str, version: str) -> bool:
+    """Whether `version` is one of the catalogued releases of `engine`."""
+    wanted = try_version(version) if isinstance(version, str) else None
+    return wanted is not None and any(parse_version(v) == wanted for v in _releases(engine))
 
 
 def known_versions(engine: str) -> tuple[str, ...]:

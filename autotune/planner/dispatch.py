@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from autotune.engines.builds import Followed
 from autotune.errors import ConfigError, ModelLoadError, UnknownNameError
 
 if TYPE_CHECKING:
@@ -245,6 +246,46 @@ def scheduler_plan(plan: Plan) -> Plan:
     return plan.model_copy(update={"speculative": mapped})
 
 
+def followed(engine: str, version: str) -> Followed:
+    """The catalogued release an SGLang or vLLM build follows (autotune.engines.builds: a
+    nightly, a source build or a release candidate); llama.cpp versions are pinned builds and
+    follow themselves.
+
+    Raises:
+        ConfigError: a build the catalogue cannot follow, naming --engine-version.
+    """
+    if engine == "vllm":
+        from autotune.engines.vllm.releases import followed_release
+
+        return followed_release(version)
+    if engine == "sglang":
+        from autotune.engines.sglang.flags import followed_release as sglang_followed
+
+        return sglang_followed(version)
+    return Followed(engine=engine, build=version, release=version, kind="release")
+
+
+def followed_note(engine: str, version: str) -> str | None:
+    """What a plan, a starter spec or a sweep says when `version` is a nightly, a release
+    candidate or an uncatalogued patch release (autotune.engines.builds); None for a release or
+    a version the catalogue does not take (the planner's older releases)."""
+    try:
+        return followed(engine, version).note()
+    except ConfigError:
+        return None
+
+
+def _rule_version(engine: str, version: str) -> str:
+    """The version the search space's rules compare: a nightly or a release candidate meets
+    the rules of the catalogued release it follows (autotune.engines.builds); a release, a post
+    release or a version outside the catalogue (a planner-only older release) as given."""
+    try:
+        f = followed(engine, version)
+    except ConfigError:
+        return version
+    return version if f.exact else f.release
+
+
 def target_facts(
     engine: str, model: TargetModel, gpu: GPUSpec | None, version: str, tp: int = 1
 ) -> tuple[RuleContext, frozenset[str]]:
@@ -273,7 +314,7 @@ def target_facts(
             model_hybrid=hybrid,
             model_mtp=mtp,
             quantization=quant,
-            engine_version=version,
+            engine_version=_rule_version(engine, version),
             gpu_name=name,
             gpu_memory_gib=memory,
             gpu_arch=arch,
@@ -326,6 +367,9 @@ def plan_target(
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
     )
+    note = followed_note(engine, version)
+    if note is not None:
+        result = result.model_copy(update={"assumptions": [note, *result.assumptions]})
     if perf:
         from autotune.models.card import ModelCard
         from autotune.planner.perf import PerfModel, perf_summary

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autotune.engines.sglang.flags import followed_release
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import card_with_overrides
@@ -122,6 +123,16 @@ class StaticBudget:
         return self.pre_gib * (1 - self.mem_fraction_static) + self.transient_gib
 
 
+def _catalogued_build(version: str, v: tuple[int, int, int]) -> str:
+    """A release candidate or a nightly of a catalogued 0.5.N is planned as that release, as its
+    flags are (autotune.engines.builds); releases, post releases and the planner's older
+    releases keep their own version."""
+    if v < (0, 5, 9):
+        return version
+    followed = followed_release(version)
+    return version if followed.exact else followed.release
+
+
 def plan_sglang(
     card: ModelCard,
     gpu: GPUSpec,
@@ -143,6 +154,7 @@ def plan_sglang(
     # --json-model-override-args: SGLang builds the model from the config with them merged.
     card = card_with_overrides(card, cfg.get("json_model_override_args"))
     v = rules.planning_version(version)
+    version = _catalogued_build(version, v)
     by_arch = hybrid_by_architecture(card, v, cfg, gpu.arch)
     check_global_attention(card, by_arch)
     assumptions: list[str] = []

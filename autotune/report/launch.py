@@ -192,6 +192,7 @@ def build_launch(
     in `engine_version`.
     """
     from autotune.engines import get_adapter
+    from autotune.planner.dispatch import followed
 
     cfg = {k: v for k, v in config.items() if k not in TARGET_FIELDS}
     if tp and tp > 1:
@@ -205,6 +206,8 @@ def build_launch(
     words = _words(cmd.argv, secret_fields)
     _check_variables(words, cmd.argv, engine, engine_version)
     env_vars, hicache_file, notes = _env(cfg, cmd.env, env or {}, engine_version)
+    followed_note = followed(engine, engine_version).note()  # a nightly or a release candidate
+    notes = [*([followed_note] if followed_note else []), *notes]
     # The adapter's default interpreter may be autotune's own (sys.executable); the script
     # uses python3 from PATH unless the sweep named the engine's interpreter (engine.launcher).
     python = launcher[0] if launcher and _PY_RE.match(launcher[0]) else "python3"

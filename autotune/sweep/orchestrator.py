@@ -253,8 +253,9 @@ def _progress_bar(spec: SweepSpec, progress: bool | str, budget: Budget) -> Swee
 
 def check_target(spec: SweepSpec) -> None:
     """Resolve the model (card or GGUF file), the GPU (or cpu) and the search space once, for
-    their clear errors."""
+    their clear errors; a real sweep's installed engine must follow the spec's release."""
     from autotune.planner.dispatch import load_target_model, resolve_target_gpu
+    from autotune.sweep.installed import check_installed_engine
 
     checks: list[tuple[str, Callable[[], object]]] = [
         ("target.model", lambda: load_target_model(spec.target.engine, spec.target.model)),
@@ -264,6 +265,15 @@ def check_target(spec: SweepSpec) -> None:
         ),
         ("space.file", lambda: build_space(spec)),
     ]
+    if not spec.simulated:
+        # the engine the launcher starts follows the spec's release (sweep/installed.py)
+        t = spec.target
+        checks.append(
+            (
+                "target.engine_version",
+                lambda: check_installed_engine(t.engine, t.engine_version, spec.engine.launcher),
+            )
+        )
     for field_name, run in checks:
         try:
             run()

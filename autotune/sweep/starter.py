@@ -38,7 +38,19 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 def resolve_engine_version(
     engine: str, engine_version: str | None, engine_python: str | None
 ) -> tuple[str, str, list[str]]:
-    """(version, where it came from, notes). The probe never imports the engine."""
+    """(version, where it came from, notes); a nightly or a release candidate is noted with the
+    catalogued release it follows, a build the catalogue cannot follow refused
+    (autotune.engines.builds). The probe never imports the engine."""
+    from autotune.planner.dispatch import followed
+
+    version, source, notes = _resolve_engine_version(engine, engine_version, engine_python)
+    note = followed(engine, version).note()
+    return version, source, [*notes, *([note] if note else [])]
+
+
+def _resolve_engine_version(
+    engine: str, engine_version: str | None, engine_python: str | None
+) -> tuple[str, str, list[str]]:
     from autotune.planner.dispatch import default_version
     from autotune.versions import parse_version
 

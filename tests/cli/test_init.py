@@ -115,6 +115,31 @@ def test_engine_python_reads_the_installed_version(
     assert info["engine_version"] == "0.5.17" and "0.5.23" in info["notes"][0]
 
 
+def test_engine_python_with_a_nightly_follows_its_release(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A vLLM nightly (setuptools_scm's version of a wheel built after 0.34.0) is written to
+    the spec as installed, planned with 0.34.0's rules, and the starter says so; a build of a
+    line newer than the catalogue is refused, naming the release to give instead."""
+    site = _fake_engine_site(tmp_path, "vllm", "vllm", "0.34.1.dev5+g0123abc")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    out = tmp_path / "s.yaml"
+    args = ["init", "--engine", "vllm", "--gpu", "h200-141g", "--model", "qwen3.8-27b-fp8"]
+    res = _init(*args, "--engine-python", sys.executable, "--out", str(out), "--json")
+    assert res.exit_code == 0, res.output
+    info = json.loads(res.stdout)
+    assert info["engine_version"] == "0.34.1.dev5+g0123abc"
+    assert any("development build" in n and "0.34.0" in n for n in info["notes"])
+    spec, _ = load_spec(out)
+    assert spec.target.engine_version == "0.34.1.dev5+g0123abc"
+
+    newer = _fake_engine_site(tmp_path / "newer", "vllm", "vllm", "0.35.0rc1.dev2+g0123abc")
+    monkeypatch.setenv("PYTHONPATH", str(newer))
+    res = _init(*args, "--engine-python", sys.executable, "--out", str(out), "--force")
+    assert res.exit_code != 0
+    assert "--engine-version 0.34.0" in str(res.exception)
+
+
 def test_engine_python_without_the_engine_says_so(tmp_path: Path) -> None:
     res = _init("init", "--gpu", "h100-80g", "--model", "qwen3.8-27b-fp8", "--engine", "vllm",
                 "--engine-python", sys.executable, "--out", str(tmp_path / "s.yaml"))  # fmt: skip

@@ -15,6 +15,13 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
+from autotune.engines.kernel_derive import (
+    LayoutError,
+    Sources,
+    facts_from_sources,
+    facts_from_wheel,
+    facts_of,
+)
 from autotune.engines.kernel_facts import (
     facts_for,
     known_versions,
@@ -24,14 +31,7 @@ from autotune.engines.kernel_facts import (
 from autotune.errors import ConfigError
 from tests.wheels import engine_wheel_or_skip
 
-from .regen_kernel_facts import (
-    SGLANG_RELEASES,
-    VLLM_RELEASES,
-    LayoutError,
-    Sources,
-    facts_from_sources,
-    facts_from_wheel,
-)
+from .regen_kernel_facts import SGLANG_RELEASES, VLLM_RELEASES
 
 HOPPER = ("SPLIT_K", "SWAP_AB")
 CHECKED = {("sglang", "0.5.15"), ("sglang", "0.5.17"), ("sglang", "0.5.23"), ("vllm", "0.32.0")}
@@ -154,6 +154,9 @@ def test_unknown_release_names_the_known_ones() -> None:
     msg = str(exc.value)
     assert "sglang 0.5.99" in msg and "0.5.9," in msg and "0.5.23" in msg
     assert "regen_kernel_facts.py" in msg
+    with pytest.raises(ConfigError) as exc:  # a nightly has no wheel: where it is installed
+        facts_for("vllm", "0.34.1.dev5+g0123abc")
+    assert "kernels install" in str(exc.value) and "regen" not in str(exc.value)
     with pytest.raises(ConfigError, match="known: sglang, vllm"):
         facts_for("llama", "1.0")
     with pytest.raises(ConfigError, match="not a version"):
@@ -260,6 +263,42 @@ def test_generator_reads_a_known_layout() -> None:
     assert f.config_dir == "sglang/ops/configs" and f.lookup_module == "sglang/ops/fp8.py"
     assert f.jit_kernels == ("_kernel",) and not f.arch_keys
     assert f.keys[:4] == ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")
+
+
+def test_generator_reads_an_installed_package(tmp_path: Path) -> None:
+    """The same reading from a site-packages folder (a nightly where it is installed): files
+    are read when the path is followed, nothing else of the package is walked."""
+    for path, text in _synthetic(KERNEL).files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    (tmp_path / "sglang" / "unrelated.py").write_text("this is not python (\n")
+    src = Sources.from_site(tmp_path, "sglang", "9.9.9")
+    assert facts_from_sources(src) == facts_from_sources(_synthetic(KERNEL))
+    assert "sglang/unrelated.py" in src.files and "sglang/gone.py" not in src.files
+    assert "other/fp8.py" not in src.files  # only the engine's own package
+
+
+def test_facts_of_a_nightly_this_interpreter_has_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kernels tune --engine sglang --engine-version BUILD` on a nightly: no catalogued release
+    and no wheel, so its facts are read from the installed package that this interpreter sees
+    (never imported), and only when its metadata names that very build."""
+    for path, text in _synthetic(KERNEL).files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    (tmp_path / "sglang" / "__init__.py").write_text("raise ImportError('never imported')\n")
+    info = tmp_path / "sglang-0.5.24.dev1+g0123abc.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.24.dev1+g0123abc\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    f = facts_of("sglang", "0.5.24.dev1")  # the public version names the local build too
+    assert f.config_dir == "sglang/ops/configs" and f.version == "0.5.24.dev1"
+    assert f.kernel_fingerprint == facts_from_sources(_synthetic(KERNEL)).kernel_fingerprint
+    with pytest.raises(ConfigError, match="no kernel facts for sglang 0.5.24.dev2"):
+        facts_of("sglang", "0.5.24.dev2")  # another build than the installed one
 
 
 @pytest.mark.parametrize(

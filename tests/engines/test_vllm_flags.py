@@ -267,7 +267,9 @@ def test_versions() -> None:
     assert parse_version("0.10.1.1") == "0.10.1.1"
     assert parse_version("0.11.0.post2") == "0.11.0"
     assert parse_version("0.20.2+cu128") == "0.20.2"
-    for bad in ("0.9.2", "0.20.3", "1.0", "latest"):
+    # an uncatalogued patch release or a nightly follows the release before it (engines.builds)
+    assert parse_version("0.20.3") == parse_version("0.20.3.dev4+g0123abc") == "0.20.2"
+    for bad in ("0.9.2", "0.35.0", "0.35.0rc1", "1.0", "latest"):
         with pytest.raises(ConfigError, match="--engine-version"):
             parse_version(bad)
     assert len(supported_versions()) == 40

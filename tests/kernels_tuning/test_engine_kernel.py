@@ -19,7 +19,7 @@ from autotune.errors import ConfigError
 from kernels_tuning import engine_kernel as E
 from kernels_tuning.engine_kernel import honoured_config
 from kernels_tuning.engine_standalone import standalone_source
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import engine_wheel_or_skip, nightly_site
 
 
 @cache
@@ -86,6 +86,26 @@ def test_engine_kernel_from_wheel_runs_fed_configs(
         out = ek.run(p["A"], p["B"], p["As"], p["Bs"], cfg, out_dtype=torch.float16, poison=True)
         assert check_output(out, p["ref"]).ok, cfg
     assert getattr(ek.module, ek.facts.lookup_function) is lookup_before  # restored
+
+
+def test_a_nightly_runs_its_own_installed_kernel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`kernels tune --engine sglang --engine-version BUILD` where a nightly is installed: its
+    facts and its kernel are read from the installed source (kernel_derive.facts_of), and the
+    kernel runs the configs it is fed."""
+    import torch
+
+    from kernels_tuning.bench import check_output
+
+    build = "0.5.23.post1.dev4+g0123abc"
+    monkeypatch.syspath_prepend(str(nightly_site("sglang", "0.5.23", build, tmp_path / "site")))
+    ek = E.load_engine_kernel("sglang", build, allow_import=False, cache=tmp_path / "cache")
+    assert ek.origin == "installed source" and ek.facts.version == build
+    assert ek.facts.kernel_fingerprint == facts_for("sglang", "0.5.23").kernel_fingerprint
+    p = _problem()
+    out = ek.run(p["A"], p["B"], p["As"], p["Bs"], PLAIN, out_dtype=torch.float16, poison=True)
+    assert check_output(out, p["ref"]).ok
 
 
 def test_sm90_keys_run_the_hopper_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

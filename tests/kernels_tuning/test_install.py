@@ -10,6 +10,7 @@ that need one skip only when PyPI cannot be reached.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from autotune.engines.kernel_facts import KernelFacts, facts_for
 from autotune.errors import ConfigError
 from kernels_tuning import install as inst
 from kernels_tuning import output
-from tests.wheels import engine_wheel_or_skip
+from tests.wheels import engine_wheel_or_skip, nightly_site
 
 runner = CliRunner()
 RELEASES = [("sglang", "0.5.15"), ("sglang", "0.5.17"), ("sglang", "0.5.23"), ("vllm", "0.32.0")]
@@ -141,6 +142,7 @@ def test_installs_where_the_release_reads(
     assert len(res.written) == 4 and not res.replaced  # two files, two sidecars
     data = res.to_json()
     assert data["version"] == version and data["proof"]["ok"] is True
+    assert data["facts_from"] == "catalog"
     assert data["reads"].startswith(f"{f.lookup_module}:get_w8a8_block_fp8_configs")
 
 
@@ -251,6 +253,65 @@ def test_unknown_release(site: Callable[[str, str], Path], tmp_path: Path) -> No
         inst.install("sglang", source=tmp_path / "t", site_packages=sp, engine_version="0.5.99")
     assert "0.5.99" in str(exc.value) and "0.5.23" in str(exc.value)
     assert snapshot(sp) == before
+
+
+def _tuned_for(root: Path, facts: KernelFacts, arch: str = "sm_80") -> None:
+    path = root / facts.engine / facts.version / facts.file_name_for(5120, 6144, DEV)
+    output.atomic_write_json(path, dict(TABLE))
+    prov = output.Provenance(
+        gpu_name=DEV.replace("_", " "),
+        kernel="fp8",
+        engine=facts.engine,
+        engine_version=facts.version,
+        engine_kernel_fingerprint=facts.kernel_fingerprint,
+        arch=arch,
+    )
+    output.write_provenance(path, prov)
+
+
+def test_a_nightly_is_read_from_its_own_source(tmp_path: Path) -> None:
+    """An SGLang build no catalogued release is (here 0.5.23's sources under a nightly's
+    version): its facts are read from the installed source the way the catalog is generated,
+    files tuned on the same kernel code install and the build's own lookup finds them; once its
+    kernel code changes, they no longer qualify."""
+    build = "0.5.23.post1.dev4+g0123abc"
+    sp = nightly_site("sglang", "0.5.23", build, tmp_path / "site")
+    src = tmp_path / "tuned"
+    tuned(src, "sglang", "0.5.23", arch="sm_80")
+    res = inst.install("sglang", source=src, site_packages=sp)
+    assert res.facts == dataclasses.replace(facts_for("sglang", "0.5.23"), version=build)
+    assert (
+        res.dest == sp / res.facts.config_dir and res.to_json()["facts_from"] == "installed source"
+    )
+    assert res.proof.method == "engine-source" and res.proof.ok, res.proof
+    assert [x.name for x in res.proof.files] == [t.name for t in res.files]
+
+    kernel = sp / res.facts.kernel_module
+    kernel.write_text(kernel.read_text().replace("    pid = tl.program_id(axis=0)\n",
+                      "    pid = tl.program_id(axis=0)\n    pid = pid + 0\n", 1))  # fmt: skip
+    edited = dataclasses.replace(res.facts, version="0.5.23.post1.dev5+g4567def")
+    (sp / f"sglang-{build}.dist-info").rename(sp / f"sglang-{edited.version}.dist-info")
+    meta = sp / f"sglang-{edited.version}.dist-info" / "METADATA"
+    meta.write_text(meta.read_text().replace(build, edited.version))
+    with pytest.raises(ConfigError, match=r"sglang 0\.5\.23\.post1\.dev5\+g4567def's kernel"):
+        inst.install("sglang", source=src, site_packages=sp)
+
+
+def test_a_nightly_of_an_unknown_layout_is_refused(tmp_path: Path) -> None:
+    """A build whose kernel path autotune cannot follow is refused with what was not found,
+    never installed by guess."""
+    sp = tmp_path / "site"
+    (sp / "sglang").mkdir(parents=True)
+    (sp / "sglang" / "__init__.py").write_text("")
+    info = sp / "sglang-0.5.24.dev1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.24.dev1\n")
+    tuned(tmp_path / "t", "sglang", "0.5.23")
+    with pytest.raises(ConfigError) as exc:
+        inst.install("sglang", source=tmp_path / "t", site_packages=sp)
+    msg = str(exc.value)
+    assert "sglang 0.5.24.dev1" in msg and "not a catalogued release" in msg
+    assert "fp8_utils.py" in msg  # the dispatch module it looked for
 
 
 def test_unknown_layout(site: Callable[[str, str], Path], tmp_path: Path) -> None:

@@ -136,6 +136,18 @@ def test_script_layout_and_argv(runner: Runner) -> None:
     assert got[got.index("--mem-fraction-static") + 1] == "0.88"
 
 
+def test_a_nightly_launches_its_release_argv_and_says_so(runner: Runner) -> None:
+    """A sweep of an SGLang release candidate: the script runs 0.5.12's argv (the release the
+    build follows, autotune.engines.builds), pins the build it was tuned on, and the note says
+    which release's flags were used."""
+    cfg = {"mem_fraction_static": 0.88, "page_size": 64}
+    rc, release = spec_for(cfg, engine_version="0.5.12rc0"), spec_for(cfg, engine_version="0.5.12")
+    assert rc.argv(port=30000) == release.argv(port=30000)
+    assert "# engine: sglang==0.5.12rc0" in runner.write(rc).read_text().splitlines()
+    assert rc.notes[0].startswith("SGLang 0.5.12rc0 is a pre-release: autotune follows 0.5.12's")
+    assert not any("pre-release" in n for n in release.notes)
+
+
 def test_model_host_port_are_overridable(runner: Runner) -> None:
     spec = spec_for({"page_size": 16})
     script = runner.write(spec)

@@ -33,8 +33,9 @@ from autotune.engines._flags import (
     read_catalog,
     switch_tokens,
 )
+from autotune.engines.builds import Followed, follow
 from autotune.errors import ConfigError
-from autotune.versions import release3, try_version
+from autotune.versions import Version, release3
 
 MINOR_FIRST, MINOR_LAST = 9, 23
 SUPPORTED_VERSIONS: tuple[str, ...] = tuple(f"0.5.{n}" for n in range(MINOR_FIRST, MINOR_LAST + 1))
@@ -44,29 +45,28 @@ _SIZE_RE = re.compile(r"\d+|\d+(?:\.\d+)?[kMGT]|\d+(?:Ki|Mi|Gi|Ti)")
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    """`"0.5.17"` -> `(0, 5, 17)`; post releases (`0.5.15.post1`) and local builds
-    (`0.5.17+cu128`) use their base's flags. Parsed by autotune.versions (PEP 440).
+    """`"0.5.17"` -> `(0, 5, 17)`; post releases (`0.5.15.post1`), local builds
+    (`0.5.17+cu128`), release candidates (`0.5.10rc0`) and development builds of a catalogued
+    0.5.N use its flags (autotune.engines.builds). Parsed by autotune.versions (PEP 440).
 
     Raises:
-        ConfigError: not a version, a pre-release, or outside 0.5.9 .. 0.5.23, naming
-            --engine-version.
+        ConfigError: not a version, or outside 0.5.9 .. 0.5.23, naming --engine-version.
     """
-    field = "--engine-version"
-    parsed = try_version(version) if isinstance(version, str) else None
-    release = release3(parsed) if parsed is not None else (-1, -1, -1)
-    if (
-        parsed is None
-        or parsed.is_prerelease
-        or len(parsed.release) != 3
-        or release[:2] != (0, 5)
-        or not MINOR_FIRST <= release[2] <= MINOR_LAST
-    ):
-        raise ConfigError(
-            f"unsupported SGLang version {version!r}; supported: 0.5.{MINOR_FIRST} to "
-            f"0.5.{MINOR_LAST} (0.5.N, optionally .postM or +local)",
-            field=field,
-        )
-    return release
+    return release3(Version(followed_release(version).release))
+
+
+@functools.cache
+def followed_release(version: str) -> Followed:
+    """The catalogued 0.5.N an SGLang build follows, and what kind of build it is; every 0.5.N
+    is its own line, so 0.5.24rc0 is refused rather than run with 0.5.23's flags."""
+    return follow(
+        "SGLang",
+        version,
+        SUPPORTED_VERSIONS,
+        line=3,
+        forms="0.5.N, optionally .postM, rcM, .devM or +local",
+        shape=lambda v: len(v.release) == 3 and v.release[:2] == (0, 5),
+    )
 
 
 def _minor(version: str) -> int:

@@ -13,8 +13,7 @@ import functools
 from dataclasses import dataclass
 
 from autotune.engines._flags import CatalogFlag, read_catalog
-from autotune.errors import ConfigError
-from autotune.versions import base_release, try_version
+from autotune.engines.builds import Followed, follow
 
 
 @functools.cache
@@ -26,22 +25,29 @@ def supported_versions() -> tuple[str, ...]:
 
 
 def parse_version(version: str) -> str:
-    """The catalogued release for `version` (`v0.11.0`, `0.11.0.post2` and `0.11.0+cu128`
-    use 0.11.0's flags).
+    """The catalogued release whose flags `version` gets (`v0.11.0`, `0.11.0.post2` and
+    `0.11.0+cu128` use 0.11.0's; a nightly `0.34.1.dev5+g0123abc` 0.34.0's: see
+    autotune.engines.builds).
 
     Raises:
-        ConfigError: a release outside the catalogue, naming --engine-version and the range.
+        ConfigError: a build older than the catalogue or of a newer release line, naming
+            --engine-version and the range.
     """
-    parsed = try_version(version) if isinstance(version, str) else None
-    base = base_release(parsed) if parsed is not None and not parsed.is_prerelease else None
-    if base is None or base not in supported_versions():
-        vs = supported_versions()
-        raise ConfigError(
-            f"unsupported vLLM version {version!r}; supported: the releases {vs[0]} to "
-            f"{vs[-1]} (e.g. {', '.join(vs[-3:])})",
-            field="--engine-version",
-        )
-    return base
+    return followed_release(version).release
+
+
+@functools.cache
+def followed_release(version: str) -> Followed:
+    """The catalogued release a vLLM build follows, and what kind of build it is."""
+    vs = supported_versions()
+    return follow(
+        "vLLM",
+        version,
+        vs,
+        line=2,
+        forms=f"a release such as {', '.join(vs[-3:])}, a post, local, release-candidate or "
+        f"development build of one, or of {vs[-1].rsplit('.', 1)[0]}.x",
+    )
 
 
 def release_index(release: str) -> int:
