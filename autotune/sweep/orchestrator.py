@@ -89,7 +89,8 @@ def run_sweep(
     # Secrets become ${env:NAME} references before anything is stored or printed; their values
     # stay in memory and go only to the workers (autotune.secrets).
     spec, secrets = protect_spec(spec)
-    check_target(spec)  # bad names fail here, before the database is touched
+    # bad names fail here, before the database is touched
+    check_target(spec, executor_kind=executor_kind)
     spec_yaml = _stored_yaml(spec, spec_yaml, secrets)
     existing = _check_name(store, spec, resume=resume)
     out = _output_folder(spec, existing, out_dir)
@@ -251,9 +252,10 @@ def _progress_bar(spec: SweepSpec, progress: bool | str, budget: Budget) -> Swee
     )
 
 
-def check_target(spec: SweepSpec) -> None:
+def check_target(spec: SweepSpec, *, executor_kind: str | None = None) -> None:
     """Resolve the model (card or GGUF file), the GPU (or cpu) and the search space once, for
-    their clear errors; a real sweep's installed engine must follow the spec's release."""
+    their clear errors; a real sweep's installed engine must follow the spec's release (not
+    checked for Ray: `executor_kind` overrides the spec's executor, as --executor does)."""
     from autotune.planner.dispatch import load_target_model, resolve_target_gpu
     from autotune.sweep.installed import check_installed_engine
 
@@ -265,13 +267,14 @@ def check_target(spec: SweepSpec) -> None:
         ),
         ("space.file", lambda: build_space(spec)),
     ]
-    if not spec.simulated:
-        # the engine the launcher starts follows the spec's release (sweep/installed.py)
-        t = spec.target
+    if not spec.simulated and (executor_kind or spec.execution.executor) != "ray":
+        # the engine the launcher starts follows the spec's release (sweep/installed.py); Ray
+        # trials start on the cluster's nodes, whose installs are not seen from here
+        t, e = spec.target, spec.engine
         checks.append(
             (
                 "target.engine_version",
-                lambda: check_installed_engine(t.engine, t.engine_version, spec.engine.launcher),
+                lambda: check_installed_engine(t.engine, t.engine_version, e.launcher, e.env),
             )
         )
     for field_name, run in checks:

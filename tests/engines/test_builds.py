@@ -136,3 +136,14 @@ def test_sglang_plans_a_release_candidate_as_its_release() -> None:
     assert rc.assumptions == [followed("sglang", "0.5.12rc0").note(), *release.assumptions]
     post = plan_target(*args, version="0.5.15.post1")  # a release keeps its own name
     assert post.engine_version == "0.5.15.post1"
+
+
+def test_a_post_release_build_and_odd_input() -> None:
+    from autotune.engines.sglang.flags import parse_version as sglang_version
+    from autotune.engines.vllm.releases import parse_version as vllm_version
+
+    note = followed("vllm", "0.34.0.post1.dev3").note() or ""
+    assert "0.34.0's flags" in note and "the release it builds on" in note
+    for parse in (sglang_version, vllm_version):
+        with pytest.raises(ConfigError, match="--engine-version"):
+            parse([1])  # type: ignore[arg-type]

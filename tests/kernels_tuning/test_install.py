@@ -285,6 +285,9 @@ def test_a_nightly_is_read_from_its_own_source(tmp_path: Path) -> None:
     )
     assert res.proof.method == "engine-source" and res.proof.ok, res.proof
     assert [x.name for x in res.proof.files] == [t.name for t in res.files]
+    # naming the installed build on the command line reads it the same way
+    named = inst.install("sglang", source=src, site_packages=sp, engine_version=build)
+    assert named.facts == res.facts
 
     kernel = sp / res.facts.kernel_module
     kernel.write_text(kernel.read_text().replace("    pid = tl.program_id(axis=0)\n",

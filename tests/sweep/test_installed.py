@@ -4,6 +4,7 @@ metadata, the engine never imported)."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -37,6 +38,13 @@ def test_launcher_python_reads_interpreters_and_console_scripts(tmp_path: Path) 
     # pip's header where the interpreter path is too long for a #! line
     long = _script(tmp_path / "sglang", f"#!/bin/sh\n'''exec' \"{py}\" \"$0\" \"$@\"\n' '''\n")
     assert launcher_python(str(long)) == str(py)
+    # uv's header quotes a path with a space in single quotes; `env -S` takes options
+    (tmp_path / "my env").mkdir()
+    spaced = _script(tmp_path / "my env" / "python3", "#!/bin/sh\n")
+    uv = _script(tmp_path / "uvscript", f"#!/bin/sh\n'''exec' '{spaced}' \"$0\" \"$@\"\n' '''\n")
+    assert launcher_python(str(uv)) == str(spaced)
+    env_s = _script(tmp_path / "envs", "#!/usr/bin/env -S python3 -u\n")
+    assert launcher_python(str(env_s)) == shutil.which("python3")
     # a container or a wrapper: not checked
     assert (
         launcher_python(str(_script(tmp_path / "docker", "#!/bin/sh\nexec docker run\n"))) is None
@@ -45,28 +53,35 @@ def test_launcher_python_reads_interpreters_and_console_scripts(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    ("installed", "spec", "error"),
+    ("installed", "spec", "error", "fix"),
     [
-        ("0.33.0", "0.33.0", None),
-        ("0.34.1.dev5+g0123abc", "0.34.0", None),  # a nightly of the release the spec follows
-        ("0.33.0", "0.34.0", "follows 0.33.0; the spec follows 0.34.0"),
-        ("0.35.0", "0.34.0", "is not a release autotune catalogues"),
+        ("0.33.0", "0.33.0", None, None),
+        ("0.34.1.dev5+g0123abc", "0.34.0", None, None),  # a nightly of the spec's release
+        ("0.35.0", "0.34.0", None, None),  # a newer line, followed as the newest on purpose
+        ("0.33.0", "0.34.0", "follows 0.33.0; the spec follows 0.34.0", '"0.33.0"'),
+        ("0.35.0rc1", "0.33.0", "is newer than any release autotune catalogues", '"0.34.0"'),
     ],
 )
 def test_the_installed_release_must_be_the_one_the_spec_follows(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: str, spec: str, error: str | None
+    tmp_path: Path, installed: str, spec: str, error: str | None, fix: str | None
 ) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(_site(tmp_path, "vllm", installed)))
+    env = {"PYTHONPATH": str(_site(tmp_path, "vllm", installed))}  # engine.env reaches the probe
     launcher = [sys.executable, "-m", "vllm.entrypoints.openai.api_server"]
     if error is None:
-        assert check_installed_engine("vllm", spec, launcher) == installed
+        assert check_installed_engine("vllm", spec, launcher, env) == installed
         return
     with pytest.raises(ConfigError) as err:
-        check_installed_engine("vllm", spec, launcher)
+        check_installed_engine("vllm", spec, launcher, env)
     text = str(err.value)
-    assert text.startswith("target.engine_version: ") and error in text
-    assert f'set target.engine_version: "{installed}"' in text
-    assert f"--engine-python {sys.executable}" in text
+    assert text.startswith("target.engine_version: the engine this sweep launches is vLLM ")
+    assert error in text and f"set target.engine_version: {fix}" in text
+
+
+def test_a_spec_version_the_catalogue_refuses_names_the_spec_field(tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(_site(tmp_path, "vllm", "0.34.0"))}
+    with pytest.raises(ConfigError) as err:
+        check_installed_engine("vllm", "0.36.0", [sys.executable], env)
+    assert str(err.value).startswith("target.engine_version: unsupported vLLM version '0.36.0'")
 
 
 def test_nothing_to_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -98,6 +113,13 @@ objective: {{metric: d.output_tok_s}}
         source="spec.yaml",
     )
     store = Store(path=tmp_path / "autotune.db")
-    with pytest.raises(ConfigError, match="sglang 0.5.17 .* follows 0.5.17; the spec follows"):
+    with pytest.raises(ConfigError, match="SGLang 0.5.17 .* follows 0.5.17; the spec follows"):
         run_sweep(spec, store=store, install_signals=False)
     assert store.list_sweeps() == []
+    # Ray trials start on the cluster's nodes, simulated ones on the simulator: not checked
+    from autotune.sweep.orchestrator import check_target
+
+    text = spec.model_dump(mode="json")
+    for section, value in (("execution", {"executor": "ray"}), ("simulate", {"seed": 0})):
+        check_target(type(spec).model_validate({**text, section: value}))
+    check_target(spec, executor_kind="ray")  # `autotune sweep --executor ray`

@@ -55,10 +55,14 @@ def parse_version(version: str) -> tuple[int, int, int]:
     return release3(Version(followed_release(version).release))
 
 
-@functools.cache
 def followed_release(version: str) -> Followed:
     """The catalogued 0.5.N an SGLang build follows, and what kind of build it is; every 0.5.N
     is its own line, so 0.5.24rc0 is refused rather than run with 0.5.23's flags."""
+    return _followed(version if isinstance(version, str) else repr(version))
+
+
+@functools.cache
+def _followed(version: str) -> Followed:
     return follow(
         "SGLang",
         version,

@@ -36,9 +36,13 @@ def parse_version(version: str) -> str:
     return followed_release(version).release
 
 
-@functools.cache
 def followed_release(version: str) -> Followed:
     """The catalogued release a vLLM build follows, and what kind of build it is."""
+    return _followed(version if isinstance(version, str) else repr(version))
+
+
+@functools.cache
+def _followed(version: str) -> Followed:
     vs = supported_versions()
     return follow(
         "vLLM",
