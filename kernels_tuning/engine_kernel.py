@@ -158,18 +158,13 @@ def load_engine_kernel(
 
 def _installed_module_file(facts: KernelFacts) -> Path | None:
     """The installed module file of this very release (another installed release: None)."""
-    from importlib import metadata
+    from autotune.engines.kernel_derive import installed_site
+    from autotune.versions import try_version
 
-    try:
-        spec = importlib.util.find_spec(facts.engine)
-        installed_version = metadata.version(facts.engine)
-    except (ImportError, ValueError, metadata.PackageNotFoundError):
-        return None
-    if spec is None or not spec.submodule_search_locations or installed_version != facts.version:
-        return None
-    site = Path(next(iter(spec.submodule_search_locations))).parent
-    path = site / facts.kernel_module
-    return path if path.is_file() else None
+    wanted = try_version(facts.version)
+    site = None if wanted is None else installed_site(facts.engine, wanted)
+    path = None if site is None else site / facts.kernel_module
+    return path if path is not None and path.is_file() else None
 
 
 def _try_import(facts: KernelFacts) -> ModuleType | None:

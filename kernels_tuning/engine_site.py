@@ -56,6 +56,8 @@ class EngineSite:
     version_source: str
     site: Path | None  # the folder holding the engine's package (site-packages)
     python: str | None = None
+    # False when --engine-version names another version than the installed distribution's
+    metadata_agrees: bool = True
 
 
 def find_engine(
@@ -98,9 +100,10 @@ def find_engine(
         )
     if engine_version is not None:
         source = "--engine-version"
-        if found.version and _same(found.version, engine_version) is False:
+        agrees = not (found.version and _same(found.version, engine_version) is False)
+        if not agrees:
             source += f" (the installed distribution says {found.version})"
-        return EngineSite(engine, engine_version, source, found.site, found.python)
+        return EngineSite(engine, engine_version, source, found.site, found.python, agrees)
     return found
 
 
@@ -177,7 +180,7 @@ def release_facts(found: EngineSite, *, have_target: bool) -> KernelFacts:
     if (
         found.site is not None
         and parsed is not None
-        and "the installed distribution says" not in found.version_source
+        and found.metadata_agrees
         and not is_catalogued(engine, version)
     ):
         # a nightly or a source build that its metadata (or --engine-version agreeing with it)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from autotune.engines.wheels import download_wheel, engine_wheel, wheel_cache
+from tests.installs import dist_info
 
 __all__ = [
     "engine_wheel_or_skip",
@@ -58,9 +59,7 @@ def nightly_site(engine: str, version: str, build: str, dest: Path) -> Path:
         for n in zf.namelist():
             if n.startswith(f"{engine}/") and (n.endswith(".py") or "/configs/" in n):
                 zf.extract(n, dest)
-    info = dest / f"{engine}-{build}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {engine}\nVersion: {build}\n")
+    dist_info(dest, engine, build)
     return dest
 
 

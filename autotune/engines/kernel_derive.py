@@ -748,7 +748,7 @@ def facts_of(engine: str, version: str) -> KernelFacts:
     wanted = try_version(version) if isinstance(version, str) else None
     if wanted is None or is_catalogued(engine, version):
         return facts_for(engine, version)
-    site = _site_of_installed(engine, wanted)
+    site = installed_site(engine, wanted)
     return facts_for(engine, version) if site is None else _derived(engine, version, site)
 
 
@@ -766,7 +766,7 @@ def installed_facts(engine: str, version: str, site: Path) -> KernelFacts:
     return _derived(engine, version, site.resolve())
 
 
-def _site_of_installed(engine: str, wanted: Version) -> Path | None:
+def installed_site(engine: str, wanted: Version) -> Path | None:
     """The site-packages folder of the `engine` this interpreter has installed when its
     metadata names `wanted` (a version without a local part matches any local build of it);
     the engine is not imported."""

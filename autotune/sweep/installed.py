@@ -65,13 +65,12 @@ def launcher_python(argv0: str, path: str | None = None) -> str | None:
 def installed_version(engine: str, python: str, env: Mapping[str, str]) -> str | None:
     """The `engine` version `python` has installed (metadata only, run with the launch's
     environment `env`), None without one."""
-    from kernels_tuning.install import ENGINE_DISTS, run_probe
+    from autotune.sweep.starter import probe_engine_version
 
     try:
-        version = run_probe(python, engine, ENGINE_DISTS[engine], env=env).get("version")
+        return probe_engine_version(engine, python, env)
     except ConfigError:  # the interpreter cannot be asked: the first launch will say why
         return None
-    return str(version) if version else None
 
 
 def check_installed_engine(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +93,16 @@ def probe_dists(engine: str) -> tuple[str, tuple[str, ...]]:
     return "llama_cpp", ("llama-cpp-python",)
 
 
-def probe_engine_version(engine: str, python: str) -> str | None:
+def probe_engine_version(
+    engine: str, python: str, env: Mapping[str, str] | None = None
+) -> str | None:
     """The engine's version installed for interpreter `python` (kernels_tuning.install's probe:
-    find_spec and the distribution's metadata, run by that interpreter; nothing imported)."""
-    from kernels_tuning.install import ENGINE_DISTS, find_engine, run_probe
+    find_spec and the distribution's metadata, run by that interpreter with `env`, default this
+    process's environment; nothing imported)."""
+    from kernels_tuning.install import run_probe
 
-    if engine in ENGINE_DISTS:
-        return find_engine(engine, engine_python=python).version
     package, dists = probe_dists(engine)
-    version = run_probe(python, package, dists).get("version")
+    version = run_probe(python, package, dists, env=env).get("version")
     return str(version) if version else None
 
 

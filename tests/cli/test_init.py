@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from autotune.cli import app
 from autotune.errors import HardwareError, UnknownNameError
 from autotune.sweep.spec import load_spec
+from tests.installs import fake_engine_site
 
 DONE_WHEN = [
     "init",
@@ -85,13 +86,7 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
 
 
 def _fake_engine_site(root: Path, package: str, dist: str, version: str) -> Path:
-    site = root / "site"
-    (site / package).mkdir(parents=True)
-    (site / package / "__init__.py").write_text("raise ImportError('never imported')\n")
-    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
-    return site
+    return fake_engine_site(root / "site", package, dist, version)
 
 
 def test_engine_python_reads_the_installed_version(

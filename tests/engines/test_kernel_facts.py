@@ -29,6 +29,7 @@ from autotune.engines.kernel_facts import (
     releases_with_fingerprint,
 )
 from autotune.errors import ConfigError
+from tests.installs import dist_info
 from tests.wheels import engine_wheel_or_skip
 
 from .regen_kernel_facts import SGLANG_RELEASES, VLLM_RELEASES
@@ -288,11 +289,7 @@ def test_facts_of_a_nightly_this_interpreter_has_installed(
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     (tmp_path / "sglang" / "__init__.py").write_text("raise ImportError('never imported')\n")
-    info = tmp_path / "sglang-0.5.24.dev1+g0123abc.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.24.dev1+g0123abc\n"
-    )
+    dist_info(tmp_path, "sglang", "0.5.24.dev1+g0123abc")
     monkeypatch.syspath_prepend(str(tmp_path))
     f = facts_of("sglang", "0.5.24.dev1")  # the public version names the local build too
     assert f.config_dir == "sglang/ops/configs" and f.version == "0.5.24.dev1"

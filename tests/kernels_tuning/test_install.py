@@ -28,6 +28,7 @@ from autotune.engines.kernel_facts import KernelFacts, facts_for
 from autotune.errors import ConfigError
 from kernels_tuning import install as inst
 from kernels_tuning import output
+from tests.installs import fake_engine_site
 from tests.wheels import engine_wheel_or_skip, nightly_site
 
 runner = CliRunner()
@@ -303,12 +304,7 @@ def test_a_nightly_is_read_from_its_own_source(tmp_path: Path) -> None:
 def test_a_nightly_of_an_unknown_layout_is_refused(tmp_path: Path) -> None:
     """A build whose kernel path autotune cannot follow is refused with what was not found,
     never installed by guess."""
-    sp = tmp_path / "site"
-    (sp / "sglang").mkdir(parents=True)
-    (sp / "sglang" / "__init__.py").write_text("")
-    info = sp / "sglang-0.5.24.dev1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.24.dev1\n")
+    sp = fake_engine_site(tmp_path / "site", "sglang", "sglang", "0.5.24.dev1")
     tuned(tmp_path / "t", "sglang", "0.5.23")
     with pytest.raises(ConfigError) as exc:
         inst.install("sglang", source=tmp_path / "t", site_packages=sp)

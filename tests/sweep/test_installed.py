@@ -12,16 +12,11 @@ import pytest
 
 from autotune.errors import ConfigError
 from autotune.sweep.installed import check_installed_engine, launcher_python
+from tests.installs import fake_engine_site
 
 
 def _site(root: Path, package: str, version: str) -> Path:
-    site = root / f"site-{version}"
-    (site / package).mkdir(parents=True)
-    (site / package / "__init__.py").write_text("raise ImportError('never imported')\n")
-    info = site / f"{package}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
-    return site
+    return fake_engine_site(root / f"site-{version}", package, package, version)
 
 
 def _script(path: Path, text: str) -> Path:
