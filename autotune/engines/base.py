@@ -34,6 +34,8 @@ class FailureClass(StrEnum):
     AUTH_REJECTED = "auth_rejected"  # the server refused the benchmark (HTTP 401/403: API key)
     BENCHMARK_ERROR = "benchmark_error"  # served garbage, malformed stream, HTTP errors
     WORKER_LOST = "worker_lost"  # the Ray actor running the trial died
+    # the worker's installed engine follows another release than the spec (sweep/installed.py)
+    ENGINE_MISMATCH = "engine_mismatch"
     PLANNER_REJECTED = "planner_rejected"  # pruned before launch (never started)
 
 

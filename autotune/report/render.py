@@ -169,6 +169,10 @@ FAILURE_TEXT = {
     "auth_rejected": "the server refused the benchmark's requests (HTTP 401/403: API key)",
     "benchmark_error": "the engine served errors or malformed streams",
     "worker_lost": "the worker running the trial died (not the configuration's fault)",
+    "engine_mismatch": (
+        "the worker's installed engine is another release than the spec's (not the "
+        "configuration's fault; nothing was launched)"
+    ),
     "planner_rejected": "rejected before launch by the rules or the VRAM planner (cost no time)",
 }
 

@@ -7,12 +7,17 @@ another release's argv and every plan another release's arithmetic, so the sweep
 first launch and says which version to write. The version is read from the distribution's
 metadata by that interpreter, with the launch's environment (no import of the engine).
 
+The driver checks its own machine before the first launch (orchestrator.check_target); every
+worker checks its own before it launches (`worker_mismatch`, once per worker process), since a
+Ray trial starts on whichever node Ray places it and each node has its own install. A mismatch
+on a worker fails the trial as ENGINE_MISMATCH before anything starts, and the sweep stops at
+once (sweep/recording.py), the configuration queued to run again on --resume.
+
 Launchers that are not a Python interpreter or a Python console script (a container, a wrapper
-script), interpreters without the engine and Ray sweeps (their trials start on the cluster's
-nodes) are not checked: what they start is not knowable from here, and a missing engine fails
-the first launch with its own error. An installed build of a newer line than the catalogue passes
-when the spec follows the newest catalogued release, as the refusal of that build tells the user
-to do.
+script) and interpreters without the engine are not checked: what they start is not knowable
+from here, and a missing engine fails the first launch with its own error. An installed build of
+a newer line than the catalogue passes when the spec follows the newest catalogued release, as
+the refusal of that build tells the user to do.
 """
 
 from __future__ import annotations
@@ -132,6 +137,33 @@ def check_installed_engine(
         f"interpreter with {label} {wanted.release}",
         field=FIELD,
     )
+
+
+def worker_mismatch(
+    engine: str,
+    version: str,
+    launcher: Sequence[str] | None,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """Why this worker must not launch a trial of a spec following `version` (the installed
+    engine follows another release), None when it may; asked once per worker process and
+    launch (the answer is the install's, which a sweep does not change)."""
+    key = (
+        engine,
+        version,
+        tuple(launcher) if launcher else None,
+        tuple(sorted((env or {}).items())),
+    )
+    if key not in _WORKER_CHECKS:
+        try:
+            check_installed_engine(engine, version, launcher, env)
+            _WORKER_CHECKS[key] = None
+        except ConfigError as exc:
+            _WORKER_CHECKS[key] = str(exc)
+    return _WORKER_CHECKS[key]
+
+
+_WORKER_CHECKS: dict[tuple[object, ...], str | None] = {}
 
 
 def _newest(engine: str) -> str:

@@ -254,8 +254,9 @@ def _progress_bar(spec: SweepSpec, progress: bool | str, budget: Budget) -> Swee
 
 def check_target(spec: SweepSpec, *, executor_kind: str | None = None) -> None:
     """Resolve the model (card or GGUF file), the GPU (or cpu) and the search space once, for
-    their clear errors; a real sweep's installed engine must follow the spec's release (not
-    checked for Ray: `executor_kind` overrides the spec's executor, as --executor does)."""
+    their clear errors; a real sweep's installed engine must follow the spec's release (here
+    when trials start on this machine, `executor_kind` overriding the spec's executor as
+    --executor does; a Ray trial's worker checks its own node: sweep/installed.py)."""
     from autotune.planner.dispatch import load_target_model, resolve_target_gpu
     from autotune.sweep.installed import check_installed_engine
 
@@ -269,7 +270,7 @@ def check_target(spec: SweepSpec, *, executor_kind: str | None = None) -> None:
     ]
     if not spec.simulated and (executor_kind or spec.execution.executor) != "ray":
         # the engine the launcher starts follows the spec's release (sweep/installed.py); Ray
-        # trials start on the cluster's nodes, whose installs are not seen from here
+        # trials start on the cluster's nodes, whose workers check their own installs
         t, e = spec.target, spec.engine
         checks.append(
             (

@@ -37,8 +37,16 @@ if TYPE_CHECKING:
 # Failures of the environment, not of the configuration: once they repeat, every later trial
 # fails alike, so the sweep stops (budget.stop_after_env_failures) instead of burning its budget.
 ENV_FAILURES = frozenset(
-    {FailureClass.SPAWN_FAILED, FailureClass.AUTH_REJECTED, FailureClass.PORT_IN_USE}
+    {
+        FailureClass.SPAWN_FAILED,
+        FailureClass.AUTH_REJECTED,
+        FailureClass.PORT_IN_USE,
+        FailureClass.ENGINE_MISMATCH,
+    }
 )
+# ...and those that stop it at once: a worker whose engine is another release would give every
+# trial it runs that release's argv and memory rules (sweep/installed.py).
+ENV_FAILURES_AT_ONCE = frozenset({FailureClass.ENGINE_MISMATCH})
 
 
 @dataclass
@@ -329,6 +337,8 @@ def watch_env(state: SweepState, status: TrialStatus, failure: Failure | None) -
     n = n + 1 if last == failure.cls else 1
     state.env_streak = (failure.cls, n)
     limit = state.setup.spec.budget.stop_after_env_failures
+    if failure.cls in ENV_FAILURES_AT_ONCE:
+        limit = 1
     if limit and n >= limit and state.early_stop is None:
         state.early_stop = failure.cls
         state.notes["early_stop"] = {
@@ -336,8 +346,9 @@ def watch_env(state: SweepState, status: TrialStatus, failure: Failure | None) -
             "trials": n,
             "reason": failure.reason,
         }
+        trials = "a trial" if n == 1 else f"{n} trials in a row"
         state.stop.request(
-            f"stopped early: {n} trials in a row failed with {failure.cls.value}, a fault "
+            f"stopped early: {trials} failed with {failure.cls.value}, a fault "
             f"of the environment, not of the configuration ({failure.reason}); fix it, "
             "then --resume"
         )

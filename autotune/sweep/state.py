@@ -30,7 +30,9 @@ log = logging.getLogger("autotune.sweep.driver")  # the logger the trial lines a
 
 # Failures that say nothing about the configuration: not told to the sampler as infeasible,
 # and the configuration is run once more.
-NOT_THE_CONFIG = frozenset({FailureClass.WORKER_LOST, FailureClass.PORT_IN_USE})
+NOT_THE_CONFIG = frozenset(
+    {FailureClass.WORKER_LOST, FailureClass.PORT_IN_USE, FailureClass.ENGINE_MISMATCH}
+)
 
 
 @dataclass

@@ -106,6 +106,14 @@ def run_trial(
     if cancel.is_set():
         res.reason = "interrupted before launch (sweep stopping)"
         return finish(TrialStatus.INTERRUPTED)
+    if not spec.simulate:
+        # this worker's install, not the driver's: a Ray trial runs on whichever node it lands
+        from autotune.sweep.installed import worker_mismatch
+
+        why = worker_mismatch(spec.engine, spec.engine_version, spec.launcher, spec.engine_env())
+        if why:
+            mismatch = Failure(cls=FailureClass.ENGINE_MISMATCH, reason=f"on {worker}: {why}")
+            return finish(TrialStatus.FAILED, mismatch)
 
     for attempt in range(1, PORT_ATTEMPTS + 1):
         port = spec.port or free_port(spec.host)

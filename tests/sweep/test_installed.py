@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -111,10 +112,124 @@ objective: {{metric: d.output_tok_s}}
     with pytest.raises(ConfigError, match="SGLang 0.5.17 .* follows 0.5.17; the spec follows"):
         run_sweep(spec, store=store, install_signals=False)
     assert store.list_sweeps() == []
-    # Ray trials start on the cluster's nodes, simulated ones on the simulator: not checked
+    # Ray trials start on the cluster's nodes, whose workers check their own installs
+    # (test_a_worker_with_another_release_launches_nothing); simulated ones: not checked
     from autotune.sweep.orchestrator import check_target
 
     text = spec.model_dump(mode="json")
     for section, value in (("execution", {"executor": "ray"}), ("simulate", {"seed": 0})):
         check_target(type(spec).model_validate({**text, section: value}))
     check_target(spec, executor_kind="ray")  # `autotune sweep --executor ray`
+
+
+def _real_trial(tmp_path: Path, site: Path, **kw: Any) -> Any:
+    from autotune.sweep.trial import TrialSpec
+    from tests.sweep.conftest import fake_launcher
+
+    return TrialSpec(
+        **{
+            "sweep": "t",
+            "number": 0,
+            "config": {},
+            "engine": "sglang",
+            "engine_version": "0.5.23",
+            "model": str(tmp_path / "fake-model"),
+            "gpu": "cpu",
+            "scenarios": [
+                {"kind": "decode", "prompt_len": 16, "output_len": 4, "num_requests": 1}
+            ],
+            "startup_timeout_s": 5,
+            "stop_grace_s": 2,
+            "log_dir": str(tmp_path / "logs"),
+            "launcher": fake_launcher(),
+            "env": {"PYTHONPATH": str(site)},  # the worker's install, through engine.env
+            **kw,
+        }
+    )
+
+
+def test_a_worker_with_another_release_launches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker checks its own install before it launches (a Ray trial runs on whichever
+    node Ray places it): another release fails the trial as ENGINE_MISMATCH, naming the worker,
+    with no process started; the probe runs once per worker and launch environment."""
+    from autotune.engines.base import FailureClass
+    from autotune.store.models import TrialStatus
+    from autotune.sweep import installed
+    from autotune.sweep.trial import run_trial, started_nothing
+
+    calls: list[str] = []
+    probe = installed.installed_version
+
+    def counted(engine: str, python: str, env: Any) -> str | None:
+        calls.append(engine)
+        return probe(engine, python, env)
+
+    monkeypatch.setattr(installed, "installed_version", counted)
+    old = _real_trial(tmp_path, _site(tmp_path, "sglang", "0.5.22"))
+    for number in (1, 2):
+        res = run_trial(old.model_copy(update={"number": number}), worker="node-b/pid7")
+        assert res.status == TrialStatus.FAILED and res.failure is not None
+        assert res.failure.cls == FailureClass.ENGINE_MISMATCH
+        assert res.failure.reason.startswith(
+            "on node-b/pid7: target.engine_version: the engine this sweep launches is "
+            "SGLang 0.5.22"
+        )
+        assert "follows 0.5.22; the spec follows 0.5.23" in res.failure.reason
+        assert started_nothing(res) and not (tmp_path / "logs").exists()
+    assert calls == ["sglang"]  # asked once for this worker and environment
+    # the spec's own release on the worker: the trial launches
+    good = _real_trial(tmp_path, _site(tmp_path, "sglang", "0.5.23"), startup_timeout_s=60)
+    res = run_trial(good, worker="node-a/pid8")
+    assert res.failure is None or res.failure.cls != FailureClass.ENGINE_MISMATCH
+    assert res.pid is not None and (tmp_path / "logs" / "server.log").exists()
+    assert calls == ["sglang", "sglang"]
+
+
+def _mismatched(spec: Any, **_kw: Any) -> Any:
+    """A worker whose install follows another release (module level: executors call it)."""
+    from autotune.engines.base import Failure, FailureClass
+    from autotune.store.models import TrialStatus
+    from autotune.sweep.trial import TrialResult
+
+    why = "on node-b/pid7: target.engine_version: the engine this sweep launches is SGLang 0.5.22"
+    return TrialResult(
+        number=spec.number,
+        status=TrialStatus.FAILED,
+        worker="node-b/pid7",
+        failure=Failure(cls=FailureClass.ENGINE_MISMATCH, reason=why),
+    )
+
+
+def test_a_worker_mismatch_stops_the_sweep_at_once_and_resume_runs_it_again(
+    store: Any, tmp_path: Path
+) -> None:
+    """The first ENGINE_MISMATCH stops the sweep (every trial on that worker would get another
+    release's argv); nothing counts as launched, and --resume runs the configuration again."""
+    from autotune.engines.base import FailureClass
+    from autotune.sweep.executors import InProcessExecutor
+    from autotune.sweep.orchestrator import run_sweep
+    from autotune.sweep.spec import parse_spec
+    from tests.sweep.conftest import make_spec
+
+    spec = parse_spec(make_spec(**{"budget.max_trials": 4, "search.known_good": False}))
+    out_dir = tmp_path / "out"
+    out = run_sweep(
+        spec,
+        store=store,
+        out_dir=out_dir,
+        executor=InProcessExecutor(1, trial_fn=_mismatched),
+        install_signals=False,
+    )
+    assert out.launched == 0 and out.exit_code == 4
+    assert out.failures_by_class == {FailureClass.ENGINE_MISMATCH.value: 1}
+    assert out.stop_reason.startswith(
+        "stopped early: a trial failed with engine_mismatch, a fault of the environment"
+    )
+    assert "SGLang 0.5.22" in out.stop_reason
+    first = store.get_trials(out.sweep_id)[0].config
+    again = run_sweep(spec, store=store, out_dir=out_dir, resume=True, install_signals=False)
+    assert again.counts.get("complete", 0) >= 1
+    rows = store.get_trials(again.sweep_id)
+    assert any(r.config == first and r.status == "complete" for r in rows)

@@ -78,3 +78,23 @@ def test_killed_actor_fails_its_trial_and_the_sweep_goes_on(store: Any, tmp_path
     finally:
         executor.shutdown()
         t.join(timeout=30)
+
+
+def test_a_ray_worker_checks_its_own_engine_install(tmp_path: Path) -> None:
+    """The driver does not see the nodes' installs (check_target skips Ray); the actor running
+    the trial reads its own node's engine with the launch's environment and launches nothing
+    when it follows another release."""
+    from autotune.sweep.ray_executor import RayExecutor
+    from autotune.sweep.trial import started_nothing
+    from tests.installs import fake_engine_site
+    from tests.sweep.test_installed import _real_trial
+
+    site = fake_engine_site(tmp_path / "node-site", "sglang", "sglang", "0.5.22")
+    executor = RayExecutor(1, simulate=True)
+    try:
+        res = executor.submit(_real_trial(tmp_path, site)).result(timeout=120)
+    finally:
+        executor.shutdown()
+    assert res.failure is not None and res.failure.cls == FailureClass.ENGINE_MISMATCH
+    assert res.worker.startswith("ray:") and res.failure.reason.startswith(f"on {res.worker}: ")
+    assert "SGLang 0.5.22" in res.failure.reason and started_nothing(res)

@@ -143,8 +143,10 @@ def _note_outcome(
         notes.append("no trial completed: there is no winner yet")
     early = (row.notes or {}).get("early_stop")
     if isinstance(early, dict):
+        n = early.get("trials")
+        trials = "a trial" if n == 1 else f"{n} trials in a row"
         notes.append(
-            f"the sweep stopped early: {early.get('trials')} trials in a row failed with "
+            f"the sweep stopped early: {trials} failed with "
             f"{early.get('failure_class')}, a fault of the environment ({early.get('reason')})"
         )
 
