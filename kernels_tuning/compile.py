@@ -121,7 +121,7 @@ def _compile_engine_chunk(
     from kernels_tuning.kernels import fp8_block
 
     target = EngineTarget.parse(tag)
-    engine = load_engine_kernel(target.engine, target.version)
+    engine = load_engine_kernel(target.engine, target.version, site=target.site_path)
     gen = torch.Generator(device="cuda").manual_seed(0)
     w = torch.randn((n, k), device="cuda", generator=gen) * 0.02
     b, bs = fp8_block.block_quant_fp8(w)
@@ -158,7 +158,9 @@ def precompile_engine(
     t0 = time.perf_counter()
     rep = PrecompileReport(tag)
     target = EngineTarget.parse(tag)
-    load_engine_kernel(target.engine, target.version)  # writes the module before workers read it
+    load_engine_kernel(
+        target.engine, target.version, site=target.site_path
+    )  # writes the module before workers read it
     jobs = [(mnk, [c.as_dict() for c in cs]) for mnk, cs in by_shape.items() if cs]
     if not jobs:
         return rep

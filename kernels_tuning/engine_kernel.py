@@ -3,12 +3,14 @@ candidate (what SGLang's and vLLM's own tuning scripts do), so a tuned file is t
 kernel that release really launches.
 
 Where the code comes from, in this order:
+0. another environment's install (`site`: `kernels tune --engine-python` / `--site-packages`):
+   its kernel module file, never imported here;
 1. an installed engine of that release that imports: its kernel module itself;
 2. the installed engine's module file, when importing it fails (missing GPU libraries);
 3. that release's PyPI wheel (`pip download --no-deps`, cached; never committed), or its kernel
    module extracted earlier into the engine-kernel cache (a machine without a registry).
 
-For 2 and 3 the module is rebuilt standalone (kernels_tuning/engine_standalone.py) and written
+For 0, 2 and 3 the module is rebuilt standalone (kernels_tuning/engine_standalone.py) and written
 into the cache so Triton can read its source.
 
 The launcher reads its config through the module global `facts.lookup_function`; `run()`
@@ -138,12 +140,26 @@ class EngineKernel:
 
 
 def load_engine_kernel(
-    engine: str, version: str, *, allow_import: bool = True, cache: Path | None = None
+    engine: str,
+    version: str,
+    *,
+    site: Path | None = None,
+    allow_import: bool = True,
+    cache: Path | None = None,
 ) -> EngineKernel:
-    """The launcher of `engine` `version` (module docstring: where it comes from)."""
+    """The launcher of `engine` `version` (module docstring: where it comes from); `site`:
+    another environment's site-packages that has it installed."""
     from autotune.engines.kernel_derive import facts_of  # a nightly: read where installed
 
-    facts = facts_of(engine, version)
+    facts = facts_of(engine, version, site=site)
+    if site is not None:
+        path = site / facts.kernel_module
+        if not path.is_file():
+            raise ConfigError(
+                f"{site} has no {facts.kernel_module}: not an install of {engine} {version}",
+                field="--site-packages",
+            )
+        return _standalone(facts, path.read_text(), path, "installed source", cache)
     installed = _installed_module_file(facts)
     if installed is not None:
         if allow_import:

@@ -26,6 +26,7 @@ import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from autotune.errors import ConfigError
@@ -177,26 +178,36 @@ def m_class(m: int) -> int:
 
 @dataclass(frozen=True)
 class EngineTarget:
-    """One engine release whose own kernel is tuned ("sglang==0.5.23"), on the GPU at hand."""
+    """One engine release whose own kernel is tuned ("sglang==0.5.23"), on the GPU at hand;
+    `site`: the site-packages folder of another environment that has it installed (`kernels
+    tune --engine-python` / `--site-packages`), whose source is read, never imported. The tag
+    carries the site ("vllm==0.34.1.dev5+gabc@/opt/vllm/lib/python3.12/site-packages": a
+    version has no "@") so that work items name it wherever they run."""
 
     engine: str
     version: str
+    site: str | None = None
 
     @classmethod
     def parse(cls, tag: str) -> EngineTarget:
-        engine, sep, version = tag.partition("==")
+        release, _, site = tag.partition("@")
+        engine, sep, version = release.partition("==")
         if not sep or not engine or not version:
-            raise ConfigError(f"expected ENGINE==VERSION, got {tag!r}", field="engine")
-        return cls(engine, version)
+            raise ConfigError(f"expected ENGINE==VERSION[@SITE], got {tag!r}", field="engine")
+        return cls(engine, version, site or None)
 
     @property
     def tag(self) -> str:
-        return f"{self.engine}=={self.version}"
+        return f"{self.engine}=={self.version}" + (f"@{self.site}" if self.site else "")
+
+    @property
+    def site_path(self) -> Path | None:
+        return Path(self.site) if self.site else None
 
     def facts(self) -> KernelFacts:
         from autotune.engines.kernel_derive import facts_of  # a nightly: read where installed
 
-        return facts_of(self.engine, self.version)
+        return facts_of(self.engine, self.version, site=self.site_path)
 
     def options(self, arch: str) -> tuple[tuple[int, ...], bool]:
         """(SPLIT_K values, SWAP_AB) this release honours on `arch`."""

@@ -38,7 +38,9 @@ class GpuObjectiveFactory:
 
             if item.engine not in self._engines:
                 t = EngineTarget.parse(item.engine)
-                self._engines[item.engine] = load_engine_kernel(t.engine, t.version)
+                self._engines[item.engine] = load_engine_kernel(
+                    t.engine, t.version, site=t.site_path
+                )
             engine = self._engines[item.engine]
             arch = DeviceLimits.from_torch().arch
         problem = bench.make_problem(

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import typer
 
 from autotune.cli._common import JSON_OPTION, PROGRESS_OPTION, ProgressChoice, emit_json
-from autotune.cli.kernels_plan import engine_note, kernel_kind, precompile_binaries, tune_items
+from autotune.cli.kernels_plan import (
+    EngineWhere,
+    engine_note,
+    kernel_kind,
+    precompile_binaries,
+    tune_items,
+)
 from autotune.cli.kernels_progress import TuneProgress
 from autotune.errors import HardwareError
 
@@ -103,6 +109,19 @@ _ENGINE_VERSION_OPT = typer.Option(
     help="The engine release whose kernel is tuned (with --engine): a catalogued release, or "
     "the nightly or source build this interpreter has installed (read where it is installed).",
 )
+_ENGINE_SITE_OPT = typer.Option(
+    None,
+    "--site-packages",
+    help="With --engine: the site-packages folder of the environment the engine is installed "
+    "in; its kernel source is read there, never imported (default: this interpreter's "
+    "install, else the release's wheel).",
+)
+_ENGINE_PYTHON_OPT = typer.Option(
+    None,
+    "--engine-python",
+    help="With --engine: the interpreter of the engine's environment, asked where the engine "
+    "is (no import); --engine-version defaults to what is installed there.",
+)
 _OUT_OPT = typer.Option(Path("tuned-kernels"), "--out", help="Output folder for the files.")
 _CACHE_OPT = typer.Option(
     None, "--cache", help="Result cache JSONL (default: OUT/cache.jsonl; resumes)."
@@ -145,6 +164,8 @@ def tune_cmd(
     packing: Literal["awq", "gptq"] = _PACKING_OPT,
     engine: EngineChoice | None = _ENGINE_OPT,
     engine_version: str | None = _ENGINE_VERSION_OPT,
+    site_packages: Path | None = _ENGINE_SITE_OPT,
+    engine_python: str | None = _ENGINE_PYTHON_OPT,
     out: Path = _OUT_OPT,
     cache: Path | None = _CACHE_OPT,
     precompile: bool = _PRECOMPILE_OPT,
@@ -160,7 +181,15 @@ def tune_cmd(
     from kernels_tuning import runner
 
     k, target, ms, items = tune_items(
-        model, nk, tp, kind, batch_sizes, packing, engine, engine_version
+        model,
+        nk,
+        tp,
+        kind,
+        batch_sizes,
+        packing,
+        engine,
+        engine_version,
+        engine_site=EngineWhere(site_packages, engine_python),
     )
     limits = _cuda_limits()
     mode = resolve_progress(progress)

@@ -4,7 +4,8 @@ it (the commands themselves: autotune/cli/kernels.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import typer
 
@@ -27,6 +28,14 @@ def kernel_kind(card: Any, kind: str | None) -> KernelKind:
     return "fp8" if kind == "fp8" else "int4"
 
 
+class EngineWhere(NamedTuple):
+    """Where `kernels tune --engine` finds the release when it is another environment's:
+    --site-packages or --engine-python (neither: this interpreter, else the wheel)."""
+
+    site_packages: Path | None = None
+    engine_python: str | None = None
+
+
 def tune_items(
     model: str | None,
     nk: list[str] | None,
@@ -36,6 +45,8 @@ def tune_items(
     packing: str,
     engine: str | None,
     engine_version: str | None,
+    *,
+    engine_site: EngineWhere = EngineWhere(),
 ) -> tuple[KernelKind, Any, list[int], list[WorkItem]]:
     """(kind, engine target or None, batch sizes, work items) of `kernels tune`: the card's GEMM
     shapes at each TP size and the --nk shapes, each at every batch size."""
@@ -60,7 +71,7 @@ def tune_items(
 
         card = load_card(model)
     k = kernel_kind(card, kind)
-    target = engine_target(engine, engine_version, k)
+    target = engine_target(engine, engine_version, k, where=engine_site)
     ms = parse_batch_sizes(batch_sizes) if batch_sizes else default_batch_sizes()
     shapes = []
     if card is not None:
@@ -111,31 +122,77 @@ def precompile_binaries(
             )
 
 
-def engine_target(engine: str | None, version: str | None, kind: str) -> Any:
+def engine_target(
+    engine: str | None, version: str | None, kind: str, *, where: EngineWhere = EngineWhere()
+) -> Any:
     """The engine release whose own kernel is tuned (None: our kernels); its facts must be
     catalogued (autotune.engines.kernel_facts) or, for a nightly, read where this interpreter
-    has it installed (autotune.engines.kernel_derive.facts_of)."""
+    (or the environment `where` names) has it installed (autotune.engines.kernel_derive)."""
     if engine is None:
-        if version is not None:
-            raise ConfigError("--engine-version needs --engine", field="--engine-version")
+        for flag, given in (
+            ("--engine-version", version),
+            ("--site-packages", where.site_packages),
+            ("--engine-python", where.engine_python),
+        ):
+            if given is not None:
+                raise ConfigError("needs --engine (the engine whose kernel is tuned)", field=flag)
         return None
     if engine not in ("sglang", "vllm"):
         raise ConfigError(f"expected sglang or vllm, got {engine!r}", field="--engine")
+    if where.site_packages is not None or where.engine_python is not None:
+        return _elsewhere(engine, version, kind, where)
     if version is None:
         raise ConfigError(
             "--engine needs --engine-version: the kernel differs between releases",
             field="--engine-version",
         )
+    _fp8_only(kind)
+    from kernels_tuning.engine_space import EngineTarget
+
+    target = EngineTarget(engine, version)
+    target.facts()  # unknown releases fail here, naming the known ones
+    return target
+
+
+def _fp8_only(kind: str) -> None:
     if kind != "fp8":
         raise ConfigError(
             "--engine tunes the engines' block-FP8 kernel; no engine reads an INT4 W4A16 "
             "Triton config file (INT4 files: omit --engine)",
             field="--kind",
         )
+
+
+def _elsewhere(engine: str, version: str | None, kind: str, where: EngineWhere) -> Any:
+    """The release installed in another environment: found without importing it (as `kernels
+    install` finds it), its facts and kernel read from its source there."""
+    from kernels_tuning.engine_site import find_engine, release_facts
     from kernels_tuning.engine_space import EngineTarget
 
-    target = EngineTarget(engine, version)
-    target.facts()  # unknown releases fail here, naming the known ones
+    if where.site_packages is not None and where.engine_python is not None:
+        raise ConfigError(
+            "give --site-packages or --engine-python, not both", field="--site-packages"
+        )
+    found = find_engine(
+        engine,
+        site_packages=where.site_packages,
+        engine_python=where.engine_python,
+        engine_version=version,
+    )
+    flag = "--site-packages" if where.site_packages is not None else "--engine-python"
+    if found.site is None:
+        raise ConfigError(f"{engine} is not installed there ({found.version_source})", field=flag)
+    if not found.metadata_agrees:
+        raise ConfigError(
+            f"the {engine} in {found.site} is another release ({found.version_source}), so "
+            "its kernel is not that release's: drop --engine-version or point at an install "
+            "of that release",
+            field="--engine-version",
+        )
+    _fp8_only(kind)
+    facts = release_facts(found, have_target=False)
+    target = EngineTarget(engine, facts.version, str(found.site.resolve()))
+    target.facts()
     return target
 
 

@@ -736,15 +736,18 @@ def facts_from_wheel(wheel: Path, engine: str, version: str) -> KernelFacts:
 # an installed build's facts
 
 
-def facts_of(engine: str, version: str) -> KernelFacts:
+def facts_of(engine: str, version: str, *, site: Path | None = None) -> KernelFacts:
     """`facts_for` (the catalog), and for a build no release is (a nightly, a source build)
-    that this interpreter has installed, its facts read from its installed source: so
-    `kernels tune --engine-version BUILD` tunes the build's own kernel where it is installed.
+    that this interpreter has installed, or that `site` (another environment's site-packages)
+    holds, its facts read from its installed source: so `kernels tune --engine-version BUILD`
+    tunes the build's own kernel where it is installed.
 
     Raises:
         ConfigError: neither catalogued nor installed here (facts_for's error), or installed
             with a kernel path autotune cannot follow.
     """
+    if site is not None:
+        return installed_facts(engine, version, site)
     wanted = try_version(version) if isinstance(version, str) else None
     if wanted is None or is_catalogued(engine, version):
         return facts_for(engine, version)

@@ -186,3 +186,64 @@ def test_tune_on_the_engine_kernel_refuses_bad_input_before_any_gpu_work(
     if "0.5.99" in needle:
         assert "0.5.23" in str(res.exception)  # the known releases
     assert not (tmp_path / "out").exists()
+
+
+def _other_env(root: Path, version: str) -> Path:
+    """Another environment's site-packages with SGLang `version` (its lookup module present:
+    what `kernels install` and `kernels tune` require of a catalogued release's layout)."""
+    from autotune.engines.kernel_facts import facts_for
+    from tests.installs import fake_engine_site
+
+    site = fake_engine_site(root / f"env-{version}", "sglang", "sglang", version)
+    lookup = site / facts_for("sglang", "0.5.23").lookup_module
+    lookup.parent.mkdir(parents=True, exist_ok=True)
+    lookup.write_text("# the release's lookup module\n")
+    return site
+
+
+def test_tune_reads_the_release_from_another_environment(tmp_path: Path) -> None:
+    """`kernels tune --engine sglang --site-packages DIR` (or --engine-python PY): the release
+    is the one installed there (no --engine-version needed), and the target names that site
+    so every worker reads the kernel from it."""
+    import sys
+
+    from autotune.cli.kernels_plan import EngineWhere, engine_target
+    from kernels_tuning.engine_space import EngineTarget
+
+    site = _other_env(tmp_path, "0.5.23")
+    target = engine_target("sglang", None, "fp8", where=EngineWhere(site_packages=site))
+    assert target == EngineTarget("sglang", "0.5.23", str(site.resolve()))
+    assert EngineTarget.parse(target.tag) == target and target.tag.startswith("sglang==0.5.23@/")
+    python = tmp_path / "python3"  # an interpreter of that environment
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    by_python = engine_target(
+        "sglang", "0.5.23", "fp8", where=EngineWhere(engine_python=str(python))
+    )
+    assert by_python == target
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "needle"),
+    [
+        (["--engine-version", "0.5.22"], "--engine-version", "another release"),
+        (["--kind", "int4"], "--kind", "no engine reads an INT4"),
+        (["--engine-python", "python3"], "--site-packages", "not both"),
+    ],
+)
+def test_tune_from_another_environment_refuses_bad_input(
+    args: list[str], flag: str, needle: str, tmp_path: Path
+) -> None:
+    site = _other_env(tmp_path, "0.5.23")
+    res = runner.invoke(
+        app,
+        ["kernels", "tune", "--nk", "5120,6144", "--engine", "sglang", "--site-packages"]
+        + [str(site), *args, "--out", str(tmp_path / "out")],
+    )
+    assert isinstance(res.exception, ConfigError), res.output
+    assert res.exception.field == flag and needle in str(res.exception)
+    res = runner.invoke(
+        app, ["kernels", "tune", "--nk", "5120,6144", "--site-packages", str(site)]
+    )
+    assert isinstance(res.exception, ConfigError)
+    assert str(res.exception).startswith("--site-packages: needs --engine")

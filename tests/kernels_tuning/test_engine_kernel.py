@@ -108,6 +108,27 @@ def test_a_nightly_runs_its_own_installed_kernel(
     assert check_output(out, p["ref"]).ok
 
 
+def test_a_nightly_in_another_environment_runs_from_its_source(tmp_path: Path) -> None:
+    """`kernels tune --engine sglang --site-packages DIR`: a build installed in another
+    environment (not on this interpreter's path) is read there: its facts and kernel from its
+    source, never imported; a folder without the kernel module is refused by name."""
+    import torch
+
+    from kernels_tuning.bench import check_output
+
+    build = "0.5.23.post1.dev4+g0123abc"
+    site = nightly_site("sglang", "0.5.23", build, tmp_path / "site")
+    ek = E.load_engine_kernel("sglang", build, site=site, cache=tmp_path / "cache")
+    assert ek.origin == "installed source" and ek.facts.version == build
+    assert ek.source_path == site / ek.facts.kernel_module
+    p = _problem()
+    out = ek.run(p["A"], p["B"], p["As"], p["Bs"], PLAIN, out_dtype=torch.float16, poison=True)
+    assert check_output(out, p["ref"]).ok
+    (site / ek.facts.kernel_module).unlink()
+    with pytest.raises(ConfigError, match="has no .*: not an install of sglang 0.5.23"):
+        E.load_engine_kernel("sglang", "0.5.23", site=site, cache=tmp_path / "cache")
+
+
 def test_sm90_keys_run_the_hopper_kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """0.5.23 on sm_90 (forced: no GPU under the interpreter): SWAP_AB + SPLIT_K entries launch
     the split-K Hopper kernel and its reduce, and the result passes the gate."""
