@@ -9,13 +9,14 @@ metadata by that interpreter, with the launch's environment (no import of the en
 
 The driver checks its own machine before the first launch (orchestrator.check_target); every
 worker checks its own before it launches (`worker_mismatch`, once per worker process), since a
-Ray trial starts on whichever node Ray places it and each node has its own install. A mismatch
-on a worker fails the trial as ENGINE_MISMATCH before anything starts, and the sweep stops at
-once (sweep/recording.py), the configuration queued to run again on --resume.
-
-Launchers that are not a Python interpreter or a Python console script (a container, a wrapper
-script) and interpreters without the engine are not checked: what they start is not knowable
-from here, and a missing engine fails the first launch with its own error. An installed build of
+Ray trial starts on whichever node Ray places it and each node has its own install. What a
+launcher that is not a Python interpreter or console script starts (a container image, a
+wrapper script) is not knowable before it runs: once such an engine is ready, the release it
+reports (vLLM's log line or GET /version, SGLang's GET /server_info) is checked the same way
+before anything is measured (`served_mismatch`, sweep/trial_serving.py). A mismatch fails the
+trial as ENGINE_MISMATCH, and the sweep stops at once (sweep/recording.py), the configuration
+queued to run again on --resume. An interpreter without the engine is not refused here: the
+first launch fails with its own error. An installed build of
 a newer line than the catalogue passes when the spec follows the newest catalogued release, as
 the refusal of that build tells the user to do.
 """
@@ -94,8 +95,6 @@ def check_installed_engine(
     """
     import importlib
 
-    from autotune.planner.dispatch import followed
-
     if engine not in ("sglang", "vllm"):
         return None
     default = importlib.import_module(f"autotune.engines.{engine}").DEFAULT_LAUNCHER
@@ -105,6 +104,31 @@ def check_installed_engine(
     found = installed_version(engine, python, launch_env) if python else None
     if found is None:
         return None
+    judge(
+        engine,
+        version,
+        found,
+        what=f"the engine this sweep launches is {{label}} {found} (installed for {python})",
+        fix_same=f"`autotune init --engine-python {python}`",
+        elsewhere="point engine.launcher at an interpreter with",
+    )
+    return found
+
+
+def judge(
+    engine: str, version: str, found: str, *, what: str, fix_same: str, elsewhere: str
+) -> None:
+    """Whether an engine of version `found` may serve a spec following `version`: the same
+    catalogued release, or a newer line when the spec follows the newest catalogued release on
+    purpose (what the refusal of such a build says to do). `what` opens the refusal ("{label}"
+    stands for the engine's name), `fix_same` says how to write the found version into the spec
+    and `elsewhere` how to run the spec's release instead.
+
+    Raises:
+        ConfigError: on target.engine_version, naming the version to write.
+    """
+    from autotune.planner.dispatch import followed
+
     try:
         wanted = followed(engine, version)
     except ConfigError as exc:  # the spec's own version: its field, not a CLI flag
@@ -116,14 +140,12 @@ def check_installed_engine(
     newest = _newest(engine)
     newer = _newer(found, newest)
     if have == wanted.release or (have is None and newer and wanted.release == newest):
-        # the same release, or a newer line that the spec follows with the newest catalogued
-        # release on purpose (what the refusal of such a build says to do)
-        return found
+        return
     label = wanted.engine
     spec = wanted.release if wanted.exact else f"{wanted.release} ({version})"
     if have is not None:
         follows = f"follows {have}"
-        fix = f'set target.engine_version: "{found}" (`autotune init --engine-python {python}`)'
+        fix = f'set target.engine_version: "{found}" ({fix_same})'
     elif newer:
         follows = "is newer than any release autotune catalogues"
         fix = f'set target.engine_version: "{newest}" to follow the newest catalogued release'
@@ -131,12 +153,29 @@ def check_installed_engine(
         follows = "is not a release autotune catalogues"
         fix = "install a catalogued release"
     raise ConfigError(
-        f"the engine this sweep launches is {label} {found} (installed for {python}), which "
-        f"{follows}; the spec follows {spec}, so every launch would get {wanted.release}'s "
-        f"flags and every plan its memory rules: {fix}, or point engine.launcher at an "
-        f"interpreter with {label} {wanted.release}",
+        f"{what.format(label=label)}, which {follows}; the spec follows {spec}, so every "
+        f"launch would get {wanted.release}'s flags and every plan its memory rules: {fix}, "
+        f"or {elsewhere} {label} {wanted.release}",
         field=FIELD,
     )
+
+
+def served_mismatch(engine: str, version: str, reported: str, source: str) -> str | None:
+    """Why a ready engine that reports release `reported` (`source`: where it said so) must not
+    be measured for a spec following `version`, None when it may: the check for launchers
+    that nothing before the launch can read (a container image, a wrapper script)."""
+    try:
+        judge(
+            engine,
+            version,
+            reported,
+            what=f"the engine serving this trial is {{label}} {reported} ({source})",
+            fix_same="the release engine.launcher runs",
+            elsewhere="point engine.launcher at",
+        )
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def worker_mismatch(

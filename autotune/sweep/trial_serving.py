@@ -58,7 +58,58 @@ def serve(
         return not_ready
     res.timings["start_s"] = round(time.monotonic() - t_start, 4)
     res.launch = adapter.parse_startup(read_log(log_path))
+    if not spec.simulate:
+        why = served_mismatch_of(spec, adapter, eng, res)
+        if why is not None:
+            failure = Failure(cls=FailureClass.ENGINE_MISMATCH, reason=f"on {res.worker}: {why}")
+            return TrialStatus.FAILED, failure, eng.log_tail(LOG_TAIL_LINES)
     return benchmark(spec, adapter, eng, log_path, res, cancel)
+
+
+VERSION_TIMEOUT_S = 10.0
+
+
+def served_version(
+    spec: TrialSpec, adapter: EngineAdapter, eng: EngineProcess, res: TrialResult
+) -> tuple[str, str] | None:
+    """(the release the ready engine reports, where it said so): its startup log's version
+    line (vLLM), else its version endpoint; None when it says none (an engine that does not
+    answer is not refused: its benchmark will say what is wrong)."""
+    import os
+
+    import httpx
+
+    from autotune.sweep.trial_command import api_key_of
+
+    logged = getattr(res.launch, "engine_version", None)
+    if logged:
+        return str(logged), "its startup log"
+    path = adapter.version_path()
+    if path is None:
+        return None
+    key = api_key_of(eng.argv, {**os.environ, **spec.engine_env()})
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        r = httpx.get(
+            f"http://{spec.host}:{eng.port}{path}", headers=headers, timeout=VERSION_TIMEOUT_S
+        )
+        version = r.json().get("version") if r.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    return (str(version), f"GET {path}") if version else None
+
+
+def served_mismatch_of(
+    spec: TrialSpec, adapter: EngineAdapter, eng: EngineProcess, res: TrialResult
+) -> str | None:
+    """Why the ready engine must not be measured for this spec (it reports another release
+    than the spec follows: sweep/installed.py), None when it may."""
+    from autotune.sweep.installed import served_mismatch
+
+    got = served_version(spec, adapter, eng, res)
+    if got is None or spec.engine not in ("sglang", "vllm"):
+        return None
+    return served_mismatch(spec.engine, spec.engine_version, *got)
 
 
 def wait_until_ready(

@@ -11,6 +11,8 @@ every fault), or by FAKE_ENGINE_MODE:
     other ok              ready; well-formed OpenAI streams with usage
 FAKE_ENGINE_MODE=port_taken prints uvicorn's "address already in use" and exits 1.
 FAKE_TOKEN_DELAY_S slows each streamed token (default 0.002 s).
+FAKE_ENGINE_VERSION: the release GET /server_info and GET /version report (unset: 404, as an
+engine that states none).
 """
 
 from __future__ import annotations
@@ -80,6 +82,10 @@ def main() -> None:
         def do_GET(self) -> None:
             if self.path == "/health":
                 self._json(200 if ready.is_set() else 503, {})
+            elif self.path in ("/server_info", "/version") and os.environ.get(
+                "FAKE_ENGINE_VERSION"
+            ):
+                self._json(200, {"version": os.environ["FAKE_ENGINE_VERSION"]})
             elif self.path == "/v1/models":
                 self._json(
                     200, {"object": "list", "data": [{"id": a.model_path, "object": "model"}]}

@@ -233,3 +233,47 @@ def test_a_worker_mismatch_stops_the_sweep_at_once_and_resume_runs_it_again(
     assert again.counts.get("complete", 0) >= 1
     rows = store.get_trials(again.sweep_id)
     assert any(r.config == first and r.status == "complete" for r in rows)
+
+
+def test_the_served_release_is_judged_like_an_installed_one() -> None:
+    from autotune.sweep.installed import served_mismatch
+
+    assert served_mismatch("vllm", "0.34.0", "0.34.0", "GET /version") is None
+    assert served_mismatch("vllm", "0.34.0", "0.34.1.dev5+g0123abc", "its startup log") is None
+    why = served_mismatch("vllm", "0.34.0", "0.11.0", "GET /version")
+    assert why is not None and why.startswith(
+        "target.engine_version: the engine serving this trial is vLLM 0.11.0 (GET /version), "
+        "which follows 0.11.0; the spec follows 0.34.0"
+    )
+    assert 'set target.engine_version: "0.11.0" (the release engine.launcher runs)' in why
+    assert why.endswith("or point engine.launcher at vLLM 0.34.0")
+
+
+def test_a_container_serving_another_release_is_stopped_before_it_is_measured(
+    tmp_path: Path,
+) -> None:
+    """A launcher nothing can read before it runs (a container image, a wrapper): once ready,
+    the engine's own answer (SGLang's GET /server_info) is checked; another release fails the
+    trial as ENGINE_MISMATCH with nothing measured, and the engine is stopped."""
+    from autotune.engines.base import FailureClass
+    from autotune.store.models import TrialStatus
+    from autotune.sweep.trial import run_trial
+    from tests.sweep.conftest import procs_matching
+
+    empty = tmp_path / "empty-site"  # this interpreter has no SGLang: nothing to read first
+    empty.mkdir()
+    spec = _real_trial(tmp_path, empty, startup_timeout_s=60)
+    spec = spec.model_copy(update={"env": {**spec.env, "FAKE_ENGINE_VERSION": "0.5.21"}})
+    res = run_trial(spec, worker="node-c/pid9")
+    assert res.status == TrialStatus.FAILED and res.failure is not None
+    assert res.failure.cls == FailureClass.ENGINE_MISMATCH
+    assert res.failure.reason.startswith(
+        "on node-c/pid9: target.engine_version: the engine serving this trial is SGLang 0.5.21 "
+        "(GET /server_info), which follows 0.5.21; the spec follows 0.5.23"
+    )
+    assert res.pid is not None and not res.measurements
+    assert procs_matching(str(tmp_path / "fake-model")) == []
+    # the spec's own release: measured
+    spec = spec.model_copy(update={"env": {**spec.env, "FAKE_ENGINE_VERSION": "0.5.23"}})
+    res = run_trial(spec, worker="node-c/pid9")
+    assert res.status == TrialStatus.COMPLETE and res.measurements, res.failure

@@ -61,3 +61,6 @@ class LlamaCppAdapter:
 
     def health_path(self) -> str:
         return "/health"  # 503 while the model loads, 200 when ready
+
+    def version_path(self) -> str | None:
+        return None  # /props states a build number, not a release autotune catalogues

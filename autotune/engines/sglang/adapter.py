@@ -25,3 +25,6 @@ class SGLangAdapter:
 
     def health_path(self) -> str:
         return "/health"
+
+    def version_path(self) -> str | None:
+        return "/server_info"  # 0.5.9 .. 0.5.23: {..., "version": __version__} (entrypoints/http_server.py)

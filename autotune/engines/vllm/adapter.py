@@ -26,3 +26,6 @@ class VLLMAdapter:
 
     def health_path(self) -> str:
         return "/health"
+
+    def version_path(self) -> str | None:
+        return "/version"  # {"version": VLLM_VERSION}, every release 0.4.1 .. 0.34.0 (entrypoints)
