@@ -173,6 +173,7 @@ def _elsewhere(engine: str, version: str | None, kind: str, where: EngineWhere) 
         raise ConfigError(
             "give --site-packages or --engine-python, not both", field="--site-packages"
         )
+    _fp8_only(kind)  # before asking another interpreter anything
     found = find_engine(
         engine,
         site_packages=where.site_packages,
@@ -189,7 +190,6 @@ def _elsewhere(engine: str, version: str | None, kind: str, where: EngineWhere) 
             "of that release",
             field="--engine-version",
         )
-    _fp8_only(kind)
     facts = release_facts(found, have_target=False)
     target = EngineTarget(engine, facts.version, str(found.site.resolve()))
     target.facts()

@@ -34,7 +34,8 @@ class FailureClass(StrEnum):
     AUTH_REJECTED = "auth_rejected"  # the server refused the benchmark (HTTP 401/403: API key)
     BENCHMARK_ERROR = "benchmark_error"  # served garbage, malformed stream, HTTP errors
     WORKER_LOST = "worker_lost"  # the Ray actor running the trial died
-    # the worker's installed engine follows another release than the spec (sweep/installed.py)
+    # the worker's installed engine, or the ready engine by its own report, follows another
+    # release than the spec (sweep/installed.py)
     ENGINE_MISMATCH = "engine_mismatch"
     PLANNER_REJECTED = "planner_rejected"  # pruned before launch (never started)
 
@@ -80,6 +81,9 @@ class LaunchReport(BaseModel):
     available_gpu_mem_gib: float | None = None
     host_pool_tokens: int | None = None
     host_pool_gb: float | None = None
+    engine_version: str | None = Field(
+        default=None, description="the release the engine's own log states (vLLM)"
+    )
     ready: bool = False
     simulated: bool = False
     warnings: list[str] = Field(default_factory=list)

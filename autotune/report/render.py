@@ -170,8 +170,8 @@ FAILURE_TEXT = {
     "benchmark_error": "the engine served errors or malformed streams",
     "worker_lost": "the worker running the trial died (not the configuration's fault)",
     "engine_mismatch": (
-        "the worker's installed engine is another release than the spec's (not the "
-        "configuration's fault; nothing was launched)"
+        "the engine installed on the worker, or the one that started, is another release "
+        "than the spec's (not the configuration's fault; nothing was measured)"
     ),
     "planner_rejected": "rejected before launch by the rules or the VRAM planner (cost no time)",
 }

@@ -78,6 +78,10 @@ def run(
     finalists: list[dict[str, Any]] = []
     if not stop.graceful.is_set() and setup.spec.finalists.top_k:
         finalists = run_finalists(state, executor)
+        if state.early_stop is not None and stop.reason:
+            # a re-run met another release's engine (recording.watch_env): say so, and leave
+            # the sweep to --resume, not closed as done on fewer runs
+            stop_reason, finished = stop.reason, False
     finish_selection(state)
     status = close(state, stop_reason, finished)
     outcome = outcome_of(state, status, stop_reason, time.monotonic() - t0, finalists)

@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any
 from autotune.store.models import TrialStatus
 from autotune.sweep.confidence import figures_by_repeat
 from autotune.sweep.control import POLL_S, check_deadline, wait_any
-from autotune.sweep.recording import collect, store_measurements
+from autotune.sweep.recording import (
+    ENV_FAILURES_AT_ONCE,
+    collect,
+    store_measurements,
+    watch_env,
+)
 from autotune.sweep.resume import row_feasible
 from autotune.sweep.state import Running
 from autotune.sweep.study import config_key
@@ -153,3 +158,7 @@ def record_repeat(
         label,
         res.timings.get("total_s"),
     )
+    if res.failure is not None and res.failure.cls in ENV_FAILURES_AT_ONCE:
+        # a re-run on a worker with another release's engine stops the sweep as a search
+        # trial does; the winner is not picked on fewer runs in silence
+        watch_env(state, res.status, res.failure)

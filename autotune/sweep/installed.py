@@ -185,24 +185,29 @@ def worker_mismatch(
     env: Mapping[str, str] | None = None,
 ) -> str | None:
     """Why this worker must not launch a trial of a spec following `version` (the installed
-    engine follows another release), None when it may; asked once per worker process and
-    launch (the answer is the install's, which a sweep does not change)."""
+    engine follows another release), None when it may. An install that passed is not asked
+    again by this process for the same launcher and search path (a sweep does not change
+    it); one that failed is asked again, so that a fixed install is seen on --resume."""
     key = (
         engine,
         version,
         tuple(launcher) if launcher else None,
-        tuple(sorted((env or {}).items())),
+        tuple((k, (env or {}).get(k)) for k in _FINDING_VARS),
     )
-    if key not in _WORKER_CHECKS:
-        try:
-            check_installed_engine(engine, version, launcher, env)
-            _WORKER_CHECKS[key] = None
-        except ConfigError as exc:
-            _WORKER_CHECKS[key] = str(exc)
-    return _WORKER_CHECKS[key]
+    if key in _PASSED:
+        return None
+    try:
+        check_installed_engine(engine, version, launcher, env)
+    except ConfigError as exc:
+        return str(exc)
+    _PASSED.add(key)
+    return None
 
 
-_WORKER_CHECKS: dict[tuple[object, ...], str | None] = {}
+# what changes which interpreter and which packages a launch finds (other values, API keys
+# among them, stay out of the process-wide memo)
+_FINDING_VARS = ("PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "VIRTUAL_ENV")
+_PASSED: set[tuple[object, ...]] = set()
 
 
 def _newest(engine: str) -> str:

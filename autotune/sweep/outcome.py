@@ -133,10 +133,19 @@ def _nothing_feasible(rows: Sequence[TrialRow], counts: dict[str, int], launched
 
 
 def _baseline(rows: Sequence[TrialRow]) -> TrialRow | None:
+    """The engine defaults' trial: its re-run when the first one failed for a reason that was
+    not the configuration's (a lost worker, another release's engine: state.NOT_THE_CONFIG)."""
+    from autotune.sweep.state import NOT_THE_CONFIG
+
     baseline = next((r for r in rows if (r.launch or {}).get("source") == "baseline"), None)
     if baseline is None:
         baseline = next((r for r in rows if (r.prediction or {}) and r.number == 0), None)
-    return baseline
+    if baseline is None or (baseline.launch or {}).get("failure_class") not in {
+        c.value for c in NOT_THE_CONFIG
+    }:
+        return baseline
+    again = [r for r in rows if (r.launch or {}).get("source") == f"rerun:#{baseline.number}"]
+    return again[-1] if again else baseline
 
 
 def brief(r: TrialRow | None) -> dict[str, Any] | None:

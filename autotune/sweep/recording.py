@@ -202,7 +202,14 @@ def verdict_of(
             stored=status,
             told="fail",
             text=f"{failure.cls.value}: {failure.reason} (re-queued)",
-            requeue=not item.source.startswith("rerun"),
+            # a rerun that fails alike is not queued a third time; another release's engine
+            # stops the sweep at once (unless told never to stop), so its configuration waits
+            # for --resume however often
+            requeue=not item.source.startswith("rerun")
+            or (
+                failure.cls in ENV_FAILURES_AT_ONCE
+                and bool(setup.spec.budget.stop_after_env_failures)
+            ),
         )
     if status == TrialStatus.FAILED:
         return Verdict(
@@ -337,7 +344,7 @@ def watch_env(state: SweepState, status: TrialStatus, failure: Failure | None) -
     n = n + 1 if last == failure.cls else 1
     state.env_streak = (failure.cls, n)
     limit = state.setup.spec.budget.stop_after_env_failures
-    if failure.cls in ENV_FAILURES_AT_ONCE:
+    if limit and failure.cls in ENV_FAILURES_AT_ONCE:
         limit = 1
     if limit and n >= limit and state.early_stop is None:
         state.early_stop = failure.cls

@@ -224,7 +224,8 @@ class BudgetSpec(_Section):
         3,
         ge=0,
         description="stop (exit 4) when this many trials in a row fail alike for a reason of "
-        "the environment (launcher missing, API key refused, port in use); 0: never",
+        "the environment (launcher missing, API key refused, port in use; an engine of another "
+        "release than target.engine_version stops it at the first); 0: never",
     )
 
     @field_validator("until")

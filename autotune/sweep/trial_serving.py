@@ -5,6 +5,7 @@ engine.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ from autotune.engines.base import Failure, FailureClass
 from autotune.errors import BenchmarkError, EngineLaunchError, EngineStartupTimeout, PortInUseError
 from autotune.store.models import TrialStatus
 from autotune.sweep.trial_bench import BenchCancelled, EngineDied, run_workload
+from autotune.sweep.trial_command import api_key_of
 from autotune.sweep.trial_failures import (
     LOG_TAIL_LINES,
     Outcome,
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from autotune.process import EngineProcess
 
 READY_POLL_CHUNK_S = 1.0  # wait_ready slices, so a cancel is noticed within about a second
+VERSION_TIMEOUT_S = 5.0  # the version endpoint of an engine that has just said it is ready
+CHECKED_ENGINES = ("sglang", "vllm")  # whose releases the catalogue follows (installed.py)
 
 
 def serve(
@@ -58,15 +62,14 @@ def serve(
         return not_ready
     res.timings["start_s"] = round(time.monotonic() - t_start, 4)
     res.launch = adapter.parse_startup(read_log(log_path))
-    if not spec.simulate:
+    if not spec.simulate and spec.engine in CHECKED_ENGINES:
         why = served_mismatch_of(spec, adapter, eng, res)
         if why is not None:
+            # another release's startup figures must not teach the planner or the calibration
+            res.launch = None
             failure = Failure(cls=FailureClass.ENGINE_MISMATCH, reason=f"on {res.worker}: {why}")
             return TrialStatus.FAILED, failure, eng.log_tail(LOG_TAIL_LINES)
     return benchmark(spec, adapter, eng, log_path, res, cancel)
-
-
-VERSION_TIMEOUT_S = 10.0
 
 
 def served_version(
@@ -75,15 +78,11 @@ def served_version(
     """(the release the ready engine reports, where it said so): its startup log's version
     line (vLLM), else its version endpoint; None when it says none (an engine that does not
     answer is not refused: its benchmark will say what is wrong)."""
-    import os
-
     import httpx
 
-    from autotune.sweep.trial_command import api_key_of
-
-    logged = getattr(res.launch, "engine_version", None)
+    logged = res.launch.engine_version if res.launch is not None else None
     if logged:
-        return str(logged), "its startup log"
+        return logged, "its startup log"
     path = adapter.version_path()
     if path is None:
         return None
@@ -107,9 +106,7 @@ def served_mismatch_of(
     from autotune.sweep.installed import served_mismatch
 
     got = served_version(spec, adapter, eng, res)
-    if got is None or spec.engine not in ("sglang", "vllm"):
-        return None
-    return served_mismatch(spec.engine, spec.engine_version, *got)
+    return None if got is None else served_mismatch(spec.engine, spec.engine_version, *got)
 
 
 def wait_until_ready(

@@ -153,7 +153,8 @@ def test_a_worker_with_another_release_launches_nothing(
 ) -> None:
     """Every worker checks its own install before it launches (a Ray trial runs on whichever
     node Ray places it): another release fails the trial as ENGINE_MISMATCH, naming the worker,
-    with no process started; the probe runs once per worker and launch environment."""
+    with no process started. An install that passed is asked once per worker process and
+    search path; one that failed is asked again (a fixed install is seen on --resume)."""
     from autotune.engines.base import FailureClass
     from autotune.store.models import TrialStatus
     from autotune.sweep import installed
@@ -161,6 +162,7 @@ def test_a_worker_with_another_release_launches_nothing(
 
     calls: list[str] = []
     probe = installed.installed_version
+    monkeypatch.setattr(installed, "_PASSED", set())  # this process's earlier answers
 
     def counted(engine: str, python: str, env: Any) -> str | None:
         calls.append(engine)
@@ -178,13 +180,14 @@ def test_a_worker_with_another_release_launches_nothing(
         )
         assert "follows 0.5.22; the spec follows 0.5.23" in res.failure.reason
         assert started_nothing(res) and not (tmp_path / "logs").exists()
-    assert calls == ["sglang"]  # asked once for this worker and environment
-    # the spec's own release on the worker: the trial launches
+    assert calls == ["sglang", "sglang"]  # a mismatch is asked again
+    # the spec's own release on the worker: the trial launches; asked once
     good = _real_trial(tmp_path, _site(tmp_path, "sglang", "0.5.23"), startup_timeout_s=60)
-    res = run_trial(good, worker="node-a/pid8")
-    assert res.failure is None or res.failure.cls != FailureClass.ENGINE_MISMATCH
-    assert res.pid is not None and (tmp_path / "logs" / "server.log").exists()
-    assert calls == ["sglang", "sglang"]
+    for number in (3, 4):
+        res = run_trial(good.model_copy(update={"number": number}), worker="node-a/pid8")
+        assert res.failure is None or res.failure.cls != FailureClass.ENGINE_MISMATCH
+        assert res.pid is not None and (tmp_path / "logs" / "server.log").exists()
+    assert calls == ["sglang", "sglang", "sglang"]
 
 
 def _mismatched(spec: Any, **_kw: Any) -> Any:
@@ -228,11 +231,20 @@ def test_a_worker_mismatch_stops_the_sweep_at_once_and_resume_runs_it_again(
         "stopped early: a trial failed with engine_mismatch, a fault of the environment"
     )
     assert "SGLang 0.5.22" in out.stop_reason
-    first = store.get_trials(out.sweep_id)[0].config
+    first = store.get_trials(out.sweep_id)[0]
+    assert (first.launch or {}).get("source") == "baseline"
     again = run_sweep(spec, store=store, out_dir=out_dir, resume=True, install_signals=False)
     assert again.counts.get("complete", 0) >= 1
     rows = store.get_trials(again.sweep_id)
-    assert any(r.config == first and r.status == "complete" for r in rows)
+    rerun = [r for r in rows if (r.launch or {}).get("source") == f"rerun:#{first.number}"]
+    assert rerun and rerun[-1].config == first.config and rerun[-1].status == "complete"
+    # the defaults' figures are the re-run's: the report measures changes against them
+    assert again.baseline is not None and again.baseline["status"] == "complete"
+    assert again.baseline["number"] == rerun[-1].number
+    from autotune.report.collect.assemble import collect
+
+    data = collect(store, "t")
+    assert data.baseline is not None and data.baseline.number == rerun[-1].number
 
 
 def test_the_served_release_is_judged_like_an_installed_one() -> None:
@@ -277,3 +289,57 @@ def test_a_container_serving_another_release_is_stopped_before_it_is_measured(
     spec = spec.model_copy(update={"env": {**spec.env, "FAKE_ENGINE_VERSION": "0.5.23"}})
     res = run_trial(spec, worker="node-c/pid9")
     assert res.status == TrialStatus.COMPLETE and res.measurements, res.failure
+
+
+def test_the_logged_release_is_taken_before_asking_the_engine() -> None:
+    """vLLM states its release in its startup log: no request is made (the engine's port is
+    closed here, so one would answer nothing)."""
+    from types import SimpleNamespace
+
+    from autotune.engines.base import LaunchReport
+    from autotune.engines.vllm.adapter import VLLMAdapter
+    from autotune.sweep.trial_serving import served_version
+
+    res = SimpleNamespace(launch=LaunchReport(engine_version="0.11.0"))
+    eng = SimpleNamespace(argv=["vllm", "serve"], port=1)
+    spec = SimpleNamespace(host="127.0.0.1", engine_env=dict)
+    assert served_version(spec, VLLMAdapter(), eng, res) == ("0.11.0", "its startup log")  # type: ignore[arg-type]
+    res.launch = LaunchReport()
+    assert served_version(spec, VLLMAdapter(), eng, res) is None  # type: ignore[arg-type]
+
+
+def _mismatched_repeats(spec: Any, **kw: Any) -> Any:
+    """The search runs serve; a finalist re-run lands on a worker with another release."""
+    from autotune.sweep.trial import run_trial
+
+    return _mismatched(spec) if spec.repeat else run_trial(spec, **kw)
+
+
+def test_a_finalist_rerun_on_another_release_stops_the_sweep(store: Any, tmp_path: Path) -> None:
+    from autotune.engines.base import FailureClass
+    from autotune.sweep.executors import InProcessExecutor
+    from autotune.sweep.orchestrator import run_sweep
+    from autotune.sweep.spec import parse_spec
+    from tests.sweep.conftest import make_spec
+
+    spec = parse_spec(
+        make_spec(
+            **{
+                "budget.max_trials": 3,
+                "search.known_good": False,
+                "finalists.top_k": 2,
+                "finalists.repeats": 2,
+            }
+        )
+    )
+    out = run_sweep(
+        spec,
+        store=store,
+        out_dir=tmp_path / "out",
+        executor=InProcessExecutor(1, trial_fn=_mismatched_repeats),
+        install_signals=False,
+    )
+    assert out.stop_reason.startswith("stopped early: a trial failed with engine_mismatch")
+    failures = store.get_failures(out.sweep_id)
+    assert [f.failure_class for f in failures] == [FailureClass.ENGINE_MISMATCH.value]
+    assert failures[0].reason.startswith("finalist repeat 1: on node-b/pid7")

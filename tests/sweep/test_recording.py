@@ -41,7 +41,7 @@ def _item(source: str = "sampler") -> Any:
     )
 
 
-def _setup() -> Any:
+def _setup(stop_after_env_failures: int = 3) -> Any:
     return SimpleNamespace(
         refs=REFS,
         probe="probe",
@@ -53,6 +53,7 @@ def _setup() -> Any:
             objective=SimpleNamespace(vram_headroom_gib=0.0, constraints=[]),
             target=SimpleNamespace(engine="sglang"),
             quality=QualitySpec(),
+            budget=SimpleNamespace(stop_after_env_failures=stop_after_env_failures),
         ),
     )
 
@@ -94,6 +95,22 @@ def test_a_failure_that_is_not_the_configurations_runs_it_once_more() -> None:
     assert v.text == "worker_lost: actor died (re-queued)"
     again = verdict_of(_setup(), _item("rerun:#3"), res, judge(REFS, res))
     assert not again.requeue  # a rerun that fails alike is not queued a third time
+
+
+def test_another_releases_engine_queues_the_configuration_however_often() -> None:
+    """The sweep stops at the first engine_mismatch, so a rerun that meets another bad node
+    (or a --resume before every node is fixed) keeps its configuration queued; with
+    stop_after_env_failures 0 (never stop) a rerun is not queued a third time."""
+    bad = Failure(cls=FailureClass.ENGINE_MISMATCH, reason="on node-b: SGLang 0.5.22")
+    res = _result(TrialStatus.FAILED, failure=bad)
+    for setup, source, requeue in [
+        (_setup(), "sampler", True),
+        (_setup(), "rerun:#3", True),
+        (_setup(0), "sampler", True),
+        (_setup(0), "rerun:#3", False),
+    ]:
+        v = verdict_of(setup, _item(source), res, judge(REFS, res))
+        assert (v.told, v.requeue, v.done) == ("fail", requeue, None), source
 
 
 def test_an_interrupted_trial_is_stored_interrupted_and_queued_again() -> None:

@@ -27,4 +27,5 @@ class SGLangAdapter:
         return "/health"
 
     def version_path(self) -> str | None:
-        return "/server_info"  # 0.5.9 .. 0.5.23: {..., "version": __version__} (entrypoints/http_server.py)
+        # 0.5.9 .. 0.5.23: {..., "version": __version__} (srt/entrypoints/http_server.py)
+        return "/server_info"

@@ -160,7 +160,6 @@ class VLLMLaunchReport(LaunchReport):
     the memory utilisation behind it, CUDA-graph estimate, block size and engine settings, and
     0.34.0's post-warmup sizing of the extensible KV cache."""
 
-    engine_version: str | None = None
     max_concurrency: float | None = Field(
         default=None, description="requests of max_model_len tokens the KV cache holds"
     )

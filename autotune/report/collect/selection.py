@@ -29,6 +29,7 @@ def find_baseline(
     planner pruned was never launched, so only the study knows it)."""
     by_source = next((t for t in trials if t.source == "baseline"), None)
     if by_source is not None:
+        by_source = _rerun_of(by_source, trials)
         by_source.baseline = True
         return by_source
     number: int | None = None
@@ -51,6 +52,19 @@ def find_baseline(
         return None
     found.baseline = True
     return found
+
+
+def _rerun_of(first: TrialInfo, trials: Sequence[TrialInfo]) -> TrialInfo:
+    """`first`, or its last re-run when it failed for a reason that was not the
+    configuration's (a lost worker, another release's engine: the sweep ran it again)."""
+    from autotune.sweep.state import NOT_THE_CONFIG
+
+    if first.failure is None or first.failure.failure_class not in {
+        c.value for c in NOT_THE_CONFIG
+    }:
+        return first
+    again = [t for t in trials if t.source == f"rerun:#{first.number}"]
+    return again[-1] if again else first
 
 
 def read_finalists(row: SweepRow) -> list[Finalist]:
