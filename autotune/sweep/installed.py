@@ -32,6 +32,7 @@ from pathlib import Path
 from autotune.errors import ConfigError
 
 FIELD = "target.engine_version"
+CHECKED_ENGINES = ("sglang", "vllm")  # whose releases the catalogue follows (engines/builds.py)
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?")
 # pip's (double quotes) and uv's (single quotes) console-script header for an interpreter path
 # that a `#!` line cannot hold
@@ -95,7 +96,7 @@ def check_installed_engine(
     """
     import importlib
 
-    if engine not in ("sglang", "vllm"):
+    if engine not in CHECKED_ENGINES:
         return None
     default = importlib.import_module(f"autotune.engines.{engine}").DEFAULT_LAUNCHER
     argv = list(launcher) if launcher else list(default)

@@ -135,16 +135,17 @@ def _nothing_feasible(rows: Sequence[TrialRow], counts: dict[str, int], launched
 def _baseline(rows: Sequence[TrialRow]) -> TrialRow | None:
     """The engine defaults' trial: its re-run when the first one failed for a reason that was
     not the configuration's (a lost worker, another release's engine: state.NOT_THE_CONFIG)."""
-    from autotune.sweep.state import NOT_THE_CONFIG
+    from autotune.sweep.state import NOT_THE_CONFIG_VALUES
+    from autotune.sweep.study import rerun_source
 
     baseline = next((r for r in rows if (r.launch or {}).get("source") == "baseline"), None)
     if baseline is None:
         baseline = next((r for r in rows if (r.prediction or {}) and r.number == 0), None)
-    if baseline is None or (baseline.launch or {}).get("failure_class") not in {
-        c.value for c in NOT_THE_CONFIG
-    }:
+    if baseline is None or (baseline.launch or {}).get("failure_class") not in (
+        NOT_THE_CONFIG_VALUES
+    ):
         return baseline
-    again = [r for r in rows if (r.launch or {}).get("source") == f"rerun:#{baseline.number}"]
+    again = [r for r in rows if (r.launch or {}).get("source") == rerun_source(baseline.number)]
     return again[-1] if again else baseline
 
 

@@ -22,7 +22,7 @@ from autotune.engines.base import Failure, FailureClass
 from autotune.store.models import TrialStatus
 from autotune.sweep.executors import lost
 from autotune.sweep.state import NOT_THE_CONFIG, Done
-from autotune.sweep.study import enqueue, set_constraints, user_constraints
+from autotune.sweep.study import enqueue, rerun_source, set_constraints, user_constraints
 from autotune.sweep.trial import TrialResult, scrub_result, started_nothing
 
 if TYPE_CHECKING:
@@ -393,7 +393,7 @@ def tell_verdict(state: SweepState, item: Running, verdict: Verdict) -> None:
     else:
         state.study.tell(trial, state=optuna.trial.TrialState.FAIL)
     if verdict.requeue:
-        enqueue(state.study, state.setup.space, item.spec.config, f"rerun:#{item.spec.number}")
+        enqueue(state.study, state.setup.space, item.spec.config, rerun_source(item.spec.number))
 
 
 def remember(state: SweepState, item: Running, verdict: Verdict) -> None:

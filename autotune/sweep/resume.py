@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING
 
 from autotune.engines.base import FailureClass
 from autotune.store.models import TrialStatus
-from autotune.sweep.state import NOT_THE_CONFIG, Done
+from autotune.sweep.state import NOT_THE_CONFIG_VALUES, Done
 from autotune.sweep.study import (
     CONFIG_ATTR,
     config_key,
     enqueue,
+    rerun_source,
     set_constraints,
     trial_handle,
 )
@@ -100,9 +101,10 @@ def _remember(state: SweepState, row: TrialRow, launched: bool) -> None:
     if row.status == TrialStatus.COMPLETE.value and row.values:
         state.done_by_key[key] = Done(row.number or 0, list(row.values), cons, "complete")
         state.update_best(list(row.values), cons, number=row.number, config=row.config)
-    elif row.status == TrialStatus.FAILED.value and launch.get("failure_class") not in {
-        c.value for c in NOT_THE_CONFIG
-    }:
+    elif (
+        row.status == TrialStatus.FAILED.value
+        and launch.get("failure_class") not in NOT_THE_CONFIG_VALUES
+    ):
         state.done_by_key[key] = Done(row.number or 0, None, {"launch_failed": 1.0}, "failed")
     elif row.status == TrialStatus.PRUNED.value and launched:
         state.done_by_key[key] = Done(row.number or 0, None, {}, "pruned")
@@ -140,7 +142,7 @@ def reconcile(state: SweepState) -> None:
                 if row is not None
                 else ft.user_attrs.get(CONFIG_ATTR) or state.setup.space.resolve(ft.params)
             )
-            enqueue(state.study, state.setup.space, config, f"rerun:#{ft.number}")
+            enqueue(state.study, state.setup.space, config, rerun_source(ft.number))
             requeued.append(ft.number)
     runs = state.notes.setdefault("runs", [])
     runs.append(

@@ -33,6 +33,7 @@ log = logging.getLogger("autotune.sweep.driver")  # the logger the trial lines a
 NOT_THE_CONFIG = frozenset(
     {FailureClass.WORKER_LOST, FailureClass.PORT_IN_USE, FailureClass.ENGINE_MISMATCH}
 )
+NOT_THE_CONFIG_VALUES = frozenset(c.value for c in NOT_THE_CONFIG)  # as rows store them
 
 
 @dataclass

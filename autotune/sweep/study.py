@@ -28,6 +28,11 @@ CONFIG_ATTR = "autotune_config"  # exact configuration of an enqueued trial
 SOURCE_ATTR = "autotune_source"  # baseline, known_good:K1, rerun:#12, grid
 
 
+def rerun_source(number: int | None) -> str:
+    """The source of trial `number`'s configuration run once more ("rerun:#12")."""
+    return f"rerun:#{number}"
+
+
 def config_key(config: Mapping[str, Any]) -> str:
     """Canonical text of a configuration (dedupe key)."""
     return json.dumps(

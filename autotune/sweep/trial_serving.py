@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from autotune.engines.base import Failure, FailureClass
 from autotune.errors import BenchmarkError, EngineLaunchError, EngineStartupTimeout, PortInUseError
 from autotune.store.models import TrialStatus
+from autotune.sweep.installed import CHECKED_ENGINES, served_mismatch
 from autotune.sweep.trial_bench import BenchCancelled, EngineDied, run_workload
 from autotune.sweep.trial_command import api_key_of
 from autotune.sweep.trial_failures import (
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
 
 READY_POLL_CHUNK_S = 1.0  # wait_ready slices, so a cancel is noticed within about a second
 VERSION_TIMEOUT_S = 5.0  # the version endpoint of an engine that has just said it is ready
-CHECKED_ENGINES = ("sglang", "vllm")  # whose releases the catalogue follows (installed.py)
 
 
 def serve(
@@ -103,8 +103,6 @@ def served_mismatch_of(
 ) -> str | None:
     """Why the ready engine must not be measured for this spec (it reports another release
     than the spec follows: sweep/installed.py), None when it may."""
-    from autotune.sweep.installed import served_mismatch
-
     got = served_version(spec, adapter, eng, res)
     return None if got is None else served_mismatch(spec.engine, spec.engine_version, *got)
 

@@ -57,13 +57,12 @@ def find_baseline(
 def _rerun_of(first: TrialInfo, trials: Sequence[TrialInfo]) -> TrialInfo:
     """`first`, or its last re-run when it failed for a reason that was not the
     configuration's (a lost worker, another release's engine: the sweep ran it again)."""
-    from autotune.sweep.state import NOT_THE_CONFIG
+    from autotune.sweep.state import NOT_THE_CONFIG_VALUES
+    from autotune.sweep.study import rerun_source
 
-    if first.failure is None or first.failure.failure_class not in {
-        c.value for c in NOT_THE_CONFIG
-    }:
+    if first.failure is None or first.failure.failure_class not in NOT_THE_CONFIG_VALUES:
         return first
-    again = [t for t in trials if t.source == f"rerun:#{first.number}"]
+    again = [t for t in trials if t.source == rerun_source(first.number)]
     return again[-1] if again else first
 
 
