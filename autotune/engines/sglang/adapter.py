@@ -27,5 +27,5 @@ class SGLangAdapter:
         return "/health"
 
     def version_path(self) -> str | None:
-        # 0.5.9 .. 0.5.23: {..., "version": __version__} (srt/entrypoints/http_server.py)
+        # 0.5.9 .. 0.5.23: {..., "version": __version__} (tests/engines/test_served_version)
         return "/server_info"

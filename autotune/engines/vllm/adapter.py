@@ -28,4 +28,4 @@ class VLLMAdapter:
         return "/health"
 
     def version_path(self) -> str | None:
-        return "/version"  # {"version": VLLM_VERSION} in every release 0.4.1 .. 0.34.0
+        return "/version"  # {"version": VLLM_VERSION}: 0.10.0 .. 0.34.0 (test_served_version)
