@@ -26,6 +26,8 @@ from autotune.service.policy import Policy, ServiceConfig, load_config
 from autotune.service.schemas import (
     InspectOut,
     InspectRequest,
+    KernelsInstallOut,
+    KernelsInstallRequest,
     KernelsRequest,
     KernelsStatus,
     PlanRequest,
@@ -213,6 +215,11 @@ class Service:
 
     def stop_kernels(self, name: str, req: StopRequest | None = None) -> KernelsStatus:
         return self.kernel_jobs.stop_kernels(name, req)
+
+    def install_kernels(
+        self, name: str, req: KernelsInstallRequest | None = None
+    ) -> KernelsInstallOut:
+        return self.kernel_jobs.install_kernels(name, req or KernelsInstallRequest())
 
 
 def _sqlite_files(store: Store) -> list[Path]:

@@ -119,6 +119,16 @@ max_workers: 8
 # Whether requests may start kernel tuning jobs (they occupy the GPUs for a while).
 allow_kernel_tuning: true
 
+# Whether requests may install an engine kernel job's files into the engine's own config
+# folder (POST /v1/kernels/NAME/install without dry_run: it writes into that environment's
+# site-packages). A dry run is always allowed.
+allow_kernel_install: false
+
+# Interpreters of engine environments that kernel jobs may read the engine from (engine_python
+# of POST /v1/kernels), e.g. /opt/sglang/bin/python. The interpreter of an allowed_launchers
+# entry that runs a module ([PYTHON, -m, ...]) is allowed too.
+allowed_engine_pythons: []
+
 # Largest request body accepted, in bytes.
 max_body_bytes: 1048576
 """
@@ -141,6 +151,8 @@ class ServiceConfig(BaseModel):
     allowed_ray_addresses: list[str] = Field(default_factory=list)
     max_workers: int = Field(8, ge=1)
     allow_kernel_tuning: bool = True
+    allow_kernel_install: bool = False
+    allowed_engine_pythons: list[str] = Field(default_factory=list)
     max_body_bytes: int = Field(DEFAULT_BODY_LIMIT, ge=1024)
 
     def roots(self) -> list[Path]:
@@ -313,6 +325,31 @@ class Policy:
             )
         self.check_workers(ex.workers, field="execution.workers")
         self.check_workers(workers, field="workers")
+
+    # -- a kernel job ------------------------------------------------------------------------
+
+    def check_kernel_engine(self, engine: str, python: str | None) -> None:
+        """An engine kernel job reads `engine` from the service's own environment, or from
+        `python`'s: an interpreter the owner named (allowed_engine_pythons) or one that runs an
+        allowed launcher's module ([PYTHON, -m, ...])."""
+        cfg = self.config
+        if engine not in cfg.allowed_engines:
+            raise Forbidden(
+                f"engine {engine!r} is not allowed by this service; allowed: "
+                f"{', '.join(cfg.allowed_engines) or 'none'}",
+                field="engine",
+            )
+        if python is None:
+            return
+        allowed = [*cfg.allowed_engine_pythons]
+        allowed += [argv[0] for argv in cfg.allowed_launchers if argv[1:2] == ["-m"]]
+        if python not in allowed:
+            raise Forbidden(
+                f"{python!r} is not an interpreter this service may run; allowed: "
+                f"{', '.join(allowed) or 'none'} (allowed_engine_pythons, or the interpreter of "
+                "an allowed_launchers entry, in the service's config.yaml)",
+                field="engine_python",
+            )
 
     def check_workers(self, workers: int | None, *, field: str) -> None:
         if workers is not None and workers > self.config.max_workers:

@@ -286,14 +286,48 @@ class KernelsRequest(_Request):
         False, description="leave out configs whose output can differ from run to run"
     )
     deadline_s: float | None = Field(None, gt=0, le=30 * 86400)
+    engine: Literal["sglang", "vllm"] | None = Field(
+        None,
+        description="tune this engine's own FP8 kernel (the release's fp8_kernel.py, read where "
+        "it is installed, never imported) and write the files that release reads; install them "
+        "with POST /v1/kernels/{name}/install. Default: autotune's own kernels",
+    )
+    engine_version: str | None = Field(
+        None,
+        pattern=r"^[0-9][0-9A-Za-z.+_-]{0,63}$",
+        description="with engine: the release whose kernel is tuned: the one installed in "
+        "engine_python's environment (default: the release installed there), or, without "
+        "engine_python, a catalogued release (read from the service's environment when it has "
+        "that release, else from its wheel); neither given: the release installed beside the "
+        "service",
+    )
+    engine_python: str | None = Field(
+        None,
+        max_length=4096,
+        description="with engine: the interpreter of the environment the engine is installed "
+        "in (allowed_engine_pythons, or the interpreter of an allowed_launchers entry, in the "
+        "service's config.yaml); default: the service's own environment",
+    )
 
     @model_validator(mode="after")
     def _shapes(self) -> KernelsRequest:
         if self.model is None and not self.nk:
             raise ValueError("give model or at least one nk shape")
+        if self.engine is None:
+            for name in ("engine_version", "engine_python"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs engine (sglang or vllm)")
+        elif self.kind == "int4":
+            raise ValueError(
+                "engine tunes the engine's FP8 block kernel; kind int4 is autotune's own W4A16 "
+                "kernel: leave engine out, or kind out"
+            )
         return self
 
-    def cli_args(self, out_dir: str) -> list[str]:
+    def cli_args(self, out_dir: str, *, own_python: str | None = None) -> list[str]:
+        """`autotune kernels tune` for this request; `own_python`: the service's interpreter,
+        whose environment an engine job reads when the request names no release and no
+        interpreter (the release installed beside the service)."""
         args = ["kernels", "tune"]
         if self.model is not None:
             args += ["--model", self.model]
@@ -315,7 +349,44 @@ class KernelsRequest(_Request):
             args.append("--deterministic")
         if self.deadline_s is not None:
             args += ["--deadline-s", repr(float(self.deadline_s))]
+        if self.engine is not None:
+            args += ["--engine", self.engine]
+        if self.engine_version is not None:
+            args += ["--engine-version", self.engine_version]
+        python = self.engine_python
+        if self.engine is not None and self.engine_version is None and python is None:
+            python = own_python
+        if python is not None:
+            args += ["--engine-python", python]
         return [*args, "--out", out_dir, "--json"]
+
+
+class KernelsInstallRequest(_Request):
+    """POST /v1/kernels/{name}/install: `autotune kernels install` on a finished engine job's
+    files, into the engine installed where the job tuned it."""
+
+    dry_run: bool = Field(
+        True,
+        description="show where the files would go and prove the release's own lookup finds "
+        "them in a temporary copy, changing nothing (a real install needs allow_kernel_install "
+        "in the service's config.yaml)",
+    )
+    device_name: str | None = Field(
+        None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="only the files for this device, e.g. NVIDIA_H200",
+    )
+
+
+class KernelsInstallOut(BaseModel):
+    name: str
+    dry_run: bool
+    result: dict[str, Any] = Field(
+        description="`kernels install --json`: the release, the folder its lookup reads, the "
+        "files, what was copied or replaced, and the proof that the release's own lookup "
+        "finds each file"
+    )
 
 
 KernelsState = Literal[

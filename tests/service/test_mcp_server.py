@@ -26,6 +26,7 @@ TOOLS = {
     "stop_sweep",
     "get_report",
     "tune_kernels",
+    "install_kernels",
 }
 
 
@@ -161,3 +162,9 @@ async def test_tools_over_stdio(state: Path) -> None:
             assert "GPU" in done["job"]["log_tail"] or "CUDA" in done["job"]["log_tail"]
         msg = await call_error(client, "tune_kernels", name="k2", model="/etc")
         assert "outside" in msg
+        msg = await call_error(client, "install_kernels", name="k1")
+        assert "Conflict" in msg and "autotune's own kernels" in msg
+        msg = await call_error(
+            client, "tune_kernels", name="k3", nk=["4096,4096"], engine="sglang", kind="int4"
+        )
+        assert "invalid arguments" in msg and "int4" in msg

@@ -1,4 +1,5 @@
-"""The kernel tuning tools: tune_kernels (a background job) and kernels_status."""
+"""The kernel tuning tools: tune_kernels (a background job), kernels_status, and
+install_kernels (an engine job's files where that engine reads them)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from pydantic import Field
 
 from autotune.service.core import Service
 from autotune.service.mcp_tools.calls import run_tool
-from autotune.service.schemas import KernelsRequest, KernelsStatus
+from autotune.service.schemas import (
+    KernelsInstallOut,
+    KernelsInstallRequest,
+    KernelsRequest,
+    KernelsStatus,
+)
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -30,9 +36,24 @@ def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
         deterministic: Annotated[
             bool, Field(description="leave out configs whose output can differ run to run")
         ] = False,
+        engine: Annotated[
+            Literal["sglang", "vllm"] | None,
+            Field(
+                description="tune this engine's own FP8 kernel and write the files that "
+                "release reads (then install_kernels); default: autotune's own kernels"
+            ),
+        ] = None,
+        engine_version: Annotated[
+            str | None, Field(description="with engine: the release (default: the installed)")
+        ] = None,
+        engine_python: Annotated[
+            str | None,
+            Field(description="with engine: the interpreter of the engine's environment"),
+        ] = None,
     ) -> KernelsStatus:
         """Tune Triton GEMM configs (FP8 W8A8 block-wise, INT4 W4A16) for a model's shapes on
-        the server's GPU, as a background job; poll kernels_status."""
+        the server's GPU, as a background job; poll kernels_status. With engine, the engine
+        release's own FP8 kernel is tuned (the kernel it really runs)."""
 
         def run() -> KernelsStatus:
             req = KernelsRequest(
@@ -47,6 +68,9 @@ def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
                 max_evals=max_evals,
                 deadline_s=deadline_s,
                 deterministic=deterministic,
+                engine=engine,
+                engine_version=engine_version,
+                engine_python=engine_python,
             )
             return service.submit_kernels(req)
 
@@ -56,3 +80,26 @@ def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
     def kernels_status(name: str) -> KernelsStatus:
         """A kernel tuning job's state, its result (files written) or its log tail."""
         return run_tool(lambda: service.kernels_status(name))
+
+    @mcp.tool()
+    def install_kernels(
+        name: Annotated[str, Field(description="an ended tune_kernels job that had engine")],
+        dry_run: Annotated[
+            bool,
+            Field(
+                description="prove where the files would go and that the release's own lookup "
+                "finds them, changing nothing (a real install needs allow_kernel_install in "
+                "the service's config.yaml)"
+            ),
+        ] = True,
+        device_name: Annotated[
+            str | None, Field(description="only files for this device, e.g. NVIDIA_H200")
+        ] = None,
+    ) -> KernelsInstallOut:
+        """Install an engine kernel job's files where that engine release reads them and run
+        its own config lookup to prove it finds each one (`autotune kernels install`)."""
+        return run_tool(
+            lambda: service.install_kernels(
+                name, KernelsInstallRequest(dry_run=dry_run, device_name=device_name)
+            )
+        )

@@ -1,4 +1,5 @@
-"""/v1/kernels (tag kernels): Triton GEMM tuning as jobs: submit, status, stop."""
+"""/v1/kernels (tag kernels): Triton GEMM tuning as jobs: submit, status, stop; install an
+engine job's files where that engine reads them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,14 @@ from typing import Annotated
 from fastapi import APIRouter, Body
 
 from autotune.service.routes.deps import AUTH, JobName, ServiceDep
-from autotune.service.schemas import ErrorOut, KernelsRequest, KernelsStatus, StopRequest
+from autotune.service.schemas import (
+    ErrorOut,
+    KernelsInstallOut,
+    KernelsInstallRequest,
+    KernelsRequest,
+    KernelsStatus,
+    StopRequest,
+)
 
 router = APIRouter(tags=["kernels"], dependencies=AUTH)
 
@@ -33,3 +41,14 @@ def stop_kernels(
     name: JobName, service: ServiceDep, req: Annotated[StopRequest | None, Body()] = None
 ) -> KernelsStatus:
     return service.stop_kernels(name, req)
+
+
+@router.post("/v1/kernels/{name}/install", response_model=KernelsInstallOut)
+def install_kernels(
+    name: JobName,
+    service: ServiceDep,
+    req: Annotated[KernelsInstallRequest | None, Body()] = None,
+) -> KernelsInstallOut:
+    """Install an ended engine job's files where that release's lookup reads them, and prove
+    it finds each one (`autotune kernels install`); a dry run by default."""
+    return service.install_kernels(name, req)

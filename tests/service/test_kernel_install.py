@@ -1,0 +1,243 @@
+"""Engine kernel jobs through the service: a request names the engine (and the environment it is
+installed in, only where the owner allowed it), the job runs `kernels tune --engine`, and an
+ended job's files are installed where that release's own lookup reads them (a dry run unless
+the config allows writing), by `autotune kernels install` run as a child process against a
+site-packages folder unpacked from SGLang 0.5.17's wheel."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from pydantic import ValidationError
+
+from autotune.engines.kernel_facts import facts_for
+from autotune.service.core import Service
+from autotune.service.errors import Conflict, Forbidden, Invalid, NotFound
+from autotune.service.jobs import JobRecord
+from autotune.service.kernel_jobs import KERNELS_PREFIX
+from autotune.service.policy import Policy, ServiceConfig
+from autotune.service.schemas import KernelsInstallRequest, KernelsRequest
+from tests.kernels_tuning.test_install import extract_site, tuned
+from tests.service.conftest import write_config
+from tests.wheels import engine_wheel_or_skip
+
+VERSION = "0.5.17"
+
+
+# ---------------------------------------------------------------------------------------------
+# the request and its command line
+
+
+def test_engine_fields_reach_the_command_line() -> None:
+    req = KernelsRequest(
+        name="k", model="qwen3.8-27b-fp8", engine="sglang", engine_version="0.5.23"
+    )
+    args = req.cli_args("OUT", own_python="/srv/py")
+    i = args.index("--engine")
+    assert args[i : i + 4] == ["--engine", "sglang", "--engine-version", "0.5.23"]
+    assert "--engine-python" not in args  # a named release: the CLI finds it (here or its wheel)
+    bare = KernelsRequest(name="k", model="qwen3.8-27b-fp8", engine="vllm")
+    assert bare.cli_args("OUT", own_python="/srv/py")[-5:] == [
+        "--engine-python",
+        "/srv/py",
+        "--out",
+        "OUT",
+        "--json",
+    ]  # neither named: the release installed beside the service
+    other = bare.model_copy(update={"engine_python": "/opt/vllm/bin/python"})
+    assert "/opt/vllm/bin/python" in other.cli_args("OUT", own_python="/srv/py")
+    assert "/srv/py" not in other.cli_args("OUT", own_python="/srv/py")
+    own = KernelsRequest(name="k", nk=["4096,4096"])
+    assert "--engine" not in own.cli_args("OUT", own_python="/srv/py")
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"engine_version": "0.5.23"}, "engine_version needs engine"),
+        ({"engine_python": "/opt/py"}, "engine_python needs engine"),
+        ({"engine": "sglang", "kind": "int4"}, "kind int4"),
+        ({"engine": "sglang", "engine_version": "latest; rm"}, "engine_version"),
+    ],
+)
+def test_engine_fields_are_checked(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        KernelsRequest(name="k", nk=["4096,4096"], **fields)
+
+
+def test_the_cli_takes_every_engine_flag_the_request_writes() -> None:
+    from typer.testing import CliRunner
+
+    from autotune.cli import app
+
+    res = CliRunner().invoke(app, ["kernels", "tune", "--help"], terminal_width=300)
+    for flag in ("--engine", "--engine-version", "--engine-python"):
+        assert flag in res.output
+
+
+# ---------------------------------------------------------------------------------------------
+# what the owner allows
+
+
+def test_engine_python_only_where_the_owner_allowed_it() -> None:
+    cfg = ServiceConfig(
+        allowed_engines=["sglang", "llamacpp"],
+        allowed_engine_pythons=["/opt/a/bin/python"],
+        allowed_launchers=[
+            ["/opt/b/bin/python", "-m", "sglang.launch_server"],
+            ["docker", "run", "--gpus", "all", "lmsysorg/sglang"],
+        ],
+    )
+    policy = Policy(cfg)
+    policy.check_kernel_engine("sglang", None)
+    policy.check_kernel_engine("sglang", "/opt/a/bin/python")
+    policy.check_kernel_engine("sglang", "/opt/b/bin/python")  # an allowed launcher's module
+    with pytest.raises(Forbidden, match="allowed_engine_pythons") as exc:
+        policy.check_kernel_engine("sglang", "docker")  # a launcher, but not an interpreter
+    assert exc.value.field == "engine_python"
+    with pytest.raises(Forbidden, match="engine 'vllm' is not allowed"):
+        policy.check_kernel_engine("vllm", None)
+
+
+# ---------------------------------------------------------------------------------------------
+# install through the service
+
+
+@pytest.fixture(scope="module")
+def engine_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    site = tmp_path_factory.mktemp("site")
+    extract_site(engine_wheel_or_skip("sglang", VERSION), facts_for("sglang", VERSION), site)
+    return site
+
+
+def _interpreter(folder: Path, site: Path) -> Path:
+    """An engine environment's interpreter: this Python with that site-packages first."""
+    py = folder / "engine-python"
+    py.write_text(f'#!/bin/sh\nPYTHONPATH="{site}" exec "{sys.executable}" "$@"\n')
+    py.chmod(0o755)
+    return py
+
+
+@pytest.fixture
+def setup(tmp_path: Path, engine_site: Path) -> Iterator[tuple[Path, Path, Path]]:
+    state = tmp_path / "state"
+    py = _interpreter(tmp_path, engine_site)
+    write_config(state, allowed_engine_pythons=[str(py)])
+    yield state, py, engine_site
+
+
+def _open(state: Path, **config: Any) -> Service:
+    if config:
+        write_config(state, **config)
+    return Service.open(state, str(state / "autotune.db"))
+
+
+def _job(service: Service, name: str, exit_code: int | None = 0, **overrides: Any) -> None:
+    """A kernel job as the table holds it once its process has ended."""
+    with service.jobs.table.locked() as jobs:
+        jobs[KERNELS_PREFIX + name] = JobRecord(
+            name=KERNELS_PREFIX + name,
+            kind="kernels",
+            argv=[],
+            log_path="",
+            state="exited" if exit_code is not None else "running",
+            exit_code=exit_code,
+            overrides=overrides,
+            # running: this test's own process stands in for the tuner
+            pid=None if exit_code is not None else os.getpid(),
+            create_time=0.0 if exit_code is not None else psutil.Process().create_time(),
+        )
+
+
+def test_install_an_engine_jobs_files_where_the_release_reads_them(
+    setup: tuple[Path, Path, Path],
+) -> None:
+    state, py, site = setup
+    facts = facts_for("sglang", VERSION)
+    svc = _open(state)
+    try:
+        _job(svc, "k", engine="sglang", engine_python=str(py))
+        written = tuned(state / "kernels" / "k", "sglang", VERSION, arch=None)
+        dest = site / facts.config_dir / written.name
+        before = sorted(p.name for p in (site / facts.config_dir).iterdir())
+
+        dry = svc.install_kernels("k")  # a dry run by default
+        assert dry.dry_run and dry.result["dry_run"]
+        assert dry.result["version"] == VERSION and dry.result["proof"]["ok"]
+        assert Path(dry.result["target"]).resolve() == (site / facts.config_dir).resolve()
+        assert [f["name"] for f in dry.result["files"]] == [written.name]
+        assert sorted(p.name for p in (site / facts.config_dir).iterdir()) == before
+
+        with pytest.raises(Forbidden, match="allow_kernel_install") as exc:
+            svc.install_kernels("k", KernelsInstallRequest(dry_run=False))
+        assert "autotune kernels install --engine sglang" in str(exc.value)
+        assert not dest.exists()
+    finally:
+        svc.shutdown()
+
+    svc = _open(state, allowed_engine_pythons=[str(py)], allow_kernel_install=True)
+    copied: list[str] = []
+    try:
+        done = svc.install_kernels("k", KernelsInstallRequest(dry_run=False))
+        copied = done.result["copied"]
+        assert not done.dry_run and done.result["proof"]["ok"]
+        assert done.result["proof"]["method"] == "engine-source"  # the release's own lookup
+        assert dest.read_bytes() == written.read_bytes()
+        assert written.name in done.result["copied"]  # with its provenance sidecar
+    finally:
+        for name in copied:
+            (site / facts.config_dir / name).unlink()
+        svc.shutdown()
+
+    # the owner took the interpreter back: the job's environment is no longer readable
+    svc = _open(state, allow_kernel_install=True)
+    try:
+        with pytest.raises(Forbidden, match="engine_python"):
+            svc.install_kernels("k")
+    finally:
+        svc.shutdown()
+
+
+def test_install_refusals(setup: tuple[Path, Path, Path]) -> None:
+    state, py, _ = setup
+    svc = _open(state)
+    try:
+        with pytest.raises(NotFound, match="no kernel tuning job 'nope'"):
+            svc.install_kernels("nope")
+        _job(svc, "own")  # autotune's own kernels: no engine reads them
+        with pytest.raises(Conflict, match="autotune's own kernels"):
+            svc.install_kernels("own")
+        _job(svc, "busy", exit_code=None, engine="sglang", engine_python=str(py))
+        with pytest.raises(Conflict, match="install once it has ended"):
+            svc.install_kernels("busy")
+        # files tuned on another release's kernel: the install's own check refuses them
+        _job(svc, "other", engine="sglang", engine_python=str(py))
+        tuned(state / "kernels" / "other", "sglang", "0.5.23", arch=None)
+        with pytest.raises(Invalid) as exc:
+            svc.install_kernels("other")
+        assert "0.5.23" in str(exc.value) or "fingerprint" in str(exc.value)
+        with pytest.raises(ValidationError):
+            KernelsInstallRequest(device_name="../etc")
+    finally:
+        svc.shutdown()
+
+
+def test_a_submitted_engine_job_is_checked_first(setup: tuple[Path, Path, Path]) -> None:
+    state, _, _ = setup
+    svc = _open(state)
+    try:
+        with pytest.raises(Forbidden, match="engine_python"):
+            svc.submit_kernels(
+                KernelsRequest(
+                    name="k", nk=["4096,4096"], engine="sglang", engine_python="/bin/sh"
+                )
+            )
+        assert svc.jobs.table.snapshot() == {}
+    finally:
+        svc.shutdown()
