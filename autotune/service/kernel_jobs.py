@@ -6,14 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from autotune.service.errors import (
     Conflict,
     Forbidden,
-    Invalid,
     NotAvailable,
     NotFound,
     ServiceError,
@@ -33,6 +34,8 @@ from autotune.service.views import job_info
 
 KERNELS_PREFIX = "kernels:"  # job-table key of a kernel job (':' never occurs in sweep names)
 INSTALL_TIMEOUT_S = 300.0  # finding the engine (another interpreter's probe) and the proof
+CACHE_NAME = "cache.jsonl"  # the tuner's result cache in its --out folder (resumes)
+PROVENANCE_SUFFIX = ".provenance.json"  # a tuned file's sidecar (kernels_tuning.output)
 
 
 class KernelJobs:
@@ -55,16 +58,24 @@ class KernelJobs:
         if req.engine is not None:
             self.policy.check_kernel_engine(req.engine, req.engine_python)
         key = KERNELS_PREFIX + req.name
+        old = self.jobs.get(key)
+        if old is not None and kernels_state(old) in ("queued", "running", "stopping"):
+            raise Conflict(f"kernel job {req.name!r} is {kernels_state(old)}; stop it first")
         out_dir = self.state.root / "kernels" / req.name
         out_dir.mkdir(parents=True, exist_ok=True)
-        result = out_dir / "result.json"
-        result.unlink(missing_ok=True)
+        # An earlier run's files would be taken for this one's (status, install); its result
+        # cache stays, so the same items are not timed again.
+        for child in out_dir.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            elif child.name != CACHE_NAME:
+                child.unlink()
         self.jobs.start(
             key,
             req.cli_args(str(out_dir), own_python=self.jobs.python),
             kind="kernels",
             overrides=req.model_dump(exclude_none=True),
-            stdout_path=result,
+            stdout_path=out_dir / "result.json",
             gpus=None,  # the tuner takes every GPU it sees
             cwd=out_dir,
         )
@@ -103,10 +114,10 @@ class KernelJobs:
         return self.kernels_status(name)
 
     def install_kernels(self, name: str, req: KernelsInstallRequest) -> KernelsInstallOut:
-        """`kernels install --from STATE/kernels/NAME` for a finished engine job, into the
-        engine found where the job read it (its engine_python, else the service's own
-        environment); the install's own checks choose the files (tuned on that release's
-        kernel) and prove its lookup finds them."""
+        """`kernels install` of the files a finished engine job wrote (its result, not
+        whatever else the folder holds), into the engine found where the job read it (its
+        engine_python, else the service's own environment); the install's own checks choose
+        the files (tuned on that release's kernel) and prove its lookup finds them."""
         rec = self.jobs.get(KERNELS_PREFIX + name)
         if rec is None:
             raise NotFound(f"no kernel tuning job {name!r}")
@@ -116,33 +127,51 @@ class KernelJobs:
                 f"kernel job {name!r} tuned autotune's own kernels, which no engine reads; "
                 "submit a job with engine (sglang or vllm) to tune the engine's own kernel"
             )
+        out_dir = self.state.root / "kernels" / name
+        files = _result_files(out_dir)
         state = kernels_state(rec)
-        if state in ("queued", "running", "stopping"):
-            raise Conflict(f"kernel job {name!r} is {state}; install once it has ended")
+        if state != "finished" and not (state == "stopped" and files):
+            raise Conflict(
+                f"kernel job {name!r} is {state}; only a finished job's files are installed "
+                "(or a stopped one's, when it wrote its result)"
+            )
+        if not files:
+            raise Conflict(f"kernel job {name!r} wrote no tuned files (see its result)")
+        python = rec.overrides.get("engine_python")
+        # The config may have changed since the job was submitted.
+        self.policy.check_kernel_engine(engine, python if isinstance(python, str) else None)
         if not req.dry_run and not self.config.allow_kernel_install:
             raise Forbidden(
                 "installing writes into the engine's environment, which this service does not "
                 "allow (allow_kernel_install in its config.yaml); ask with dry_run, or run "
-                f"`autotune kernels install --engine {engine} --from "
-                f"{self.state.root / 'kernels' / name}` on the server",
+                f"`autotune kernels install --engine {engine} --from {out_dir}` on the server",
                 field="dry_run",
             )
-        python = rec.overrides.get("engine_python")
-        args = ["kernels", "install", "--engine", engine]
-        args += ["--from", str(self.state.root / "kernels" / name), "--json"]
-        if isinstance(python, str):
-            self.policy.check_kernel_engine(engine, python)  # the config may have changed since
-            args += ["--engine-python", python]
-        if req.device_name is not None:
-            args += ["--device-name", req.device_name]
-        if req.dry_run:
-            args.append("--dry-run")
-        result = self._run_cli(args)
+        tuned = sorted({f.relative_to(out_dir).parts[1] for f in files})
+        with tempfile.TemporaryDirectory(prefix="autotune-install-") as tmp:
+            staged = Path(tmp) / "files"
+            for f in files:  # this run's files and their provenance sidecars only
+                for src in (f, f.with_name(f.name[: -len(".json")] + PROVENANCE_SUFFIX)):
+                    if src.is_file():
+                        dest = staged / src.relative_to(out_dir)
+                        dest.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copyfile(src, dest)
+            args = ["kernels", "install", "--engine", engine, "--from", str(staged), "--json"]
+            if isinstance(python, str):
+                args += ["--engine-python", python]
+            if req.device_name is not None:
+                args += ["--device-name", req.device_name]
+            if req.dry_run:
+                args.append("--dry-run")
+            where = f"kernel job {name!r} tuned {engine} {', '.join(tuned)}"
+            result = self._run_cli(args, cwd=Path(tmp), context=where)
         return KernelsInstallOut(name=name, dry_run=req.dry_run, result=result)
 
-    def _run_cli(self, args: list[str]) -> dict[str, Any]:
-        """`autotune ARGS --json` as a child process (the service never imports the CLI); its
-        JSON error becomes Invalid (a user error, exit 2) or a ServiceError."""
+    def _run_cli(self, args: list[str], *, cwd: Path, context: str) -> dict[str, Any]:
+        """`autotune ARGS --json` as a child process (the service never imports the CLI). Its
+        user error (exit 2: the job's files and the installed engine disagree, the
+        interpreter cannot be asked) is a Conflict, anything else a ServiceError; `context`
+        says which job."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("AUTOTUNE_")}
         try:
             done = subprocess.run(
@@ -150,13 +179,13 @@ class KernelJobs:
                 capture_output=True,
                 text=True,
                 env=env,
-                cwd=self.state.root,
+                cwd=cwd,
                 timeout=INSTALL_TIMEOUT_S,
                 check=False,
             )
         except subprocess.TimeoutExpired:
             raise ServiceError(
-                f"`autotune {' '.join(args[:2])}` took over {INSTALL_TIMEOUT_S:.0f} s"
+                f"{context}: `autotune {' '.join(args[:2])}` took over {INSTALL_TIMEOUT_S:.0f} s"
             ) from None
         try:
             out = json.loads(done.stdout or "null")
@@ -165,14 +194,28 @@ class KernelJobs:
         if done.returncode == 0 and isinstance(out, dict):
             return out
         error = out.get("error") if isinstance(out, dict) else None
-        if isinstance(error, dict):
-            message = str(error.get("message") or "failed")
-            field = error.get("field")
+        if isinstance(error, dict) and error.get("message"):
+            message = str(error["message"])  # names the CLI flag at fault, when one is
         else:
-            message = (done.stderr.strip().splitlines() or ["failed"])[-1]
-            field = None
-        cls = Invalid if done.returncode == 2 else ServiceError
-        raise cls(message, field=str(field) if field else None)
+            tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+            message = f"`autotune {' '.join(args[:2])}` exited with {done.returncode}: {tail}"
+        cls = Conflict if done.returncode == 2 else ServiceError
+        raise cls(f"{context}; {message.strip()}")
+
+
+def _result_files(out_dir: Path) -> list[Path]:
+    """The tuned files the job's own result lists, inside its folder and present."""
+    result = read_result(out_dir) or {}
+    listed = result.get("files")
+    if not isinstance(listed, list):
+        return []
+    root = out_dir.resolve()
+    files = [Path(str(f)).resolve() for f in listed]
+    return [
+        f
+        for f in files
+        if f.is_relative_to(root) and len(f.relative_to(root).parts) >= 3 and f.is_file()
+    ]
 
 
 def read_result(out_dir: Path) -> dict[str, Any] | None:

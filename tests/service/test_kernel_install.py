@@ -6,6 +6,7 @@ site-packages folder unpacked from SGLang 0.5.17's wheel."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pydantic import ValidationError
 
 from autotune.engines.kernel_facts import facts_for
 from autotune.service.core import Service
-from autotune.service.errors import Conflict, Forbidden, Invalid, NotFound
+from autotune.service.errors import Conflict, Forbidden, NotFound
 from autotune.service.jobs import JobRecord
 from autotune.service.kernel_jobs import KERNELS_PREFIX
 from autotune.service.policy import Policy, ServiceConfig
@@ -138,8 +139,19 @@ def _open(state: Path, **config: Any) -> Service:
     return Service.open(state, str(state / "autotune.db"))
 
 
-def _job(service: Service, name: str, exit_code: int | None = 0, **overrides: Any) -> None:
-    """A kernel job as the table holds it once its process has ended."""
+def _job(
+    service: Service,
+    name: str,
+    exit_code: int | None = 0,
+    files: list[Path] | None = None,
+    **overrides: Any,
+) -> None:
+    """A kernel job as the table holds it once its process has ended, with the result it
+    printed (the files it wrote)."""
+    out = service.state.root / "kernels" / name
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"items": 1, "files": [str(f) for f in files or []]}
+    (out / "result.json").write_text(json.dumps(result))
     with service.jobs.table.locked() as jobs:
         jobs[KERNELS_PREFIX + name] = JobRecord(
             name=KERNELS_PREFIX + name,
@@ -162,8 +174,11 @@ def test_install_an_engine_jobs_files_where_the_release_reads_them(
     facts = facts_for("sglang", VERSION)
     svc = _open(state)
     try:
-        _job(svc, "k", engine="sglang", engine_python=str(py))
         written = tuned(state / "kernels" / "k", "sglang", VERSION, arch=None)
+        # an earlier run's file of the same shape on a release with the same kernel: in the
+        # folder, not in this run's result, so not installed (it would clash with this one)
+        tuned(state / "kernels" / "k", "sglang", "0.5.16", arch=None)
+        _job(svc, "k", files=[written], engine="sglang", engine_python=str(py))
         dest = site / facts.config_dir / written.name
         before = sorted(p.name for p in (site / facts.config_dir).iterdir())
 
@@ -207,23 +222,69 @@ def test_install_an_engine_jobs_files_where_the_release_reads_them(
 def test_install_refusals(setup: tuple[Path, Path, Path]) -> None:
     state, py, _ = setup
     svc = _open(state)
+    kernels = state / "kernels"
     try:
         with pytest.raises(NotFound, match="no kernel tuning job 'nope'"):
             svc.install_kernels("nope")
         _job(svc, "own")  # autotune's own kernels: no engine reads them
         with pytest.raises(Conflict, match="autotune's own kernels"):
             svc.install_kernels("own")
-        _job(svc, "busy", exit_code=None, engine="sglang", engine_python=str(py))
-        with pytest.raises(Conflict, match="install once it has ended"):
+        f = tuned(kernels / "busy", "sglang", VERSION, arch=None)
+        _job(svc, "busy", exit_code=None, files=[f], engine="sglang", engine_python=str(py))
+        with pytest.raises(Conflict, match="is running; only a finished job"):
             svc.install_kernels("busy")
-        # files tuned on another release's kernel: the install's own check refuses them
-        _job(svc, "other", engine="sglang", engine_python=str(py))
-        tuned(state / "kernels" / "other", "sglang", "0.5.23", arch=None)
-        with pytest.raises(Invalid) as exc:
+        f = tuned(kernels / "failed", "sglang", VERSION, arch=None)
+        _job(svc, "failed", exit_code=3, files=[f], engine="sglang", engine_python=str(py))
+        with pytest.raises(Conflict, match="is failed"):
+            svc.install_kernels("failed")
+        _job(svc, "empty", files=[], engine="sglang", engine_python=str(py))
+        with pytest.raises(Conflict, match="wrote no tuned files"):
+            svc.install_kernels("empty")
+        # files tuned on another release's kernel: the install's own check refuses them, and
+        # the answer says which job tuned what
+        f = tuned(kernels / "other", "sglang", "0.5.23", arch=None)
+        _job(svc, "other", files=[f], engine="sglang", engine_python=str(py))
+        with pytest.raises(Conflict, match=r"kernel job 'other' tuned sglang 0\.5\.23; ") as exc:
             svc.install_kernels("other")
-        assert "0.5.23" in str(exc.value) or "fingerprint" in str(exc.value)
+        assert "0.5.17" in str(exc.value)  # the release installed there
+        assert exc.value.field is None  # the CLI's flags are not the request's fields
         with pytest.raises(ValidationError):
             KernelsInstallRequest(device_name="../etc")
+    finally:
+        svc.shutdown()
+
+
+def test_the_owner_can_take_the_engine_back(setup: tuple[Path, Path, Path]) -> None:
+    """A job that read the service's own environment is checked against the config too."""
+    state, _, _ = setup
+    svc = _open(state, allowed_engines=["vllm"])
+    try:
+        f = tuned(state / "kernels" / "k", "sglang", VERSION, arch=None)
+        _job(svc, "k", files=[f], engine="sglang")
+        with pytest.raises(Forbidden, match="engine 'sglang' is not allowed"):
+            svc.install_kernels("k")
+    finally:
+        svc.shutdown()
+
+
+def test_a_new_run_starts_from_an_empty_folder(setup: tuple[Path, Path, Path]) -> None:
+    """Re-submitting a name drops the earlier run's files (they would pass for this run's)
+    and keeps its result cache (the same items are not timed again)."""
+    state, py, _ = setup
+    svc = _open(state)
+    out = state / "kernels" / "k"
+    try:
+        old = tuned(out, "sglang", VERSION, arch=None)
+        _job(svc, "k", files=[old], engine="sglang", engine_python=str(py))
+        (out / "cache.jsonl").write_text("{}\n")
+        svc.submit_kernels(
+            KernelsRequest(name="k", nk=["4096,4096"], engine="sglang", engine_python=str(py))
+        )
+        svc.jobs.wait(KERNELS_PREFIX + "k", 120)
+        assert not old.exists() and (out / "cache.jsonl").read_text().startswith("{}")
+        if svc.kernels_status("k").state != "finished":  # no GPU here: nothing to install
+            with pytest.raises(Conflict, match="only a finished job"):
+                svc.install_kernels("k")
     finally:
         svc.shutdown()
 
