@@ -57,11 +57,16 @@ def is_secret_field(name: str) -> bool:
 
 def redact_mapping(values: Mapping[str, object], *, env: bool = False) -> dict[str, object]:
     """A copy with the value of every secret key replaced; nested mappings too. `env=True`:
-    keys are environment variable names (substring rule); a nested `env` mapping always is."""
+    keys are environment variable names; a nested `env` mapping always is. Secret is what the
+    sweep keeps as a reference (holds_secret_env / holds_secret_field, or a `${env:NAME}`
+    value): a value the sweep stored as it is, such as long_prefill_token_threshold: 2048 or
+    TOKENIZERS_PARALLELISM: false, is part of the tuned configuration and stays readable."""
     out: dict[str, object] = {}
     for k, v in values.items():
-        secret = is_secret_name(str(k)) if env else is_secret_field(str(k))
-        if secret and v is not None and not isinstance(v, Mapping):
+        secret = holds_secret(str(k), v, env=env)
+        if isinstance(v, str) and ref_name(v):
+            out[k] = v  # a reference names the variable, not the value: launch.sh requires it
+        elif secret and v is not None and not isinstance(v, Mapping):
             out[k] = REDACTED
         elif isinstance(v, Mapping):
             out[k] = redact_mapping(v, env=env or str(k) == "env")
@@ -134,10 +139,11 @@ def hide(text: str, values: Iterable[str]) -> str:
     return text
 
 
-# What the sweep takes out of a spec (and scrub_argv hides) is judged more narrowly than what
-# reports leave out: a value taken out must come back from the environment on --resume, so
-# FAKE_TOKEN_DELAY_S or long_prefill_token_threshold (a count) must not be one. A secret is a
-# name whose last segment is a secret word, holding text (or digits, for a key or password).
+# What the sweep takes out of a spec (and scrub_argv hides, and reports and launch.sh leave
+# out) is judged more narrowly than free text is scrubbed: a value taken out must come back from
+# the environment on --resume and launch.sh requires it, so FAKE_TOKEN_DELAY_S or
+# long_prefill_token_threshold (a count) must not be one. A secret is a name whose last segment
+# is a secret word, holding text (or digits, for a key or password).
 _LAST_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD")
 
 
@@ -149,6 +155,14 @@ def holds_secret_env(name: str) -> bool:
     """An environment variable the sweep keeps as a reference: HF_TOKEN, OPENAI_API_KEY,
     AWS_SECRET_ACCESS_KEY, PGPASSWORD; not FAKE_TOKEN_DELAY_S or HF_TOKEN_PATH."""
     return _last_segment(name).endswith(_LAST_WORDS)
+
+
+def holds_secret(name: str, value: object, *, env: bool = False) -> bool:
+    """`name`'s value is a secret the sweep took out of the spec (or a reference to one): the
+    one rule for everything written from a sweep (reports, launch.sh, JSON output)."""
+    if isinstance(value, str) and ref_name(value):
+        return True
+    return holds_secret_env(name) if env else holds_secret_field(name, value)
 
 
 def holds_secret_field(name: str, value: object) -> bool:

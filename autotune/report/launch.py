@@ -5,9 +5,12 @@ shell code. So the engine adapter builds the argv (the flags of the named engine
 every word is quoted with `shlex.quote`, and the three things a user changes (model path, host,
 port) are shell variables with defaults, substituted by position, never by pasting text.
 
-Secrets: an environment variable or engine field whose name contains TOKEN, KEY, SECRET or
-PASSWORD is never written out. launch.sh requires it from the environment instead (a clear
-`${NAME:?}` error when missing), and the unit reads it from an EnvironmentFile.
+Secrets: what the sweep kept as a reference (autotune.secrets.holds_secret: an environment
+variable or engine field whose last name segment is TOKEN, KEY, SECRET or PASSWORD, or a value
+written as `${env:NAME}`) is never written out. launch.sh requires it from the environment
+instead (a clear `${NAME:?}` error when missing), and the unit reads it from an
+EnvironmentFile. Everything else is the tuned configuration and is written as it ran
+(long_prefill_token_threshold, TOKENIZERS_PARALLELISM).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from autotune.report.render import environment, one_line
 from autotune.secrets import REDACTED as REDACTED
 from autotune.secrets import SECRET_WORDS as SECRET_WORDS
 from autotune.secrets import Redactor as Redactor
+from autotune.secrets import holds_secret, ref_name
 from autotune.secrets import is_secret_field as is_secret_field
 from autotune.secrets import is_secret_name as is_secret_name
 from autotune.secrets import redact_mapping as redact_mapping
-from autotune.secrets import ref_name
 from autotune.versions import parse_version, release3
 
 if TYPE_CHECKING:
@@ -183,13 +186,18 @@ def build_launch(
     port: int | None = None,
     simulated_sweep: bool = False,
     launcher: Sequence[str] | None = None,
+    inherited: Mapping[str, str | None] | None = None,
+    gpus: str | None = None,
 ) -> LaunchSpec:
     """Build the engine's real launch command for `config` through its adapter.
 
     `config` holds engine field names; model path, host and port become script variables
     (port None: the engine's own default). A secret-named field (api_key) becomes a variable
-    the user must export. Raises the adapter's UnsupportedFlagError when a field does not exist
-    in `engine_version`.
+    the user must export. `inherited`: engine variables the winning trial took from the
+    sweep's environment (None: a secret, named in a note only), and `gpus` the
+    CUDA_VISIBLE_DEVICES its GPUs gave it; both are written as defaults the environment
+    overrides. Raises the adapter's UnsupportedFlagError when a field does not exist in
+    `engine_version`.
     """
     from autotune.engines import get_adapter
     from autotune.planner.dispatch import followed
@@ -202,10 +210,11 @@ def build_launch(
         adapter = get_adapter(engine)
     except (ImportError, AttributeError) as exc:  # adapter module missing or incomplete
         raise ConfigError(f"the {engine} adapter cannot be loaded: {exc}", field="engine") from exc
-    cmd = _real_command(adapter, cfg, engine_version)
+    cmd = _real_command(adapter, cfg, engine_version, launcher)
     words = _words(cmd.argv, secret_fields)
     _check_variables(words, cmd.argv, engine, engine_version)
     env_vars, hicache_file, notes = _env(cfg, cmd.env, env or {}, engine_version)
+    env_vars += _carried(inherited or {}, gpus, {e.name for e in env_vars}, notes)
     followed_note = followed(engine, engine_version).note()  # a nightly or a release candidate
     notes = [*([followed_note] if followed_note else []), *notes]
     # The adapter's default interpreter may be autotune's own (sys.executable); the script
@@ -234,9 +243,7 @@ def _hide_secrets(cfg: dict[str, Any]) -> dict[str, str]:
     the variable the user exports instead."""
     # A secret field, or one the sweep kept as a reference ${env:NAME}: a variable to export.
     secret_fields = {
-        k: ref_name(v) or k.upper()
-        for k, v in cfg.items()
-        if v is not None and (is_secret_field(k) or ref_name(v))
+        k: ref_name(v) or k.upper() for k, v in cfg.items() if v is not None and holds_secret(k, v)
     }
     for field, var in secret_fields.items():
         cfg[field] = f"__AUTOTUNE_SECRET_{var}__"
@@ -244,16 +251,21 @@ def _hide_secrets(cfg: dict[str, Any]) -> dict[str, str]:
 
 
 def _real_command(
-    adapter: EngineAdapter, cfg: Mapping[str, Any], engine_version: str
+    adapter: EngineAdapter,
+    cfg: Mapping[str, Any],
+    engine_version: str,
+    launcher: Sequence[str] | None,
 ) -> LaunchCommand:
-    """The adapter's launch command for `cfg`, model, host and port as placeholders (a
-    ConfigError when it is the simulator's)."""
+    """The adapter's launch command for `cfg` started by `launcher` (the sweep's: a venv's
+    interpreter, a container, the llama-server it found), model, host and port as
+    placeholders (a ConfigError when it is the simulator's)."""
     cmd = adapter.build_command(
         cfg,
         model=_MODEL_SENTINEL,
         version=engine_version,
         host=_HOST_SENTINEL,
         port=_PORT_SENTINEL,
+        launcher=list(launcher) if launcher else None,
     )
     if any("autotune.sim" in a or "autotune sim" in a for a in cmd.argv):
         raise ConfigError(
@@ -350,13 +362,70 @@ def _env(
                 )
             )
     for name in sorted(merged):
-        if is_secret_name(name) or ref_name(merged[name]):
+        if holds_secret(name, merged[name], env=True):
             out.append(
                 EnvVar(name=name, secret=True, note="secret, never written here: export it first")
             )
         else:
             out.append(EnvVar(name=name, value=str(merged[name])))
     return out, file_tier, notes
+
+
+def launch_differs(spec: LaunchSpec, trial_argv: Sequence[str]) -> str:
+    """ "" when the script's command is the winning trial's (the words it makes variables
+    aside: model, host, port, interpreter, secrets); else a note saying where they part."""
+    words = spec.words
+    for i, (w, arg) in enumerate(zip(words, trial_argv, strict=False)):
+        if w.var is None and w.text != arg:
+            return (
+                f"this command differs from the one the winning trial ran at word {i + 1}: "
+                f"{w.text!r} here, {arg!r} in the trial (a spec changed since, or another "
+                "engine release): check before relying on it"
+            )
+    if len(words) != len(trial_argv):
+        return (
+            f"this command has {len(words)} words and the winning trial's had "
+            f"{len(trial_argv)}: check before relying on it"
+        )
+    return ""
+
+
+def _carried(
+    inherited: Mapping[str, str | None],
+    gpus: str | None,
+    taken: set[str],
+    notes: list[str],
+) -> list[EnvVar]:
+    """The variables the winning trial took from the sweep's shell and its GPUs, as defaults
+    the environment overrides; an inherited secret is named in a note, never required."""
+    out: list[EnvVar] = []
+    if gpus and "CUDA_VISIBLE_DEVICES" not in taken:
+        out.append(
+            EnvVar(
+                name="CUDA_VISIBLE_DEVICES",
+                value=gpus,
+                overridable=True,
+                note="the GPUs the winning trial ran on",
+            )
+        )
+    secret = sorted(name for name, value in inherited.items() if value is None)
+    for name, value in sorted(inherited.items()):
+        if value is None or name in taken or not _NAME_RE.match(name):
+            continue
+        out.append(
+            EnvVar(
+                name=name,
+                value=value,
+                overridable=True,
+                note="set in the environment the sweep ran in, so the winning trial had it",
+            )
+        )
+    if secret:
+        notes.append(
+            f"the sweep's environment also set {', '.join(secret)} (secret, not written here): "
+            "export it when the engine needs it (a gated model, a private hub)"
+        )
+    return out
 
 
 # -- rendering ---------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from autotune.report.launch import (
     LaunchSpec,
     Redactor,
     build_launch,
+    launch_differs,
     redact_mapping,
     render_launch_sh,
     render_unit,
@@ -130,22 +131,31 @@ def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
     w = data.winner
     if w is None:
         return None, "no trial completed" if data.feasible else "no trial met the constraints"
+    # What the winning trial started (a real sweep's trials keep it); a sweep recorded
+    # before that, or a simulated one, is launched as its spec says.
+    ran = w.command or {}
     try:
         spec = build_launch(
             w.config,
             engine=data.provenance.engine,
-            engine_version=data.provenance.engine_version or "",
+            engine_version=ran.get("engine_version") or data.provenance.engine_version or "",
             sweep=data.sweep,
-            model_path=data.model_path,
-            env=data.env,
+            model_path=ran.get("model") or data.model_path,
+            env=ran["env"] if isinstance(ran.get("env"), dict) else data.env,
             tp=data.tp,
             host=data.host,
             port=data.port,  # None: the engine's default (report.launch.default_port)
             simulated_sweep=data.simulated,
-            launcher=data.launcher,
+            launcher=ran.get("launcher") or data.launcher,
+            inherited=ran.get("inherited") or None,
+            gpus=ran.get("gpus") or None,
         )
     except (AutotuneError, ImportError) as exc:
         return None, str(exc)
+    if isinstance(ran.get("argv"), list):
+        differs = launch_differs(spec, ran["argv"])
+        if differs:
+            spec.notes.append(differs)
     return spec, ""
 
 

@@ -331,7 +331,27 @@ def _sweep_row(
     spec_dir: Path | None,
 ) -> SweepRow:
     if existing is not None:
-        return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING)
+        from autotune.store.db import spec_hash
+
+        changed = spec_changes(existing.spec_yaml, spec_yaml)
+        if not changed:
+            return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING)
+        # Resumed with an edited spec: the row follows it (the report's spec and release), and
+        # says after how many trials it changed; each real trial keeps its own command.
+        revisions = list((existing.notes or {}).get("spec_revisions") or [])
+        revisions.append(
+            {"after_trials": len(store.get_trials(existing.id or 0)), "changed": changed}
+        )
+        return store.update_sweep(
+            existing.id or 0,
+            status=SweepStatus.RUNNING,
+            spec_yaml=spec_yaml,
+            spec_hash=spec_hash(spec_yaml),
+            engine_version=spec.target.engine_version,
+            model=spec.target.model,
+            gpu=spec.target.gpu,
+            notes={**(existing.notes or {}), "spec_revisions": revisions},
+        )
     return store.create_sweep(
         spec.name,
         spec_yaml=spec_yaml,
@@ -342,6 +362,26 @@ def _sweep_row(
         optuna_study_name=study_name(spec),
         notes={"simulated": spec.simulated, "spec_dir": str(spec_dir) if spec_dir else None},
     )
+
+
+def spec_changes(old_yaml: str, new_yaml: str) -> list[str]:
+    """The dotted keys whose values differ between two stored spec texts (both hold secrets as
+    references); [] for the same spec, however it is laid out."""
+    import yaml
+
+    def flat(node: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(node, dict) and node:
+            out: dict[str, Any] = {}
+            for k, v in node.items():
+                out.update(flat(v, f"{prefix}{k}."))
+            return out
+        return {prefix.rstrip("."): node}
+
+    try:
+        old, new = flat(yaml.safe_load(old_yaml) or {}), flat(yaml.safe_load(new_yaml) or {})
+    except yaml.YAMLError:
+        return [] if old_yaml == new_yaml else ["(spec text)"]
+    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
 
 
 def build_executor(

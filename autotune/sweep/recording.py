@@ -110,6 +110,7 @@ def launch_record(
         "failure_class": res.failure.cls.value if res.failure else None,
         "final_metrics": res.final_metrics,
         "simulated": simulated,
+        "command": res.command,
     }
 
 

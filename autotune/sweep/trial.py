@@ -157,6 +157,10 @@ def _launch(
     argv, env = engine_command(spec, adapter, port)
     if gpu_indices is not None and not spec.simulate and "CUDA_VISIBLE_DEVICES" not in env:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices)
+    if not spec.simulate:  # the report's launch.sh starts what the winner ran
+        from autotune.sweep.trial_record import command_record
+
+        res.command = command_record(spec, adapter, argv, env)
     suffix = "" if attempt == 1 else f".attempt{attempt}"
     log_path = Path(spec.log_dir) / f"server{suffix}.log"
     res.log_path = str(log_path)

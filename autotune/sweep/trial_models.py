@@ -103,6 +103,9 @@ class TrialResult(BaseModel):
     vram_peak_mib: float | None = None
     final_metrics: dict[str, float] = Field(default_factory=dict)
     repeat: int = 0
+    command: dict[str, Any] | None = Field(
+        None, description="what a real trial started, secrets kept out (sweep.trial_record)"
+    )
 
     def figures(self) -> dict[str, float | None]:
         """`scenario.figure` -> value over all measurements, plus `launch.field`."""

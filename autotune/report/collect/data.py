@@ -89,6 +89,9 @@ class TrialInfo(BaseModel):
     scenarios: dict[str, ScenarioSummary] = Field(default_factory=dict)
     failure: FailureInfo | None = None
     baseline: bool = False
+    command: dict[str, Any] | None = Field(
+        None, description="what a real trial started (sweep.trial_record), secrets kept out"
+    )
 
     @property
     def feasible(self) -> bool:

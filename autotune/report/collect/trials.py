@@ -55,6 +55,7 @@ def trial_info(store: Store, t: TrialRow, failure: FailureRow | None, red: Redac
         finished_at=t.finished_at,
         duration_s=t.duration_s,
         log_path=t.log_path,
+        command=_command(record.get("command")),
     )
     if failure is not None:
         info.failure = FailureInfo(
@@ -65,6 +66,18 @@ def trial_info(store: Store, t: TrialRow, failure: FailureRow | None, red: Redac
         )
     info.scenarios = summarize_measurements(store.get_measurements(t.id or 0))
     return info
+
+
+def _command(record: object) -> dict[str, Any] | None:
+    """The trial's command record with its variables redacted once more (a record written
+    before the one secret rule, or by hand, is not trusted to hold none)."""
+    if not isinstance(record, Mapping):
+        return None
+    out = dict(record)
+    for key in ("env", "inherited"):
+        if isinstance(out.get(key), Mapping):
+            out[key] = redact_mapping(out[key], env=True)
+    return out
 
 
 def _tail(text: str, lines: int = LOG_TAIL_LINES) -> str:

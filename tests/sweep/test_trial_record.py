@@ -1,0 +1,101 @@
+"""What a real trial keeps of the command it started (sweep/trial_record.py), through run_trial
+with the fake engine: the launcher, the release, the model path made absolute, the argv with
+the API key scrubbed, the spec's variables as the stored spec holds them (secrets as
+references), the trial's GPUs, and the engine variables of the shell that ran the sweep, an
+inherited secret by name only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autotune.engines.llamacpp.adapter import LlamaCppAdapter
+from autotune.store.models import TrialStatus
+from autotune.sweep.trial import TrialSpec, run_trial
+from autotune.sweep.trial_record import command_record, engine_relevant
+from tests.sweep.conftest import fake_launcher
+
+SECRET = "hf_inheritedSECRET0123"
+KEY = "sk-fixedKEY456789"
+
+
+def _trial(tmp_path: Path, **kw: Any) -> TrialSpec:
+    base: dict[str, Any] = dict(
+        sweep="t",
+        number=3,
+        config={"chunked_prefill_size": 8192, "api_key": "${env:API_KEY}"},
+        engine="sglang",
+        engine_version="0.5.17",
+        model="fake-model",  # relative: the engine resolves it in the sweep's folder
+        gpu="rtx-4080-super-32g",
+        scenarios=[{"kind": "decode", "prompt_len": 16, "output_len": 4, "num_requests": 1}],
+        startup_timeout_s=10,
+        stop_grace_s=2,
+        log_dir=str(tmp_path / "logs"),
+        launcher=fake_launcher(),
+        env={"SGLANG_LOG_LEVEL": "info", "HF_TOKEN": "${env:HF_TOKEN}"},
+        secrets={"API_KEY": KEY, "HF_TOKEN": "hf_specSECRET789"},
+    )
+    base.update(kw)
+    return TrialSpec(**base)
+
+
+def test_a_real_trial_keeps_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fake-model").mkdir()
+    monkeypatch.setenv("SGLANG_ENABLE_JIT_DEEPGEMM", "0")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("HUGGING_FACE_HUB_TOKEN", SECRET)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")  # the shell's: never the trial's
+    monkeypatch.setenv("UNRELATED_SETTING", "x")
+    res = run_trial(_trial(tmp_path), gpu_indices=[2, 3])
+    assert res.status == TrialStatus.COMPLETE, (res.failure, res.log_tail)
+    cmd = res.command
+    assert cmd is not None
+    assert cmd["launcher"] == fake_launcher() and cmd["engine_version"] == "0.5.17"
+    assert cmd["model"] == str(tmp_path / "fake-model")
+    assert cmd["argv"][: len(fake_launcher())] == fake_launcher()
+    assert cmd["argv"][cmd["argv"].index("--api-key") + 1] == "<redacted>"
+    assert cmd["env"]["HF_TOKEN"] == "${env:HF_TOKEN}" and cmd["env"]["SGLANG_LOG_LEVEL"] == "info"
+    assert cmd["gpus"] == "2,3" and "CUDA_VISIBLE_DEVICES" not in cmd["env"]
+    inherited = cmd["inherited"]
+    assert inherited["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
+    assert inherited["TOKENIZERS_PARALLELISM"] == "false"
+    assert inherited["HUGGING_FACE_HUB_TOKEN"] is None  # by name only
+    assert "UNRELATED_SETTING" not in inherited and "CUDA_VISIBLE_DEVICES" not in inherited
+    text = json.dumps(cmd)
+    assert SECRET not in text and KEY not in text and "hf_specSECRET789" not in text
+
+
+def test_the_spec_pins_the_gpus_and_llama_server_is_the_binary_found() -> None:
+    spec = _trial(Path("/tmp"), env={"CUDA_VISIBLE_DEVICES": "1"}, launcher=None)
+    rec = command_record(
+        spec,
+        LlamaCppAdapter(binary="/opt/llama/bin/llama-server"),
+        [],
+        {"CUDA_VISIBLE_DEVICES": "1"},
+        environ={},
+    )
+    assert rec["launcher"] == ["/opt/llama/bin/llama-server"]
+    assert rec["gpus"] is None and rec["env"] == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert rec["model"] == "fake-model"  # no such folder here: a hub id, as written
+
+
+@pytest.mark.parametrize(
+    ("name", "carried"),
+    [
+        ("VLLM_ATTENTION_BACKEND", True),
+        ("AUTOTUNE_KERNEL_CONFIG_DIR", True),
+        ("NCCL_P2P_DISABLE", True),
+        ("HIP_VISIBLE_DEVICES", False),
+        ("AUTOTUNE_DB", False),
+        ("PATH", False),
+    ],
+)
+def test_which_inherited_variables_count(name: str, carried: bool) -> None:
+    assert engine_relevant(name) is carried
