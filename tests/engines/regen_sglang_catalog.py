@@ -65,7 +65,10 @@ for a in parser._actions:
     rows.append(dict(
         opts=list(a.option_strings), dest=a.dest, nargs=str(a.nargs),
         kind=type(a).__name__, type=getattr(a.type, "__name__", None),
-        choices=[str(c) for c in a.choices] if a.choices is not None else None,
+        # a set's order changes from run to run (--sampling-backend): sorted, so a rerun
+        # writes the same catalog
+        choices=(sorted(str(c) for c in a.choices) if isinstance(a.choices, (set, frozenset))
+                 else [str(c) for c in a.choices]) if a.choices is not None else None,
     ))
 json.dump(rows, sys.stdout)
 """

@@ -680,20 +680,8 @@ CATALOG = """\
 --revision|9-23|v|revision|str|
 --rl-on-policy-target|9-23|v|rl_on_policy_target|str|fsdp
 --rl-quant-profile|9-23|v|rl_quant_profile|str|
---sampling-backend|9-10|v|sampling_backend|str|flashinfer pytorch ascend
---sampling-backend|11-11|v|sampling_backend|str|pytorch flashinfer ascend
---sampling-backend|12-12|v|sampling_backend|str|ascend pytorch flashinfer
---sampling-backend|13-13|v|sampling_backend|str|pytorch flashinfer ascend
---sampling-backend|14-14|v|sampling_backend|str|flashinfer ascend pytorch
---sampling-backend|15-15|v|sampling_backend|str|pytorch flashinfer ascend
---sampling-backend|16-16|v|sampling_backend|str|ascend flashinfer pytorch
---sampling-backend|17-17|v|sampling_backend|str|flashinfer ascend pytorch
---sampling-backend|18-18|v|sampling_backend|str|ascend flashinfer pytorch
---sampling-backend|19-19|v|sampling_backend|str|pytorch flashinfer ascend
---sampling-backend|20-20|v|sampling_backend|str|flashinfer pytorch ascend
---sampling-backend|21-21|v|sampling_backend|str|pytorch flashinfer intel_xpu ascend
---sampling-backend|22-22|v|sampling_backend|str|flashinfer intel_xpu ascend pytorch
---sampling-backend|23-23|v|sampling_backend|str|ascend pytorch intel_xpu flashinfer
+--sampling-backend|9-20|v|sampling_backend|str|ascend flashinfer pytorch
+--sampling-backend|21-23|v|sampling_backend|str|ascend flashinfer intel_xpu pytorch
 --sampling-defaults|9-23|v|sampling_defaults|str|openai model
 --sampling-mask-max-tokens|20-23|v|sampling_mask_max_tokens|int|
 --schedule-conservativeness|9-23|v|schedule_conservativeness|float|
