@@ -37,6 +37,13 @@ REDACTED = "<redacted>"
 MIN_HIDDEN_LEN = 4
 
 _ENV_REF = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
+# A URL's user:password@ (HF_ENDPOINT=https://alice:pw@mirror): a secret whatever the name.
+_URL_USERINFO = re.compile(r"://[^/@\s:]+:[^/@\s]+@")
+# Name segments that make a value a secret in what autotune writes (holds_secret).
+_OUTPUT_SECRET_SEGMENTS = frozenset(
+    {"token", "key", "secret", "password", "passwd", "apikey", "credential", "credentials"}
+)
+_SWITCH_WORDS = frozenset({"", "true", "false", "yes", "no", "on", "off", "none", "null"})
 _SECRET_SEGMENTS = {"token", "key", "secret", "password", "passwd", "apikey"}
 
 V = TypeVar("V")
@@ -57,13 +64,12 @@ def is_secret_field(name: str) -> bool:
 
 def redact_mapping(values: Mapping[str, object], *, env: bool = False) -> dict[str, object]:
     """A copy with the value of every secret key replaced; nested mappings too. `env=True`:
-    keys are environment variable names; a nested `env` mapping always is. Secret is what the
-    sweep keeps as a reference (holds_secret_env / holds_secret_field, or a `${env:NAME}`
-    value): a value the sweep stored as it is, such as long_prefill_token_threshold: 2048 or
-    TOKENIZERS_PARALLELISM: false, is part of the tuned configuration and stays readable."""
+    keys are environment variable names; a nested `env` mapping always is. Secret is what
+    holds_secret says: long_prefill_token_threshold: 2048 or TOKENIZERS_PARALLELISM: false is
+    part of the tuned configuration and stays readable."""
     out: dict[str, object] = {}
     for k, v in values.items():
-        secret = holds_secret(str(k), v, env=env)
+        secret = holds_secret(str(k), v)
         if isinstance(v, str) and ref_name(v):
             out[k] = v  # a reference names the variable, not the value: launch.sh requires it
         elif secret and v is not None and not isinstance(v, Mapping):
@@ -85,7 +91,7 @@ class Redactor:
     _WORD = r"(?:token|key|secret|password|passwd|apikey)"
     _ASSIGN = re.compile(
         rf"(?P<name>\b(?:[A-Za-z0-9]+_)*{_WORD}(?:_[A-Za-z0-9]+)*\b)"
-        r"(?P<sep>\s*[=:]\s*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;)]+)",
+        r"(?P<sep>[ \t]*[=:][ \t]*)(?P<value>'[^']*'|\"[^\"]*\"|[^\s,;)]+)",
         re.IGNORECASE,
     )
     _FLAG = re.compile(
@@ -118,12 +124,19 @@ class Redactor:
             text = text.replace(s, REDACTED)
         text = self._ASSIGN.sub(self._assign, text)
         text = self._BEARER.sub(lambda m: f"{m.group(1)} {REDACTED}", text)
-        return self._FLAG.sub(lambda m: f"{m['name']}{m['sep']}{REDACTED}", text)
+        return self._FLAG.sub(self._flag, text)
+
+    @staticmethod
+    def _flag(m: re.Match[str]) -> str:
+        # --tbo-token-distribution-threshold 0.48 is a count, not a secret
+        return m.group(0) if plain_value(m["value"]) else f"{m['name']}{m['sep']}{REDACTED}"
 
     @staticmethod
     def _assign(m: re.Match[str]) -> str:
         # An identifier (api_key, HF_TOKEN) or `word=`; not prose such as "secret: export".
         name = m["name"]
+        if plain_value(m["value"]):
+            return m.group(0)
         if "_" in name or name.isupper() or "=" in m["sep"]:
             return f"{name}{m['sep']}{REDACTED}"
         return m.group(0)
@@ -157,12 +170,34 @@ def holds_secret_env(name: str) -> bool:
     return _last_segment(name).endswith(_LAST_WORDS)
 
 
-def holds_secret(name: str, value: object, *, env: bool = False) -> bool:
-    """`name`'s value is a secret the sweep took out of the spec (or a reference to one): the
-    one rule for everything written from a sweep (reports, launch.sh, JSON output)."""
-    if isinstance(value, str) and ref_name(value):
+def holds_secret(name: str, value: object) -> bool:
+    """Whether a value is kept out of everything written from a sweep (reports, launch.sh, the
+    trials' command records): a reference or an already redacted value; a URL carrying a
+    password; or a value under a name with a secret word as any segment (HF_TOKEN_RO,
+    VLLM_S3_ACCESS_KEY_ID, api_key) unless it is a number, a switch or a path
+    (long_prefill_token_threshold: 2048, FAKE_TOKEN_DELAY_S, HF_TOKEN_PATH). Broader than
+    what the sweep takes out of a spec (holds_secret_env / holds_secret_field), which must come
+    back from the environment on --resume."""
+    if isinstance(value, str) and (ref_name(value) or value == REDACTED):
         return True
-    return holds_secret_env(name) if env else holds_secret_field(name, value)
+    if isinstance(value, str) and _URL_USERINFO.search(value):
+        return True
+    segments = re.split(r"[_\-.]+", name.lower())
+    return any(seg in _OUTPUT_SECRET_SEGMENTS for seg in segments) and not plain_value(value)
+
+
+def plain_value(value: object) -> bool:
+    """A value no secret is: nothing, a number, a switch, a path."""
+    if value is None or isinstance(value, bool | int | float):
+        return True
+    text = str(value).strip().strip("'\"")
+    if text.lower() in _SWITCH_WORDS:
+        return True
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return text.startswith(("/", "~", "./", "../"))
 
 
 def holds_secret_field(name: str, value: object) -> bool:

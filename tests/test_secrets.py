@@ -229,3 +229,43 @@ def test_launch_sh_requires_referenced_values() -> None:
     assert spec.secret_args == ["API_KEY"]
     assert {e.name for e in spec.env if e.secret} == {"HF_TOKEN", "SGLANG_DIR"}
     assert "${env:" not in " ".join(spec.command_lines())
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("HF_TOKEN", "hf_abc", True),
+        ("HF_TOKEN_RO", "hf_readonly_987", True),  # a secret word anywhere in the name
+        ("VLLM_S3_ACCESS_KEY_ID", "AKIAINHERITED99", True),
+        ("SGLANG_API_KEY_2", "sk-second", True),
+        ("api_key", "sk-x", True),
+        ("HF_ENDPOINT", "https://alice:Pa55w0rd@mirror.example/", True),  # a password in a URL
+        ("HF_ENDPOINT", "https://mirror.example/", False),
+        ("SOMETHING", "${env:SOMETHING}", True),
+        ("SOMETHING", "<redacted>", True),
+        ("long_prefill_token_threshold", 2048, False),  # a count, not a secret
+        ("tbo_token_distribution_threshold", "0.48", False),
+        ("FAKE_TOKEN_DELAY_S", "0.002", False),
+        ("HF_TOKEN_PATH", "/run/secrets/hf", False),  # a path names where it is
+        ("SGLANG_KEY_SWITCH", "true", False),
+        ("TOKENIZERS_PARALLELISM", "false", False),  # TOKENIZERS is not TOKEN
+        ("max_total_tokens", "4096", False),
+    ],
+)
+def test_one_rule_for_what_autotune_writes(name: str, value: object, secret: bool) -> None:
+    from autotune.secrets import holds_secret
+
+    assert holds_secret(name, value) is secret
+
+
+def test_free_text_keeps_counts_named_like_secrets() -> None:
+    from autotune.secrets import Redactor
+
+    red = Redactor()
+    text = "--tbo-token-distribution-threshold 0.48 --api-key sk-abc12345 HF_TOKEN=hf_xyz789"
+    out = red.text(text)
+    assert "--tbo-token-distribution-threshold 0.48" in out
+    assert "sk-abc12345" not in out and "hf_xyz789" not in out
+    yaml_text = "long_prefill_token_threshold:\n  - 2048\nhf_token: hf_secret_value\n"
+    out = red.text(yaml_text)
+    assert "long_prefill_token_threshold:\n  - 2048\n" in out and "hf_secret_value" not in out

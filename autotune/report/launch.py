@@ -362,7 +362,7 @@ def _env(
                 )
             )
     for name in sorted(merged):
-        if holds_secret(name, merged[name], env=True):
+        if holds_secret(name, merged[name]):
             out.append(
                 EnvVar(name=name, secret=True, note="secret, never written here: export it first")
             )

@@ -131,9 +131,11 @@ def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
     w = data.winner
     if w is None:
         return None, "no trial completed" if data.feasible else "no trial met the constraints"
-    # What the winning trial started (a real sweep's trials keep it); a sweep recorded
-    # before that, or a simulated one, is launched as its spec says.
+    # What the winning trial started (a real sweep's trials keep it), as it is: its launcher
+    # (the default one with its program resolved), release, TP, model and variables. A sweep
+    # recorded before that, or a simulated one, is launched as its spec says.
     ran = w.command or {}
+    launcher = (ran.get("launcher") or None) if ran else data.launcher
     try:
         spec = build_launch(
             w.config,
@@ -142,11 +144,11 @@ def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
             sweep=data.sweep,
             model_path=ran.get("model") or data.model_path,
             env=ran["env"] if isinstance(ran.get("env"), dict) else data.env,
-            tp=data.tp,
+            tp=int(ran.get("tp") or data.tp),
             host=data.host,
             port=data.port,  # None: the engine's default (report.launch.default_port)
             simulated_sweep=data.simulated,
-            launcher=ran.get("launcher") or data.launcher,
+            launcher=launcher,
             inherited=ran.get("inherited") or None,
             gpus=ran.get("gpus") or None,
         )
@@ -156,6 +158,12 @@ def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
         differs = launch_differs(spec, ran["argv"])
         if differs:
             spec.notes.append(differs)
+    elif not ran and not data.simulated:
+        spec.notes.append(
+            "the winning trial's own command was not recorded (a sweep run by an earlier "
+            "autotune): this script follows the spec and finds the engine as this machine does "
+            "now"
+        )
     return spec, ""
 
 

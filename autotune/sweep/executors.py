@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import socket
 import threading
@@ -104,23 +105,43 @@ def gpu_groups(
     workers: int, tp: int, *, simulate: bool, cpu: bool = False
 ) -> list[list[int] | None]:
     """GPU index groups of size `tp`, one per worker. Simulated trials and a CPU target
-    (`gpu: cpu`) need no GPU (None each); real ones take consecutive NVML indices, and there
-    must be enough of them."""
+    (`gpu: cpu`) need no GPU (None each); real ones take consecutive GPUs, and there must be
+    enough of them: the ones the sweep's own CUDA_VISIBLE_DEVICES names (`CUDA_VISIBLE_DEVICES
+    =2,3 autotune sweep ...` keeps its trials there), else every GPU NVML sees."""
     if simulate or cpu:
         return [None] * workers
     from autotune.process.gpu import gpu_memory_used
 
     used = gpu_memory_used()
     count = len(used) if used is not None else 0
-    if count < tp:
+    ids = visible_gpu_ids(count)
+    if len(ids) < tp:
         from autotune.errors import HardwareError
 
+        seen = (
+            f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} names {len(ids)}"
+            if "CUDA_VISIBLE_DEVICES" in os.environ
+            else f"NVML sees {count}"
+        )
         raise HardwareError(
-            f"a trial needs {tp} GPU(s) (target.tp) but NVML sees {count}; use the simulator "
+            f"a trial needs {tp} GPU(s) (target.tp) but {seen}; use the simulator "
             "(simulate:), a machine with GPUs, or gpu: cpu for an engine that runs on a CPU"
         )
-    n = min(workers, count // tp)
-    return [list(range(i * tp, (i + 1) * tp)) for i in range(n)]
+    n = min(workers, len(ids) // tp)
+    return [ids[i * tp : (i + 1) * tp] for i in range(n)]
+
+
+def visible_gpu_ids(count: int) -> list[int]:
+    """The GPUs a sweep may use: the indices its environment's CUDA_VISIBLE_DEVICES names
+    (those NVML also sees), else 0..count-1. UUIDs or MIG names there are not indices NVML
+    pairs with a trial, so they leave every GPU usable, as before."""
+    raw = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if raw is None:
+        return list(range(count))
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not all(p.isdigit() for p in parts):
+        return list(range(count))
+    return [int(p) for p in dict.fromkeys(parts) if int(p) < count]
 
 
 def trial_gpus(spec: TrialSpec) -> int:

@@ -93,6 +93,8 @@ def run_sweep(
     check_target(spec, executor_kind=executor_kind)
     spec_yaml = _stored_yaml(spec, spec_yaml, secrets)
     existing = _check_name(store, spec, resume=resume)
+    if existing is not None:
+        _check_same_target(existing, spec)
     out = _output_folder(spec, existing, out_dir)
     own_executor = executor is None
     if executor is None:
@@ -323,6 +325,39 @@ def _check_name(store: Store, spec: SweepSpec, *, resume: bool) -> SweepRow | No
     return None
 
 
+def _check_same_target(existing: SweepRow, spec: SweepSpec) -> None:
+    """A resumed sweep keeps its engine, model, GPU and TP: trials of another target would be
+    compared with these as if they were the same (a release, a launcher, a model folder, the
+    budget may change; each real trial keeps its own command)."""
+    import yaml
+
+    try:
+        stored = (yaml.safe_load(existing.spec_yaml or "") or {}).get("target") or {}
+    except yaml.YAMLError:
+        stored = {}
+    t = spec.target
+    was = {
+        "target.engine": existing.engine,
+        "target.model": existing.model,
+        "target.gpu": existing.gpu,
+        "target.tp": stored.get("tp", 1) if isinstance(stored, dict) else 1,
+    }
+    now = {
+        "target.engine": t.engine,
+        "target.model": t.model,
+        "target.gpu": t.gpu,
+        "target.tp": t.tp,
+    }
+    for field, old in was.items():
+        if old is not None and str(old) != str(now[field]):
+            raise ConfigError(
+                f"sweep {spec.name!r} was run with {field} {old!r}; a resume cannot change it to "
+                f"{now[field]!r} (its trials would be compared with another target's): put it "
+                "back, or give the sweep a new name",
+                field=field,
+            )
+
+
 def _sweep_row(
     store: Store,
     spec: SweepSpec,
@@ -338,19 +373,23 @@ def _sweep_row(
             return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING)
         # Resumed with an edited spec: the row follows it (the report's spec and release), and
         # says after how many trials it changed; each real trial keeps its own command.
-        revisions = list((existing.notes or {}).get("spec_revisions") or [])
-        revisions.append(
-            {"after_trials": len(store.get_trials(existing.id or 0)), "changed": changed}
-        )
+        from autotune.sweep.resume import row_launched
+
+        launched = sum(row_launched(t) for t in store.get_trials(existing.id or 0))
+        notes = dict(existing.notes or {})
+        notes["spec_revisions"] = [
+            *(notes.get("spec_revisions") or []),
+            {"after_trials": launched, "changed": changed},
+        ]
+        if spec_dir is not None:  # where its relative paths are resolved from now on
+            notes["spec_dir"] = str(spec_dir)
         return store.update_sweep(
             existing.id or 0,
             status=SweepStatus.RUNNING,
             spec_yaml=spec_yaml,
             spec_hash=spec_hash(spec_yaml),
             engine_version=spec.target.engine_version,
-            model=spec.target.model,
-            gpu=spec.target.gpu,
-            notes={**(existing.notes or {}), "spec_revisions": revisions},
+            notes=notes,
         )
     return store.create_sweep(
         spec.name,

@@ -46,9 +46,10 @@ def _run_in_actor(
     gpus = [int(g) for g in ray.get_gpu_ids()] or None
     worker = f"ray:{_node_ip()}/pid{os.getpid()}"
     run = trial_fn or run_trial
-    # Ray sets CUDA_VISIBLE_DEVICES for the actor; the engine inherits it, and its GPUs are
-    # 0..tp-1 from its own point of view. The host-wide locks take Ray's own IDs, the node's
-    # GPU indices.
+    # Ray sets CUDA_VISIBLE_DEVICES for the actor to the IDs it gave it; the trial gives the
+    # engine the same IDs (not 0..tp-1, which the engine's own CUDA_VISIBLE_DEVICES would
+    # turn into the node's first GPUs, whatever Ray gave), and the host-wide locks and the
+    # memory watch take them as the node's GPU indices.
     res = with_gpu_locks(
         spec,
         gpus,
@@ -57,7 +58,7 @@ def _run_in_actor(
         lambda fds: run(
             spec,
             worker=worker,
-            gpu_indices=list(range(len(gpus))) if gpus else None,
+            gpu_indices=gpus,
             cancel=cancel,
             hold_fds=fds,
         ),

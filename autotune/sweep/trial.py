@@ -14,6 +14,7 @@ and its figures), trial_failures (classification).
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -157,6 +158,10 @@ def _launch(
     argv, env = engine_command(spec, adapter, port)
     if gpu_indices is not None and not spec.simulate and "CUDA_VISIBLE_DEVICES" not in env:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices)
+        if "CUDA_VISIBLE_DEVICES" not in os.environ and "CUDA_DEVICE_ORDER" not in os.environ:
+            # the pool's indices are NVML's, which count in PCI bus order; CUDA counts fastest
+            # first unless told, and the two differ on a box with mixed GPUs
+            env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     if not spec.simulate:  # the report's launch.sh starts what the winner ran
         from autotune.sweep.trial_record import command_record
 

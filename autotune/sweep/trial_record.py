@@ -11,11 +11,12 @@ holds one is kept by name only (autotune.secrets.holds_secret).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autotune.secrets import hide, holds_secret, scrub_argv
+from autotune.secrets import REDACTED, hide, holds_secret, ref_name, scrub_argv
 from autotune.sweep.trial_models import TrialSpec
 
 if TYPE_CHECKING:
@@ -50,13 +51,34 @@ ENGINE_ENV_PREFIXES = (
     "MKL_",
 )
 ENGINE_ENV_NAMES = frozenset({"AUTOTUNE_KERNEL_CONFIG_DIR"})
-# The GPUs are the trial's own (set per trial, or by the spec), never the shell's.
-NOT_INHERITED = frozenset({"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"})
+# The GPUs are the trial's own (set per trial, or by the spec), never the shell's; a container
+# image's metadata (CUDA_VERSION, NVIDIA_REQUIRE_CUDA, ...) and build-time settings describe
+# the machine, not the configuration.
+NOT_INHERITED = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_PRODUCT_NAME",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "ROCM_PATH",
+        "ROCM_HOME",
+        "TORCH_CUDA_ARCH_LIST",
+    }
+)
+NOT_INHERITED_SUFFIXES = ("_VERSION", "_VERSION_MAJOR", "_VERSION_MINOR")
+NOT_INHERITED_PREFIXES = ("NVIDIA_REQUIRE_", "NV_")
 
 
 def engine_relevant(name: str) -> bool:
-    return name not in NOT_INHERITED and (
-        name in ENGINE_ENV_NAMES or name.startswith(ENGINE_ENV_PREFIXES)
+    return (
+        name not in NOT_INHERITED
+        and not name.endswith(NOT_INHERITED_SUFFIXES)
+        and not name.startswith(NOT_INHERITED_PREFIXES)
+        and (name in ENGINE_ENV_NAMES or name.startswith(ENGINE_ENV_PREFIXES))
     )
 
 
@@ -68,38 +90,58 @@ def command_record(
     *,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The trial's command as its row keeps it: the launcher it ran (the spec's, or the binary
-    the adapter chose), the engine release and model path it was given, its argv and the
-    variables it was given (`gpus`: the CUDA_VISIBLE_DEVICES its GPUs from the sweep's pool
-    gave it), secrets kept out, and the engine-relevant variables it inherited."""
+    """The trial's command as its row keeps it: the launcher it ran (the spec's, or the
+    adapter's with its program resolved on the search path the engine had), the engine
+    release, tensor-parallel size and model path it was given, its argv and the variables it
+    was given (`gpus`: the CUDA_VISIBLE_DEVICES its GPUs gave it), and the engine-relevant
+    variables it inherited; a secret (autotune.secrets.holds_secret) is kept as its reference
+    or as REDACTED, an inherited one by name only (None)."""
     environ = os.environ if environ is None else environ
     secrets = list(spec.secrets.values())
-    given: dict[str, str | None] = {}
+    given: dict[str, str] = {}
     gpus = None
     for name, value in env.items():
+        stored = spec.env.get(name, value)  # as the stored spec holds it: a reference stays one
         if name == "CUDA_VISIBLE_DEVICES" and name not in spec.env:
-            gpus = value  # the trial's own GPUs, from the sweep's pool
-        elif name in spec.env:  # as the stored spec holds it: a secret stays its reference
-            given[name] = spec.env[name]
+            gpus = value  # the trial's own GPUs
+        elif holds_secret(name, stored):
+            given[name] = stored if ref_name(stored) else REDACTED
         else:
-            given[name] = None if holds_secret(name, value, env=True) else hide(value, secrets)
+            given[name] = hide(stored, secrets)
     inherited = {
-        name: None if holds_secret(name, value, env=True) else hide(value, secrets)
+        name: None if holds_secret(name, value) else hide(value, secrets)
         for name, value in sorted(environ.items())
         if name not in env and engine_relevant(name)
     }
-    binary = getattr(adapter, "binary", None)  # llama.cpp: the llama-server found at startup
-    launcher = list(spec.launcher) if spec.launcher else ([binary] if binary else None)
     return {
         "engine_version": spec.engine_version,
-        "launcher": launcher,
+        "tp": spec.tp,
+        "launcher": _launcher(spec, adapter, argv, env.get("PATH", environ.get("PATH"))),
         "model": _absolute_if_local(spec.model),
         "argv": [hide(a, secrets) for a in scrub_argv(argv)],
         "env": given,
         "gpus": gpus,
         "inherited": inherited,
-        "cwd": os.getcwd(),
     }
+
+
+def _launcher(
+    spec: TrialSpec, adapter: EngineAdapter, argv: Sequence[str], path: str | None
+) -> list[str]:
+    """The argv prefix that started the engine: the spec's launcher as written, else the
+    adapter's default (llama.cpp: the binary it found) with its program resolved where the
+    engine's search path found it (`vllm` -> /opt/venv/bin/vllm)."""
+    if spec.launcher:
+        return list(spec.launcher)
+    binary = getattr(adapter, "binary", None)  # llama.cpp: the llama-server found at startup
+    if binary:
+        return [str(binary)]
+    from importlib import import_module
+
+    default = import_module(f"autotune.engines.{spec.engine}.command").DEFAULT_LAUNCHER
+    prefix = list(argv[: len(default)])
+    found = shutil.which(prefix[0], path=path) if prefix else None
+    return [found or prefix[0], *prefix[1:]] if prefix else []
 
 
 def _absolute_if_local(model: str) -> str:

@@ -122,3 +122,13 @@ def _spec_with_env(name: str) -> str:
     from tests.report.conftest import SPEC_YAML
 
     return SPEC_YAML.replace("SGLANG_LOG_LEVEL: info", f"SGLANG_LOG_LEVEL: info, {name}: 'false'")
+
+
+def test_a_real_sweep_without_records_says_so(tmp_path: Path) -> None:
+    built = build_sweep(tmp_path, n_complete=2, with_failures=False)
+    row = built.store.get_sweep(built.sweep)
+    built.store.update_sweep(row.id or 0, notes={**(row.notes or {}), "simulated": False})
+    paths = write_report(built.store, built.sweep, tmp_path / "r", plots=False)
+    built.store.close()
+    assert paths.launch_sh is not None
+    assert "own command was not recorded" in Path(paths.launch_sh).read_text()

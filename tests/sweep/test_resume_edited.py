@@ -7,8 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from autotune.errors import ConfigError
 from autotune.report import write_report
 from autotune.sweep.orchestrator import run_sweep, spec_changes
 from autotune.sweep.spec import parse_spec
@@ -45,7 +47,7 @@ def test_an_edited_spec_is_recorded_on_resume(store: Any, tmp_path: Path) -> Non
     assert "SGLANG_LOG_LEVEL: debug" in row2.spec_yaml and row2.spec_hash != row.spec_hash
     paths = write_report(store, "t", tmp_path / "r", plots=False)
     report = Path(paths.report_md).read_text()
-    assert "the spec was edited when the sweep was resumed after 1 trials" in report
+    assert "the spec was edited when the sweep was resumed after 1 launches" in report
 
 
 def test_spec_changes_compares_content_not_layout() -> None:
@@ -54,3 +56,14 @@ def test_spec_changes_compares_content_not_layout() -> None:
     assert spec_changes(a, b) == []
     assert spec_changes(a, b.replace("max_trials: 2", "max_trials: 3")) == ["budget.max_trials"]
     assert spec_changes(a, a.replace("engine: {env: {A: '1'}}", "")) == ["engine.env.A"]
+
+
+def test_a_resume_keeps_the_target(store: Any, tmp_path: Path) -> None:
+    first = make_spec(**{"budget.max_trials": 1})
+    _run(store, tmp_path, first, resume=False)
+    for field, value in (("target.gpu", "h100-80g"), ("target.model", "qwen3.8-27b-fp8")):
+        with pytest.raises(ConfigError, match=f"was run with {field}") as exc:
+            _run(store, tmp_path, make_spec(first, **{field: value}), resume=True)
+        assert exc.value.field == field
+    row = store.get_sweep("t")
+    assert row.gpu == "rtx-4080-super-32g" and "spec_revisions" not in (row.notes or {})

@@ -99,3 +99,70 @@ def test_the_spec_pins_the_gpus_and_llama_server_is_the_binary_found() -> None:
 )
 def test_which_inherited_variables_count(name: str, carried: bool) -> None:
     assert engine_relevant(name) is carried
+
+
+def test_secrets_of_every_kind_stay_out_of_the_record(tmp_path: Path) -> None:
+    """Inherited credentials (a secret word anywhere in the name, a password in a URL) are
+    kept by name only; a spec variable the sweep stored as it is but whose name says secret
+    is kept as REDACTED (launch.sh then requires it)."""
+    spec = _trial(tmp_path, env={"HF_TOKEN_RO": "hf_readonly_SECRET_987"})
+    environ = {
+        "HF_ENDPOINT": "https://alice:Pa55w0rd@mirror.example/",
+        "VLLM_S3_ACCESS_KEY_ID": "AKIAINHERITED99",
+        "SGLANG_API_KEY_2": "sk-inherited-second-key",
+        "CUDA_VERSION": "13.0.1",  # a container's metadata: not the configuration
+        "NVIDIA_REQUIRE_CUDA": "cuda>=13.0",
+    }
+    env = {"HF_TOKEN_RO": "hf_readonly_SECRET_987"}
+    rec = command_record(spec, LlamaCppAdapter(binary="/x/llama-server"), [], env, environ=environ)
+    assert rec["env"] == {"HF_TOKEN_RO": "<redacted>"}
+    assert rec["inherited"] == {
+        "HF_ENDPOINT": None,
+        "SGLANG_API_KEY_2": None,
+        "VLLM_S3_ACCESS_KEY_ID": None,
+    }
+    text = json.dumps(rec)
+    for secret in ("Pa55w0rd", "AKIAINHERITED99", "sk-inherited", "hf_readonly_SECRET"):
+        assert secret not in text
+
+
+def test_the_default_launcher_is_the_program_the_engine_found(tmp_path: Path) -> None:
+    """No engine.launcher: the adapter's `vllm serve` is recorded with `vllm` resolved on the
+    engine's search path (launch.sh must not find another install first)."""
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "vllm").write_text("#!/bin/sh\n")
+    (venv / "vllm").chmod(0o755)
+    from autotune.engines import get_adapter
+
+    spec = _trial(tmp_path, engine="vllm", engine_version="0.34.0", launcher=None, config={})
+    rec = command_record(
+        spec, get_adapter("vllm"), ["vllm", "serve", "m"], {"PATH": str(venv)}, environ={}
+    )
+    assert rec["launcher"] == [str(venv / "vllm"), "serve"] and rec["tp"] == 1
+
+
+def test_the_pool_counts_nvml_and_the_shell_narrows_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from autotune.sweep.executors import visible_gpu_ids
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_gpu_ids(4) == [0, 1, 2, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert visible_gpu_ids(4) == [2, 3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,9")  # 9: NVML does not see it
+    assert visible_gpu_ids(4) == [3]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-6f1d0c2e")  # a UUID: not an index
+    assert visible_gpu_ids(2) == [0, 1]
+
+
+def test_pool_gpus_are_counted_in_nvml_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    (tmp_path / "fake-model").mkdir()
+    monkeypatch.chdir(tmp_path)
+    res = run_trial(_trial(tmp_path), gpu_indices=[1])
+    assert res.status == TrialStatus.COMPLETE, (res.failure, res.log_tail)
+    assert res.command is not None and res.command["gpus"] == "1"
+    assert res.command["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"

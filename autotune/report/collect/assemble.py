@@ -145,8 +145,8 @@ def _note_outcome(
         changed = ", ".join(str(k) for k in rev.get("changed") or [])
         notes.append(
             f"the spec was edited when the sweep was resumed after {rev.get('after_trials')} "
-            f"trials ({changed}); the spec shown is the last one, and launch.sh starts what the "
-            "winning trial itself ran"
+            f"launches ({changed}); the spec shown is the last one, and launch.sh starts what "
+            "the winning trial itself ran"
         )
     early = (row.notes or {}).get("early_stop")
     if isinstance(early, dict):
