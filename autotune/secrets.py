@@ -69,7 +69,7 @@ def redact_mapping(values: Mapping[str, object], *, env: bool = False) -> dict[s
     part of the tuned configuration and stays readable."""
     out: dict[str, object] = {}
     for k, v in values.items():
-        secret = holds_secret(str(k), v)
+        secret = holds_secret(str(k), v, env=env)
         if isinstance(v, str) and ref_name(v):
             out[k] = v  # a reference names the variable, not the value: launch.sh requires it
         elif secret and v is not None and not isinstance(v, Mapping):
@@ -128,14 +128,16 @@ class Redactor:
 
     @staticmethod
     def _flag(m: re.Match[str]) -> str:
-        # --tbo-token-distribution-threshold 0.48 is a count, not a secret
-        return m.group(0) if plain_value(m["value"]) else f"{m['name']}{m['sep']}{REDACTED}"
+        # --tbo-token-distribution-threshold 0.48 is a count; --api-key 12345678 a secret
+        if plain_value(m["value"]) and not holds_secret(m["name"].lstrip("-"), "x"):
+            return m.group(0)
+        return f"{m['name']}{m['sep']}{REDACTED}"
 
     @staticmethod
     def _assign(m: re.Match[str]) -> str:
         # An identifier (api_key, HF_TOKEN) or `word=`; not prose such as "secret: export".
         name = m["name"]
-        if plain_value(m["value"]):
+        if plain_value(m["value"]) and not holds_secret(name, "x"):
             return m.group(0)
         if "_" in name or name.isupper() or "=" in m["sep"]:
             return f"{name}{m['sep']}{REDACTED}"
@@ -170,26 +172,41 @@ def holds_secret_env(name: str) -> bool:
     return _last_segment(name).endswith(_LAST_WORDS)
 
 
-def holds_secret(name: str, value: object) -> bool:
+def holds_secret(name: str, value: object, *, env: bool = False) -> bool:
     """Whether a value is kept out of everything written from a sweep (reports, launch.sh, the
-    trials' command records): a reference or an already redacted value; a URL carrying a
-    password; or a value under a name with a secret word as any segment (HF_TOKEN_RO,
-    VLLM_S3_ACCESS_KEY_ID, api_key) unless it is a number, a switch or a path
-    (long_prefill_token_threshold: 2048, FAKE_TOKEN_DELAY_S, HF_TOKEN_PATH). Broader than
-    what the sweep takes out of a spec (holds_secret_env / holds_secret_field), which must come
-    back from the environment on --resume."""
+    trials' command records):
+    - a reference, an already redacted value, a URL carrying a password;
+    - a value under a name whose last segment is a secret word (HF_TOKEN, api_key,
+      VLLM_API_KEY), whatever it looks like (a key may be all digits or start with /);
+    - for an environment variable (`env`), also a value under a name with a secret word as any
+      other segment (HF_TOKEN_RO, VLLM_S3_ACCESS_KEY_ID), unless it is a number, a switch or a
+      path (FAKE_TOKEN_DELAY_S, HF_TOKEN_PATH). An engine field is judged by its last segment
+      only: speculative_token_map or api_key_file name files, long_prefill_token_threshold a
+      count.
+    The sweep takes out of a spec only what holds_secret_env / holds_secret_field say, which
+    must come back from the environment on --resume."""
     if isinstance(value, str) and (ref_name(value) or value == REDACTED):
         return True
     if isinstance(value, str) and _URL_USERINFO.search(value):
         return True
+    if value is None or isinstance(value, bool):
+        return False
+    if isinstance(value, list | tuple) and plain_value(value):
+        return False  # bucket_time_to_first_token: [0.1, 0.5]; no key is a list
+    if _last_segment(name).endswith((*_LAST_WORDS, "CREDENTIAL", "CREDENTIALS")):
+        return True
     segments = re.split(r"[_\-.]+", name.lower())
-    return any(seg in _OUTPUT_SECRET_SEGMENTS for seg in segments) and not plain_value(value)
+    return (
+        env and any(seg in _OUTPUT_SECRET_SEGMENTS for seg in segments) and not plain_value(value)
+    )
 
 
 def plain_value(value: object) -> bool:
-    """A value no secret is: nothing, a number, a switch, a path."""
+    """A value no secret is: nothing, a number, a switch, a path, a list of those."""
     if value is None or isinstance(value, bool | int | float):
         return True
+    if isinstance(value, list | tuple):
+        return all(plain_value(v) for v in value)
     text = str(value).strip().strip("'\"")
     if text.lower() in _SWITCH_WORDS:
         return True
@@ -332,7 +349,9 @@ def protect_spec(
 
     new_env = dict(spec.engine.env)
     for k, v in spec.engine.env.items():
-        if holds_secret_env(k) or ref_name(v) is not None:
+        # HF_TOKEN_RO or a URL with a password too: what the outputs would hide, the stored
+        # spec must not hold either
+        if holds_secret_env(k) or ref_name(v) is not None or holds_secret(k, v, env=True):
             new_env[k] = take(("engine", "env", k), k, v)
     new_fixed = dict(spec.space.fixed)
     for k, v in spec.space.fixed.items():

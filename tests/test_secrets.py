@@ -82,9 +82,17 @@ def test_only_real_secrets_are_taken_out() -> None:
     assert not holds_secret_field("long_prefill_token_threshold", 2048)
     assert not holds_secret_field("kt_max_deferred_experts_per_token", 4)
     assert not holds_secret_field("api_key", None) and not holds_secret_field("api_key", True)
-    data = make_spec(**{"engine.env": {"FAKE_TOKEN_DELAY_S": "0.1"}})
+    data = make_spec(**{"engine.env": {"FAKE_TOKEN_DELAY_S": "0.1", "HF_TOKEN_PATH": "/x"}})
     plain = parse_spec(data)
     assert protect_spec(plain, environ={})[0] is plain
+    # a secret word anywhere in a variable's name, or a password in a URL, is taken out too
+    env = {"HF_TOKEN_RO": "hf_ro_value", "HF_ENDPOINT": "https://a:pw@mirror.example/"}
+    spec, secrets = protect_spec(parse_spec(make_spec(**{"engine.env": env})), environ={})
+    assert spec.engine.env == {
+        "HF_TOKEN_RO": "${env:HF_TOKEN_RO}",
+        "HF_ENDPOINT": "${env:HF_ENDPOINT}",
+    }
+    assert sorted(secrets.values.values()) == sorted(env.values())
 
 
 def test_references_resolve_from_the_environment_or_fail_naming_the_field() -> None:
@@ -232,40 +240,52 @@ def test_launch_sh_requires_referenced_values() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "value", "secret"),
+    ("name", "value", "env", "secret"),
     [
-        ("HF_TOKEN", "hf_abc", True),
-        ("HF_TOKEN_RO", "hf_readonly_987", True),  # a secret word anywhere in the name
-        ("VLLM_S3_ACCESS_KEY_ID", "AKIAINHERITED99", True),
-        ("SGLANG_API_KEY_2", "sk-second", True),
-        ("api_key", "sk-x", True),
-        ("HF_ENDPOINT", "https://alice:Pa55w0rd@mirror.example/", True),  # a password in a URL
-        ("HF_ENDPOINT", "https://mirror.example/", False),
-        ("SOMETHING", "${env:SOMETHING}", True),
-        ("SOMETHING", "<redacted>", True),
-        ("long_prefill_token_threshold", 2048, False),  # a count, not a secret
-        ("tbo_token_distribution_threshold", "0.48", False),
-        ("FAKE_TOKEN_DELAY_S", "0.002", False),
-        ("HF_TOKEN_PATH", "/run/secrets/hf", False),  # a path names where it is
-        ("SGLANG_KEY_SWITCH", "true", False),
-        ("TOKENIZERS_PARALLELISM", "false", False),  # TOKENIZERS is not TOKEN
-        ("max_total_tokens", "4096", False),
+        ("HF_TOKEN", "hf_abc", True, True),
+        ("HF_TOKEN_RO", "hf_readonly_987", True, True),  # a secret word anywhere (variables)
+        ("VLLM_S3_ACCESS_KEY_ID", "AKIAINHERITED99", True, True),
+        ("SGLANG_API_KEY_2", "sk-second", True, True),
+        ("VLLM_API_KEY", "20261204", True, True),  # a key of digits is a key
+        ("VLLM_S3_SECRET_ACCESS_KEY", "/Xk9wJalrXUtnFEMI", True, True),  # one that starts with /
+        ("api_key", "sk-x", False, True),
+        ("api_key", 12345678, False, True),
+        ("HF_ENDPOINT", "https://alice:Pa55w0rd@mirror.example/", True, True),
+        ("HF_ENDPOINT", "https://mirror.example/", True, False),
+        ("SOMETHING", "${env:SOMETHING}", True, True),
+        ("SOMETHING", "<redacted>", False, True),
+        ("long_prefill_token_threshold", 2048, False, False),  # a count, not a secret
+        ("tbo_token_distribution_threshold", "0.48", False, False),
+        ("bucket_time_to_first_token", [0.1, 0.5, 1.0], False, False),
+        ("speculative_token_map", "thunlp/LLaMA3-Instruct-8B-FR-Spec/freq_32768.pt", False, False),
+        ("api_key_file", "keys.txt", False, False),  # names a file (fields: the last segment)
+        ("FAKE_TOKEN_DELAY_S", "0.002", True, False),
+        ("HF_TOKEN_PATH", "/run/secrets/hf", True, False),  # a path names where it is
+        ("SGLANG_KEY_SWITCH", "true", True, False),
+        ("TOKENIZERS_PARALLELISM", "false", True, False),  # TOKENIZERS is not TOKEN
+        ("max_total_tokens", "4096", False, False),
     ],
 )
-def test_one_rule_for_what_autotune_writes(name: str, value: object, secret: bool) -> None:
+def test_one_rule_for_what_autotune_writes(
+    name: str, value: object, env: bool, secret: bool
+) -> None:
     from autotune.secrets import holds_secret
 
-    assert holds_secret(name, value) is secret
+    assert holds_secret(name, value, env=env) is secret
 
 
 def test_free_text_keeps_counts_named_like_secrets() -> None:
     from autotune.secrets import Redactor
 
     red = Redactor()
-    text = "--tbo-token-distribution-threshold 0.48 --api-key sk-abc12345 HF_TOKEN=hf_xyz789"
+    text = (
+        "--tbo-token-distribution-threshold 0.48 --api-key sk-abc12345 HF_TOKEN=hf_xyz789 "
+        "--admin-api-key 12345678 VLLM_API_KEY=20261204"
+    )
     out = red.text(text)
     assert "--tbo-token-distribution-threshold 0.48" in out
-    assert "sk-abc12345" not in out and "hf_xyz789" not in out
+    for secret in ("sk-abc12345", "hf_xyz789", "12345678", "20261204"):
+        assert secret not in out
     yaml_text = "long_prefill_token_threshold:\n  - 2048\nhf_token: hf_secret_value\n"
     out = red.text(yaml_text)
     assert "long_prefill_token_threshold:\n  - 2048\n" in out and "hf_secret_value" not in out

@@ -188,6 +188,7 @@ def build_launch(
     launcher: Sequence[str] | None = None,
     inherited: Mapping[str, str | None] | None = None,
     gpus: str | None = None,
+    gpu_order: str | None = None,
 ) -> LaunchSpec:
     """Build the engine's real launch command for `config` through its adapter.
 
@@ -214,7 +215,7 @@ def build_launch(
     words = _words(cmd.argv, secret_fields)
     _check_variables(words, cmd.argv, engine, engine_version)
     env_vars, hicache_file, notes = _env(cfg, cmd.env, env or {}, engine_version)
-    env_vars += _carried(inherited or {}, gpus, {e.name for e in env_vars}, notes)
+    env_vars += _carried(inherited or {}, gpus, gpu_order, {e.name for e in env_vars}, notes)
     followed_note = followed(engine, engine_version).note()  # a nightly or a release candidate
     notes = [*([followed_note] if followed_note else []), *notes]
     # The adapter's default interpreter may be autotune's own (sys.executable); the script
@@ -362,7 +363,7 @@ def _env(
                 )
             )
     for name in sorted(merged):
-        if holds_secret(name, merged[name]):
+        if holds_secret(name, merged[name], env=True):
             out.append(
                 EnvVar(name=name, secret=True, note="secret, never written here: export it first")
             )
@@ -393,21 +394,20 @@ def launch_differs(spec: LaunchSpec, trial_argv: Sequence[str]) -> str:
 def _carried(
     inherited: Mapping[str, str | None],
     gpus: str | None,
+    gpu_order: str | None,
     taken: set[str],
     notes: list[str],
 ) -> list[EnvVar]:
-    """The variables the winning trial took from the sweep's shell and its GPUs, as defaults
-    the environment overrides; an inherited secret is named in a note, never required."""
+    """The variables the winning trial took from the sweep's shell and its GPUs (and the order
+    they were counted in), as defaults the environment overrides; an inherited secret is
+    named in a note, never required."""
     out: list[EnvVar] = []
-    if gpus and "CUDA_VISIBLE_DEVICES" not in taken:
-        out.append(
-            EnvVar(
-                name="CUDA_VISIBLE_DEVICES",
-                value=gpus,
-                overridable=True,
-                note="the GPUs the winning trial ran on",
-            )
-        )
+    for name, value, note in (
+        ("CUDA_DEVICE_ORDER", gpu_order, "how the trial's GPU indices were counted"),
+        ("CUDA_VISIBLE_DEVICES", gpus, "the GPUs the winning trial ran on"),
+    ):
+        if value and name not in taken:
+            out.append(EnvVar(name=name, value=value, overridable=True, note=note))
     secret = sorted(name for name, value in inherited.items() if value is None)
     for name, value in sorted(inherited.items()):
         if value is None or name in taken or not _NAME_RE.match(name):

@@ -151,6 +151,7 @@ def _launch(data: ReportData) -> tuple[LaunchSpec | None, str]:
             launcher=launcher,
             inherited=ran.get("inherited") or None,
             gpus=ran.get("gpus") or None,
+            gpu_order=ran.get("gpu_order") or None,
         )
     except (AutotuneError, ImportError) as exc:
         return None, str(exc)

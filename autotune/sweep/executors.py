@@ -119,8 +119,9 @@ def gpu_groups(
         from autotune.errors import HardwareError
 
         seen = (
-            f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} names {len(ids)}"
-            if "CUDA_VISIBLE_DEVICES" in os.environ
+            f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']} names {len(ids)} of "
+            f"the {count} NVML sees"
+            if "CUDA_VISIBLE_DEVICES" in os.environ and count
             else f"NVML sees {count}"
         )
         raise HardwareError(

@@ -12,6 +12,7 @@ engines are reaped, interrupted trials are re-queued, and Optuna's state is reco
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -349,13 +350,26 @@ def _check_same_target(existing: SweepRow, spec: SweepSpec) -> None:
         "target.tp": t.tp,
     }
     for field, old in was.items():
-        if old is not None and str(old) != str(now[field]):
+        if "*" in (_target_key(field, old), _target_key(field, now[field])):
+            continue
+        if old is not None and _target_key(field, old) != _target_key(field, now[field]):
             raise ConfigError(
                 f"sweep {spec.name!r} was run with {field} {old!r}; a resume cannot change it to "
                 f"{now[field]!r} (its trials would be compared with another target's): put it "
                 "back, or give the sweep a new name",
                 field=field,
             )
+
+
+def _target_key(field: str, value: object) -> object:
+    """A target value as the resume check compares it: GPU names without case (`auto` matches
+    any, as what it detected is not stored), model paths normalised."""
+    text = str(value)
+    if field == "target.gpu":
+        return "*" if text.lower() == "auto" else text.lower()
+    if field == "target.model" and ("/" in text or text.startswith((".", "~"))):
+        return os.path.normpath(os.path.expanduser(text))
+    return text
 
 
 def _sweep_row(
@@ -369,20 +383,20 @@ def _sweep_row(
         from autotune.store.db import spec_hash
 
         changed = spec_changes(existing.spec_yaml, spec_yaml)
+        notes = dict(existing.notes or {})
+        if spec_dir is not None:  # where its relative paths are resolved from now on
+            notes["spec_dir"] = str(spec_dir)
         if not changed:
-            return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING)
+            return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING, notes=notes)
         # Resumed with an edited spec: the row follows it (the report's spec and release), and
         # says after how many trials it changed; each real trial keeps its own command.
         from autotune.sweep.resume import row_launched
 
         launched = sum(row_launched(t) for t in store.get_trials(existing.id or 0))
-        notes = dict(existing.notes or {})
         notes["spec_revisions"] = [
             *(notes.get("spec_revisions") or []),
             {"after_trials": launched, "changed": changed},
         ]
-        if spec_dir is not None:  # where its relative paths are resolved from now on
-            notes["spec_dir"] = str(spec_dir)
         return store.update_sweep(
             existing.id or 0,
             status=SweepStatus.RUNNING,

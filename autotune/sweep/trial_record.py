@@ -52,8 +52,8 @@ ENGINE_ENV_PREFIXES = (
 )
 ENGINE_ENV_NAMES = frozenset({"AUTOTUNE_KERNEL_CONFIG_DIR"})
 # The GPUs are the trial's own (set per trial, or by the spec), never the shell's; a container
-# image's metadata (CUDA_VERSION, NVIDIA_REQUIRE_CUDA, ...) and build-time settings describe
-# the machine, not the configuration.
+# image's metadata describes the machine, not the configuration (named exactly: VLLM_*_VERSION
+# switches are real settings).
 NOT_INHERITED = frozenset(
     {
         "CUDA_VISIBLE_DEVICES",
@@ -62,21 +62,24 @@ NOT_INHERITED = frozenset(
         "NVIDIA_VISIBLE_DEVICES",
         "NVIDIA_DRIVER_CAPABILITIES",
         "NVIDIA_PRODUCT_NAME",
-        "CUDA_HOME",
-        "CUDA_PATH",
-        "ROCM_PATH",
-        "ROCM_HOME",
-        "TORCH_CUDA_ARCH_LIST",
+        "CUDA_VERSION",
+        "CUDA_DRIVER_VERSION",
+        "CUDNN_VERSION",
+        "NCCL_VERSION",
+        "PYTORCH_VERSION",
+        "TORCH_VERSION",
+        "ROCM_VERSION",
+        "HIP_VERSION",
     }
 )
-NOT_INHERITED_SUFFIXES = ("_VERSION", "_VERSION_MAJOR", "_VERSION_MINOR")
-NOT_INHERITED_PREFIXES = ("NVIDIA_REQUIRE_", "NV_")
+NOT_INHERITED_PREFIXES = ("NVIDIA_REQUIRE_",)
+# How the trial's GPUs were named: carried with them as defaults, not as the spec's settings.
+GPU_NAMING = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
 
 
 def engine_relevant(name: str) -> bool:
     return (
         name not in NOT_INHERITED
-        and not name.endswith(NOT_INHERITED_SUFFIXES)
         and not name.startswith(NOT_INHERITED_PREFIXES)
         and (name in ENGINE_ENV_NAMES or name.startswith(ENGINE_ENV_PREFIXES))
     )
@@ -99,17 +102,17 @@ def command_record(
     environ = os.environ if environ is None else environ
     secrets = list(spec.secrets.values())
     given: dict[str, str] = {}
-    gpus = None
+    gpus: dict[str, str] = {}
     for name, value in env.items():
         stored = spec.env.get(name, value)  # as the stored spec holds it: a reference stays one
-        if name == "CUDA_VISIBLE_DEVICES" and name not in spec.env:
-            gpus = value  # the trial's own GPUs
-        elif holds_secret(name, stored):
+        if name in GPU_NAMING and name not in spec.env:
+            gpus[name] = value  # the trial's own GPUs, and the order they were counted in
+        elif holds_secret(name, stored, env=True):
             given[name] = stored if ref_name(stored) else REDACTED
         else:
             given[name] = hide(stored, secrets)
     inherited = {
-        name: None if holds_secret(name, value) else hide(value, secrets)
+        name: None if holds_secret(name, value, env=True) else hide(value, secrets)
         for name, value in sorted(environ.items())
         if name not in env and engine_relevant(name)
     }
@@ -120,7 +123,8 @@ def command_record(
         "model": _absolute_if_local(spec.model),
         "argv": [hide(a, secrets) for a in scrub_argv(argv)],
         "env": given,
-        "gpus": gpus,
+        "gpus": gpus.get("CUDA_VISIBLE_DEVICES"),
+        "gpu_order": gpus.get("CUDA_DEVICE_ORDER"),
         "inherited": inherited,
     }
 
@@ -132,16 +136,24 @@ def _launcher(
     adapter's default (llama.cpp: the binary it found) with its program resolved where the
     engine's search path found it (`vllm` -> /opt/venv/bin/vllm)."""
     if spec.launcher:
-        return list(spec.launcher)
-    binary = getattr(adapter, "binary", None)  # llama.cpp: the llama-server found at startup
-    if binary:
-        return [str(binary)]
-    from importlib import import_module
+        prefix = list(spec.launcher)
+    elif getattr(adapter, "binary", None):  # llama.cpp: the llama-server found at startup
+        prefix = [str(adapter.binary)]  # type: ignore[attr-defined]
+    else:
+        from importlib import import_module
 
-    default = import_module(f"autotune.engines.{spec.engine}.command").DEFAULT_LAUNCHER
-    prefix = list(argv[: len(default)])
-    found = shutil.which(prefix[0], path=path) if prefix else None
-    return [found or prefix[0], *prefix[1:]] if prefix else []
+        default = import_module(f"autotune.engines.{spec.engine}.command").DEFAULT_LAUNCHER
+        prefix = list(argv[: len(default)])
+    if not prefix:
+        return []
+    # the program as this worker found it: a relative path made absolute (the record outlives
+    # the sweep's folder), a bare name resolved on the engine's search path
+    program = prefix[0]
+    if "/" in program:
+        program = os.path.abspath(program)
+    else:
+        program = shutil.which(program, path=path) or program
+    return [program, *prefix[1:]]
 
 
 def _absolute_if_local(model: str) -> str:

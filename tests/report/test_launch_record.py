@@ -43,6 +43,7 @@ def test_launch_sh_starts_what_the_winning_trial_ran(tmp_path: Path) -> None:
         "model": str(model),
         "env": {"HF_TOKEN": "${env:HF_TOKEN}", "SGLANG_LOG_LEVEL": "info"},
         "gpus": "2,3",
+        "gpu_order": "PCI_BUS_ID",
         "inherited": {
             "SGLANG_ENABLE_JIT_DEEPGEMM": "0",
             "TOKENIZERS_PARALLELISM": "false",
@@ -67,17 +68,17 @@ def test_launch_sh_starts_what_the_winning_trial_ran(tmp_path: Path) -> None:
     argv, env = runner.argv(), runner.env()
     assert argv[:2] == ["-m", "sglang.launch_server"]  # run by the venv's python3.12
     assert argv[argv.index("--model-path") + 1] == str(model)
-    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0" and env["TOKENIZERS_PARALLELISM"] == "false"
     assert "HUGGING_FACE_HUB_TOKEN" not in env
 
     # the environment still wins over every carried default
+    mine = {"CUDA_VISIBLE_DEVICES": "0", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
     res = runner.run(
-        script,
-        {"HF_TOKEN": "t", "FAKE_PY_OUT": str(runner.out), "CUDA_VISIBLE_DEVICES": "0"},
-        port=free_port(),
+        script, {"HF_TOKEN": "t", "FAKE_PY_OUT": str(runner.out), **mine}, port=free_port()
     )
-    assert res.returncode == 0 and runner.env()["CUDA_VISIBLE_DEVICES"] == "0"
+    assert res.returncode == 0
+    assert {k: runner.env()[k] for k in mine} == mine
     assert HF_TOKEN not in (out / "launch.sh").read_text()
 
 

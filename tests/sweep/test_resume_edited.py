@@ -67,3 +67,5 @@ def test_a_resume_keeps_the_target(store: Any, tmp_path: Path) -> None:
         assert exc.value.field == field
     row = store.get_sweep("t")
     assert row.gpu == "rtx-4080-super-32g" and "spec_revisions" not in (row.notes or {})
+    # the same GPU spelled otherwise is the same target
+    _run(store, tmp_path, make_spec(first, **{"target.gpu": "RTX-4080-Super-32G"}), resume=True)

@@ -112,6 +112,8 @@ def test_secrets_of_every_kind_stay_out_of_the_record(tmp_path: Path) -> None:
         "SGLANG_API_KEY_2": "sk-inherited-second-key",
         "CUDA_VERSION": "13.0.1",  # a container's metadata: not the configuration
         "NVIDIA_REQUIRE_CUDA": "cuda>=13.0",
+        "VLLM_FLASH_ATTN_VERSION": "2",  # a real switch, whatever its name ends with
+        "VLLM_API_KEY": "20261204",  # digits, but under a key's name
     }
     env = {"HF_TOKEN_RO": "hf_readonly_SECRET_987"}
     rec = command_record(spec, LlamaCppAdapter(binary="/x/llama-server"), [], env, environ=environ)
@@ -119,10 +121,18 @@ def test_secrets_of_every_kind_stay_out_of_the_record(tmp_path: Path) -> None:
     assert rec["inherited"] == {
         "HF_ENDPOINT": None,
         "SGLANG_API_KEY_2": None,
+        "VLLM_API_KEY": None,
+        "VLLM_FLASH_ATTN_VERSION": "2",
         "VLLM_S3_ACCESS_KEY_ID": None,
     }
     text = json.dumps(rec)
-    for secret in ("Pa55w0rd", "AKIAINHERITED99", "sk-inherited", "hf_readonly_SECRET"):
+    for secret in (
+        "Pa55w0rd",
+        "AKIAINHERITED99",
+        "sk-inherited",
+        "hf_readonly_SECRET",
+        "20261204",
+    ):
         assert secret not in text
 
 
@@ -165,4 +175,15 @@ def test_pool_gpus_are_counted_in_nvml_order(
     res = run_trial(_trial(tmp_path), gpu_indices=[1])
     assert res.status == TrialStatus.COMPLETE, (res.failure, res.log_tail)
     assert res.command is not None and res.command["gpus"] == "1"
-    assert res.command["env"]["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert (
+        res.command["gpu_order"] == "PCI_BUS_ID" and "CUDA_DEVICE_ORDER" not in res.command["env"]
+    )
+
+
+def test_a_relative_launcher_is_recorded_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = _trial(tmp_path, launcher=[".venv/bin/python", "-m", "sglang.launch_server"])
+    rec = command_record(spec, LlamaCppAdapter(binary="/x"), [], {}, environ={})
+    assert rec["launcher"][0] == str(tmp_path / ".venv/bin/python")
