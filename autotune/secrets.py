@@ -39,12 +39,17 @@ MIN_HIDDEN_LEN = 4
 _ENV_REF = re.compile(r"^\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}$")
 # A URL's user:password@ (HF_ENDPOINT=https://alice:pw@mirror): a secret whatever the name.
 _URL_USERINFO = re.compile(r"://[^/@\s:]+:[^/@\s]+@")
-# Name segments that make a value a secret in what autotune writes (holds_secret).
-_OUTPUT_SECRET_SEGMENTS = frozenset(
-    {"token", "key", "secret", "password", "passwd", "apikey", "credential", "credentials"}
-)
 _SWITCH_WORDS = frozenset({"", "true", "false", "yes", "no", "on", "off", "none", "null"})
-_SECRET_SEGMENTS = {"token", "key", "secret", "password", "passwd", "apikey"}
+_SECRET_SEGMENTS = {
+    "token",
+    "key",
+    "secret",
+    "password",
+    "passwd",
+    "apikey",
+    "credential",
+    "credentials",
+}
 
 V = TypeVar("V")
 
@@ -129,7 +134,7 @@ class Redactor:
     @staticmethod
     def _flag(m: re.Match[str]) -> str:
         # --tbo-token-distribution-threshold 0.48 is a count; --api-key 12345678 a secret
-        if plain_value(m["value"]) and not holds_secret(m["name"].lstrip("-"), "x"):
+        if plain_value(m["value"]) and not holds_secret_env(m["name"].lstrip("-")):
             return m.group(0)
         return f"{m['name']}{m['sep']}{REDACTED}"
 
@@ -137,7 +142,7 @@ class Redactor:
     def _assign(m: re.Match[str]) -> str:
         # An identifier (api_key, HF_TOKEN) or `word=`; not prose such as "secret: export".
         name = m["name"]
-        if plain_value(m["value"]) and not holds_secret(name, "x"):
+        if plain_value(m["value"]) and not holds_secret_env(name):
             return m.group(0)
         if "_" in name or name.isupper() or "=" in m["sep"]:
             return f"{name}{m['sep']}{REDACTED}"
@@ -159,7 +164,7 @@ def hide(text: str, values: Iterable[str]) -> str:
 # the environment on --resume and launch.sh requires it, so FAKE_TOKEN_DELAY_S or
 # long_prefill_token_threshold (a count) must not be one. A secret is a name whose last segment
 # is a secret word, holding text (or digits, for a key or password).
-_LAST_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD")
+_LAST_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS")
 
 
 def _last_segment(name: str) -> str:
@@ -193,12 +198,9 @@ def holds_secret(name: str, value: object, *, env: bool = False) -> bool:
         return False
     if isinstance(value, list | tuple) and plain_value(value):
         return False  # bucket_time_to_first_token: [0.1, 0.5]; no key is a list
-    if _last_segment(name).endswith((*_LAST_WORDS, "CREDENTIAL", "CREDENTIALS")):
+    if holds_secret_env(name):  # the last segment: a field's name is judged the same way
         return True
-    segments = re.split(r"[_\-.]+", name.lower())
-    return (
-        env and any(seg in _OUTPUT_SECRET_SEGMENTS for seg in segments) and not plain_value(value)
-    )
+    return env and is_secret_field(name) and not plain_value(value)
 
 
 def plain_value(value: object) -> bool:
@@ -351,7 +353,7 @@ def protect_spec(
     for k, v in spec.engine.env.items():
         # HF_TOKEN_RO or a URL with a password too: what the outputs would hide, the stored
         # spec must not hold either
-        if holds_secret_env(k) or ref_name(v) is not None or holds_secret(k, v, env=True):
+        if holds_secret(k, v, env=True):
             new_env[k] = take(("engine", "env", k), k, v)
     new_fixed = dict(spec.space.fixed)
     for k, v in spec.space.fixed.items():

@@ -5,10 +5,9 @@ shell code. So the engine adapter builds the argv (the flags of the named engine
 every word is quoted with `shlex.quote`, and the three things a user changes (model path, host,
 port) are shell variables with defaults, substituted by position, never by pasting text.
 
-Secrets: what the sweep kept as a reference (autotune.secrets.holds_secret: an environment
-variable or engine field whose last name segment is TOKEN, KEY, SECRET or PASSWORD, or a value
-written as `${env:NAME}`) is never written out. launch.sh requires it from the environment
-instead (a clear `${NAME:?}` error when missing), and the unit reads it from an
+Secrets (autotune.secrets.holds_secret: a `${env:NAME}` reference, an api_key or HF_TOKEN, a
+URL with a password, ...) are never written out. launch.sh requires them from the environment
+instead (a clear `${NAME:?}` error when missing), and the unit reads them from an
 EnvironmentFile. Everything else is the tuned configuration and is written as it ran
 (long_prefill_token_threshold, TOKENIZERS_PARALLELISM).
 """

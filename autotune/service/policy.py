@@ -279,12 +279,7 @@ class Policy:
         folder, where relative paths are resolved (None: they are refused)."""
         cfg = self.config
         t = spec.target
-        if t.engine not in cfg.allowed_engines:
-            raise Forbidden(
-                f"engine {t.engine!r} is not allowed by this service; allowed: "
-                f"{', '.join(cfg.allowed_engines) or 'none'}",
-                field="target.engine",
-            )
+        self.check_engine(t.engine, field="target.engine")
         self.check_model(t.model, field="target.model", base=base)
         if t.model_path is not None:
             self.allowed_path(t.model_path, field="target.model_path", base=base)
@@ -326,6 +321,14 @@ class Policy:
         self.check_workers(ex.workers, field="execution.workers")
         self.check_workers(workers, field="workers")
 
+    def check_engine(self, engine: str, *, field: str) -> None:
+        if engine not in self.config.allowed_engines:
+            raise Forbidden(
+                f"engine {engine!r} is not allowed by this service; allowed: "
+                f"{', '.join(self.config.allowed_engines) or 'none'}",
+                field=field,
+            )
+
     # -- a kernel job ------------------------------------------------------------------------
 
     def check_kernel_engine(self, engine: str, python: str | None) -> None:
@@ -333,12 +336,7 @@ class Policy:
         `python`'s: an interpreter the owner named (allowed_engine_pythons) or one that runs an
         allowed launcher's module ([PYTHON, -m, ...])."""
         cfg = self.config
-        if engine not in cfg.allowed_engines:
-            raise Forbidden(
-                f"engine {engine!r} is not allowed by this service; allowed: "
-                f"{', '.join(cfg.allowed_engines) or 'none'}",
-                field="engine",
-            )
+        self.check_engine(engine, field="engine")
         if python is None:
             return
         allowed = [*cfg.allowed_engine_pythons]

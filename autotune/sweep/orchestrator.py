@@ -12,7 +12,6 @@ engines are reaped, interrupted trials are re-queued, and Optuna's state is reco
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from autotune.store.models import SweepStatus
 from autotune.sweep import driver
 from autotune.sweep.control import Budget, StopController
 from autotune.sweep.outcome import SweepOutcome
+from autotune.sweep.resume_spec import check_same_target, resumed_row
 from autotune.sweep.setup import build_space, prepare, reap_orphans, registry_path_for
 from autotune.sweep.spec import SweepSpec, port_workers_error, until_deadline
 from autotune.sweep.state import start_notes
@@ -95,7 +95,7 @@ def run_sweep(
     spec_yaml = _stored_yaml(spec, spec_yaml, secrets)
     existing = _check_name(store, spec, resume=resume)
     if existing is not None:
-        _check_same_target(existing, spec)
+        check_same_target(existing, spec)
     out = _output_folder(spec, existing, out_dir)
     own_executor = executor is None
     if executor is None:
@@ -326,52 +326,6 @@ def _check_name(store: Store, spec: SweepSpec, *, resume: bool) -> SweepRow | No
     return None
 
 
-def _check_same_target(existing: SweepRow, spec: SweepSpec) -> None:
-    """A resumed sweep keeps its engine, model, GPU and TP: trials of another target would be
-    compared with these as if they were the same (a release, a launcher, a model folder, the
-    budget may change; each real trial keeps its own command)."""
-    import yaml
-
-    try:
-        stored = (yaml.safe_load(existing.spec_yaml or "") or {}).get("target") or {}
-    except yaml.YAMLError:
-        stored = {}
-    t = spec.target
-    was = {
-        "target.engine": existing.engine,
-        "target.model": existing.model,
-        "target.gpu": existing.gpu,
-        "target.tp": stored.get("tp", 1) if isinstance(stored, dict) else 1,
-    }
-    now = {
-        "target.engine": t.engine,
-        "target.model": t.model,
-        "target.gpu": t.gpu,
-        "target.tp": t.tp,
-    }
-    for field, old in was.items():
-        if "*" in (_target_key(field, old), _target_key(field, now[field])):
-            continue
-        if old is not None and _target_key(field, old) != _target_key(field, now[field]):
-            raise ConfigError(
-                f"sweep {spec.name!r} was run with {field} {old!r}; a resume cannot change it to "
-                f"{now[field]!r} (its trials would be compared with another target's): put it "
-                "back, or give the sweep a new name",
-                field=field,
-            )
-
-
-def _target_key(field: str, value: object) -> object:
-    """A target value as the resume check compares it: GPU names without case (`auto` matches
-    any, as what it detected is not stored), model paths normalised."""
-    text = str(value)
-    if field == "target.gpu":
-        return "*" if text.lower() == "auto" else text.lower()
-    if field == "target.model" and ("/" in text or text.startswith((".", "~"))):
-        return os.path.normpath(os.path.expanduser(text))
-    return text
-
-
 def _sweep_row(
     store: Store,
     spec: SweepSpec,
@@ -380,31 +334,8 @@ def _sweep_row(
     spec_dir: Path | None,
 ) -> SweepRow:
     if existing is not None:
-        from autotune.store.db import spec_hash
-
-        changed = spec_changes(existing.spec_yaml, spec_yaml)
-        notes = dict(existing.notes or {})
-        if spec_dir is not None:  # where its relative paths are resolved from now on
-            notes["spec_dir"] = str(spec_dir)
-        if not changed:
-            return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING, notes=notes)
-        # Resumed with an edited spec: the row follows it (the report's spec and release), and
-        # says after how many trials it changed; each real trial keeps its own command.
-        from autotune.sweep.resume import row_launched
-
-        launched = sum(row_launched(t) for t in store.get_trials(existing.id or 0))
-        notes["spec_revisions"] = [
-            *(notes.get("spec_revisions") or []),
-            {"after_trials": launched, "changed": changed},
-        ]
-        return store.update_sweep(
-            existing.id or 0,
-            status=SweepStatus.RUNNING,
-            spec_yaml=spec_yaml,
-            spec_hash=spec_hash(spec_yaml),
-            engine_version=spec.target.engine_version,
-            notes=notes,
-        )
+        changes = resumed_row(store, existing, spec, spec_yaml, spec_dir)
+        return store.update_sweep(existing.id or 0, status=SweepStatus.RUNNING, **changes)
     return store.create_sweep(
         spec.name,
         spec_yaml=spec_yaml,
@@ -415,26 +346,6 @@ def _sweep_row(
         optuna_study_name=study_name(spec),
         notes={"simulated": spec.simulated, "spec_dir": str(spec_dir) if spec_dir else None},
     )
-
-
-def spec_changes(old_yaml: str, new_yaml: str) -> list[str]:
-    """The dotted keys whose values differ between two stored spec texts (both hold secrets as
-    references); [] for the same spec, however it is laid out."""
-    import yaml
-
-    def flat(node: Any, prefix: str = "") -> dict[str, Any]:
-        if isinstance(node, dict) and node:
-            out: dict[str, Any] = {}
-            for k, v in node.items():
-                out.update(flat(v, f"{prefix}{k}."))
-            return out
-        return {prefix.rstrip("."): node}
-
-    try:
-        old, new = flat(yaml.safe_load(old_yaml) or {}), flat(yaml.safe_load(new_yaml) or {})
-    except yaml.YAMLError:
-        return [] if old_yaml == new_yaml else ["(spec text)"]
-    return sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
 
 
 def build_executor(

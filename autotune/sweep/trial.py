@@ -165,7 +165,7 @@ def _launch(
     if not spec.simulate:  # the report's launch.sh starts what the winner ran
         from autotune.sweep.trial_record import command_record
 
-        res.command = command_record(spec, adapter, argv, env)
+        res.command = command_record(spec, argv, env)
     suffix = "" if attempt == 1 else f".attempt{attempt}"
     log_path = Path(spec.log_dir) / f"server{suffix}.log"
     res.log_path = str(log_path)

@@ -14,13 +14,10 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autotune.secrets import REDACTED, hide, holds_secret, ref_name, scrub_argv
 from autotune.sweep.trial_models import TrialSpec
-
-if TYPE_CHECKING:
-    from autotune.engines.base import EngineAdapter
 
 # Inherited variables that change what an engine does (its own switches, the CUDA/ROCm runtime,
 # NCCL, the kernel libraries, the hub, autotune's kernel-file folder for the vLLM plugin); the
@@ -87,7 +84,6 @@ def engine_relevant(name: str) -> bool:
 
 def command_record(
     spec: TrialSpec,
-    adapter: EngineAdapter,
     argv: Sequence[str],
     env: Mapping[str, str],
     *,
@@ -119,7 +115,7 @@ def command_record(
     return {
         "engine_version": spec.engine_version,
         "tp": spec.tp,
-        "launcher": _launcher(spec, adapter, argv, env.get("PATH", environ.get("PATH"))),
+        "launcher": _launcher(spec, argv, env.get("PATH", environ.get("PATH"))),
         "model": _absolute_if_local(spec.model),
         "argv": [hide(a, secrets) for a in scrub_argv(argv)],
         "env": given,
@@ -129,25 +125,17 @@ def command_record(
     }
 
 
-def _launcher(
-    spec: TrialSpec, adapter: EngineAdapter, argv: Sequence[str], path: str | None
-) -> list[str]:
-    """The argv prefix that started the engine: the spec's launcher as written, else the
-    adapter's default (llama.cpp: the binary it found) with its program resolved where the
-    engine's search path found it (`vllm` -> /opt/venv/bin/vllm)."""
-    if spec.launcher:
-        prefix = list(spec.launcher)
-    elif getattr(adapter, "binary", None):  # llama.cpp: the llama-server found at startup
-        prefix = [str(adapter.binary)]  # type: ignore[attr-defined]
-    else:
-        from importlib import import_module
+def _launcher(spec: TrialSpec, argv: Sequence[str], path: str | None) -> list[str]:
+    """The argv prefix that started the engine (the spec's launcher, else the adapter's
+    default, whose program for llama.cpp is the binary it found), its program as this worker
+    found it: a relative path made absolute (the record outlives the sweep's folder), a bare
+    name resolved on the engine's search path (`vllm` -> /opt/venv/bin/vllm)."""
+    from importlib import import_module
 
-        default = import_module(f"autotune.engines.{spec.engine}.command").DEFAULT_LAUNCHER
-        prefix = list(argv[: len(default)])
+    default = import_module(f"autotune.engines.{spec.engine}.command").DEFAULT_LAUNCHER
+    prefix = list(argv[: len(spec.launcher or default)])
     if not prefix:
         return []
-    # the program as this worker found it: a relative path made absolute (the record outlives
-    # the sweep's folder), a bare name resolved on the engine's search path
     program = prefix[0]
     if "/" in program:
         program = os.path.abspath(program)

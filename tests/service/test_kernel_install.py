@@ -10,6 +10,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +134,16 @@ def setup(tmp_path: Path, engine_site: Path) -> Iterator[tuple[Path, Path, Path]
     yield state, py, engine_site
 
 
-def _open(state: Path, **config: Any) -> Service:
+@contextmanager
+def _service(state: Path, **config: Any) -> Iterator[Service]:
+    """The service on `state` (its config.yaml rewritten first when `config` is given)."""
     if config:
         write_config(state, **config)
-    return Service.open(state, str(state / "autotune.db"))
+    svc = Service.open(state, str(state / "autotune.db"))
+    try:
+        yield svc
+    finally:
+        svc.shutdown()
 
 
 def _job(
@@ -172,8 +179,7 @@ def test_install_an_engine_jobs_files_where_the_release_reads_them(
 ) -> None:
     state, py, site = setup
     facts = facts_for("sglang", VERSION)
-    svc = _open(state)
-    try:
+    with _service(state) as svc:
         written = tuned(state / "kernels" / "k", "sglang", VERSION, arch=None)
         # an earlier run's file of the same shape on a release with the same kernel: in the
         # folder, not in this run's result, so not installed (it would clash with this one)
@@ -193,37 +199,30 @@ def test_install_an_engine_jobs_files_where_the_release_reads_them(
             svc.install_kernels("k", KernelsInstallRequest(dry_run=False))
         assert "autotune kernels install --engine sglang" in str(exc.value)
         assert not dest.exists()
-    finally:
-        svc.shutdown()
 
-    svc = _open(state, allowed_engine_pythons=[str(py)], allow_kernel_install=True)
     copied: list[str] = []
-    try:
-        done = svc.install_kernels("k", KernelsInstallRequest(dry_run=False))
-        copied = done.result["copied"]
-        assert not done.dry_run and done.result["proof"]["ok"]
-        assert done.result["proof"]["method"] == "engine-source"  # the release's own lookup
-        assert dest.read_bytes() == written.read_bytes()
-        assert written.name in done.result["copied"]  # with its provenance sidecar
-    finally:
-        for name in copied:
-            (site / facts.config_dir / name).unlink()
-        svc.shutdown()
+    with _service(state, allowed_engine_pythons=[str(py)], allow_kernel_install=True) as svc:
+        try:
+            done = svc.install_kernels("k", KernelsInstallRequest(dry_run=False))
+            copied = done.result["copied"]
+            assert not done.dry_run and done.result["proof"]["ok"]
+            assert done.result["proof"]["method"] == "engine-source"  # the release's own lookup
+            assert dest.read_bytes() == written.read_bytes()
+            assert written.name in done.result["copied"]  # with its provenance sidecar
+        finally:
+            for name in copied:
+                (site / facts.config_dir / name).unlink()
 
     # the owner took the interpreter back: the job's environment is no longer readable
-    svc = _open(state, allow_kernel_install=True)
-    try:
+    with _service(state, allow_kernel_install=True) as svc:
         with pytest.raises(Forbidden, match="engine_python"):
             svc.install_kernels("k")
-    finally:
-        svc.shutdown()
 
 
 def test_install_refusals(setup: tuple[Path, Path, Path]) -> None:
     state, py, _ = setup
-    svc = _open(state)
     kernels = state / "kernels"
-    try:
+    with _service(state) as svc:
         with pytest.raises(NotFound, match="no kernel tuning job 'nope'"):
             svc.install_kernels("nope")
         _job(svc, "own")  # autotune's own kernels: no engine reads them
@@ -250,30 +249,24 @@ def test_install_refusals(setup: tuple[Path, Path, Path]) -> None:
         assert exc.value.field is None  # the CLI's flags are not the request's fields
         with pytest.raises(ValidationError):
             KernelsInstallRequest(device_name="../etc")
-    finally:
-        svc.shutdown()
 
 
 def test_the_owner_can_take_the_engine_back(setup: tuple[Path, Path, Path]) -> None:
     """A job that read the service's own environment is checked against the config too."""
     state, _, _ = setup
-    svc = _open(state, allowed_engines=["vllm"])
-    try:
+    with _service(state, allowed_engines=["vllm"]) as svc:
         f = tuned(state / "kernels" / "k", "sglang", VERSION, arch=None)
         _job(svc, "k", files=[f], engine="sglang")
         with pytest.raises(Forbidden, match="engine 'sglang' is not allowed"):
             svc.install_kernels("k")
-    finally:
-        svc.shutdown()
 
 
 def test_a_new_run_starts_from_an_empty_folder(setup: tuple[Path, Path, Path]) -> None:
     """Re-submitting a name drops the earlier run's files (they would pass for this run's)
     and keeps its result cache (the same items are not timed again)."""
     state, py, _ = setup
-    svc = _open(state)
     out = state / "kernels" / "k"
-    try:
+    with _service(state) as svc:
         old = tuned(out, "sglang", VERSION, arch=None)
         _job(svc, "k", files=[old], engine="sglang", engine_python=str(py))
         (out / "cache.jsonl").write_text("{}\n")
@@ -285,14 +278,11 @@ def test_a_new_run_starts_from_an_empty_folder(setup: tuple[Path, Path, Path]) -
         if svc.kernels_status("k").state != "finished":  # no GPU here: nothing to install
             with pytest.raises(Conflict, match="only a finished job"):
                 svc.install_kernels("k")
-    finally:
-        svc.shutdown()
 
 
 def test_a_submitted_engine_job_is_checked_first(setup: tuple[Path, Path, Path]) -> None:
     state, _, _ = setup
-    svc = _open(state)
-    try:
+    with _service(state) as svc:
         with pytest.raises(Forbidden, match="engine_python"):
             svc.submit_kernels(
                 KernelsRequest(
@@ -300,5 +290,3 @@ def test_a_submitted_engine_job_is_checked_first(setup: tuple[Path, Path, Path])
                 )
             )
         assert svc.jobs.table.snapshot() == {}
-    finally:
-        svc.shutdown()

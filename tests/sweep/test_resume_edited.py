@@ -12,7 +12,8 @@ import yaml
 
 from autotune.errors import ConfigError
 from autotune.report import write_report
-from autotune.sweep.orchestrator import run_sweep, spec_changes
+from autotune.sweep.orchestrator import run_sweep
+from autotune.sweep.resume_spec import spec_changes
 from autotune.sweep.spec import parse_spec
 from tests.sweep.conftest import make_spec
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from autotune.engines.llamacpp.adapter import LlamaCppAdapter
+from autotune.engines.llamacpp.binary import PINNED_VERSION
 from autotune.store.models import TrialStatus
 from autotune.sweep.trial import TrialSpec, run_trial
 from autotune.sweep.trial_record import command_record, engine_relevant
@@ -73,14 +74,17 @@ def test_a_real_trial_keeps_what_it_started(
 
 
 def test_the_spec_pins_the_gpus_and_llama_server_is_the_binary_found() -> None:
-    spec = _trial(Path("/tmp"), env={"CUDA_VISIBLE_DEVICES": "1"}, launcher=None)
-    rec = command_record(
-        spec,
-        LlamaCppAdapter(binary="/opt/llama/bin/llama-server"),
-        [],
-        {"CUDA_VISIBLE_DEVICES": "1"},
-        environ={},
+    spec = _trial(
+        Path("/tmp"),
+        engine="llamacpp",
+        engine_version=PINNED_VERSION,
+        config={},
+        env={"CUDA_VISIBLE_DEVICES": "1"},
+        launcher=None,
     )
+    adapter = LlamaCppAdapter(binary="/opt/llama/bin/llama-server")
+    argv = adapter.build_command({}, model=spec.model, version=spec.engine_version).argv
+    rec = command_record(spec, argv, {"CUDA_VISIBLE_DEVICES": "1"}, environ={})
     assert rec["launcher"] == ["/opt/llama/bin/llama-server"]
     assert rec["gpus"] is None and rec["env"] == {"CUDA_VISIBLE_DEVICES": "1"}
     assert rec["model"] == "fake-model"  # no such folder here: a hub id, as written
@@ -116,7 +120,7 @@ def test_secrets_of_every_kind_stay_out_of_the_record(tmp_path: Path) -> None:
         "VLLM_API_KEY": "20261204",  # digits, but under a key's name
     }
     env = {"HF_TOKEN_RO": "hf_readonly_SECRET_987"}
-    rec = command_record(spec, LlamaCppAdapter(binary="/x/llama-server"), [], env, environ=environ)
+    rec = command_record(spec, [], env, environ=environ)
     assert rec["env"] == {"HF_TOKEN_RO": "<redacted>"}
     assert rec["inherited"] == {
         "HF_ENDPOINT": None,
@@ -143,12 +147,8 @@ def test_the_default_launcher_is_the_program_the_engine_found(tmp_path: Path) ->
     venv.mkdir(parents=True)
     (venv / "vllm").write_text("#!/bin/sh\n")
     (venv / "vllm").chmod(0o755)
-    from autotune.engines import get_adapter
-
     spec = _trial(tmp_path, engine="vllm", engine_version="0.34.0", launcher=None, config={})
-    rec = command_record(
-        spec, get_adapter("vllm"), ["vllm", "serve", "m"], {"PATH": str(venv)}, environ={}
-    )
+    rec = command_record(spec, ["vllm", "serve", "m"], {"PATH": str(venv)}, environ={})
     assert rec["launcher"] == [str(venv / "vllm"), "serve"] and rec["tp"] == 1
 
 
@@ -185,5 +185,6 @@ def test_a_relative_launcher_is_recorded_absolute(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     spec = _trial(tmp_path, launcher=[".venv/bin/python", "-m", "sglang.launch_server"])
-    rec = command_record(spec, LlamaCppAdapter(binary="/x"), [], {}, environ={})
+    argv = [*spec.launcher, "--model-path", "m"]  # type: ignore[misc]
+    rec = command_record(spec, argv, {}, environ={})
     assert rec["launcher"][0] == str(tmp_path / ".venv/bin/python")
