@@ -3,6 +3,7 @@
     AutotuneError                      exit 1
     ├── UserError                      exit 2   bad input: fix the file, flag or name
     │   ├── ConfigError                         a spec/space/flag value is invalid
+    │   │   └── CompanionFieldError             a field set without the other field it needs
     │   ├── UnknownNameError                    unknown GPU, model card, engine (with suggestions)
     │   ├── ModelLoadError                      a model folder or checkpoint cannot be read
     │   └── UnsupportedFlagError                the engine version has no such flag
@@ -47,6 +48,11 @@ class ConfigError(UserError, ValueError):
         self.field = field
         where = ": ".join(p for p in (source, field) if p)
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class CompanionFieldError(ConfigError):
+    """A field that means something only beside another field's value was set without it
+    (the searched companion may still supply it, so a spec check lets it pass)."""
 
 
 class UnknownNameError(UserError, LookupError):

@@ -99,8 +99,8 @@ def follow(
     if parsed is None or base is None or base < first or _line(base, line) > _line(last, line):
         newer = base is not None and base > last
         hint = (
-            f"; its flags and rules are read from its wheel once it is catalogued: give "
-            f"{FIELD} {releases[-1]} to follow the newest catalogued release instead"
+            f"; its flags and rules are read from its wheel once it is catalogued: use "
+            f"{releases[-1]} to follow the newest catalogued release instead"
             if newer
             else ""
         )

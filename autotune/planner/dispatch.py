@@ -210,7 +210,7 @@ def plan_for(
         from autotune.planner.vllm import plan_vllm as plan_gpu
     else:
         from autotune.planner.sglang import plan_sglang as plan_gpu
-    return plan_gpu(
+    plan = plan_gpu(
         card,
         spec,
         cfg,
@@ -219,6 +219,12 @@ def plan_for(
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
     )
+    from autotune.planner.tp_split import tp_split_problem
+
+    split = tp_split_problem(card, tp, cfg)
+    if split is not None:  # the engine fails at load whatever the memory says
+        plan = plan.model_copy(update={"fits": False, "reasons": [split, *plan.reasons]})
+    return plan
 
 
 # vLLM's speculative methods in the perf model's (SGLang's) algorithm families.

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from autotune.errors import AutotuneError
 from autotune.report.collect import (
     ReportData,
+    Selection,
     TrialInfo,
     change_pct,
     collect,
@@ -179,7 +180,11 @@ def _headline(data: ReportData) -> str:
     metric = data.objective_metric
     if b is None or b.value is None or b.id == w.id:
         text = figure_value(w.value, metric)
-        return text + (" (the engine's defaults were best)" if b is not None else "")
+        if b is not None and b.id == w.id:
+            text += " (the engine's defaults were best)"
+        elif b is not None:
+            text += " (no value for the engine's defaults to compare with: see the baseline trial)"
+        return text
     base, win, how = b.value, w.value, ""
     owner, _, fig = metric.rpartition(".")
     row = next((c for c in data.comparison if c.scenario == owner and c.figure == fig), None)
@@ -308,7 +313,7 @@ def _winner_json(data: ReportData, launch: LaunchSpec | None, launch_error: str)
         "notes": data.notes,
     }
     if w is not None:
-        doc["winner"] = _winner_doc(w, b)
+        doc["winner"] = _winner_doc(w, b, data.selection)
     if b is not None:
         doc["baseline"] = _baseline_doc(b)
     if launch is not None:
@@ -319,13 +324,18 @@ def _winner_json(data: ReportData, launch: LaunchSpec | None, launch_error: str)
     return json.dumps(doc, indent=2, default=str) + "\n"
 
 
-def _winner_doc(w: TrialInfo, b: TrialInfo | None) -> dict[str, Any]:
+def _winner_doc(w: TrialInfo, b: TrialInfo | None, sel: Selection | None) -> dict[str, Any]:
     """winner.json's winner: its config, the changes from the baseline, measurements, the
-    startup facts and the planner's prediction."""
+    startup facts and the planner's prediction. `value` is its search run; `estimate` and
+    `ci95` are over every run of it, the figures it was chosen on (the report's)."""
+    chosen = sel is not None and sel.winner == w.number
     return {
         "trial": w.number,
         "value": w.value,
         "values": w.values,
+        "estimate": sel.estimate if chosen and sel else None,
+        "ci95": list(sel.ci95) if chosen and sel and sel.ci95 else None,
+        "runs": sel.values if chosen and sel else None,
         "config": redact_mapping(w.config),
         "params": redact_mapping(w.params),
         "changes_from_baseline": {

@@ -88,9 +88,9 @@ class Service:
 
     def startup(self, *, recover: bool = True) -> list[str]:
         """Start the job monitor; with `recover`, resume the sweeps whose job died while they
-        were running (returns their names). Recovery goes first: the monitor would record those
+        were running (returns their names), else mark their trials interrupted. Recovery goes first: the monitor would record those
         deaths as plain exits. Queued jobs stay queued; the monitor starts them."""
-        resumed = self.recover() if recover else []
+        resumed = self.sweep_jobs.recover(resume=recover)
         self.jobs.start_monitor()
         return resumed
 

@@ -131,7 +131,14 @@ class JobTable:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError) as exc:
-            log.warning("job table %s unreadable (%s); starting empty", self.path, exc)
+            kept = self._keep_unreadable()
+            log.warning(
+                "job table %s unreadable (%s); kept as %s, starting empty", self.path, exc, kept
+            )
+            return {}
+        if not isinstance(raw, dict) or not isinstance(raw.get("jobs") or {}, dict):
+            kept = self._keep_unreadable()
+            log.warning("job table %s is not a table; kept as %s, starting empty", self.path, kept)
             return {}
         out: dict[str, JobRecord] = {}
         for name, row in (raw.get("jobs") or {}).items():
@@ -140,6 +147,16 @@ class JobTable:
             except ValidationError as exc:
                 log.warning("job table %s: dropping entry %s (%s)", self.path, name, exc)
         return out
+
+    def _keep_unreadable(self) -> Path | None:
+        """Move an unreadable table aside (jobs.json.corrupt-TIME) before the next write
+        replaces it: the PIDs of running jobs may still be read from it by hand."""
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}")
+        try:
+            os.replace(self.path, aside)
+        except OSError:
+            return None
+        return aside
 
     def _write(self, jobs: Mapping[str, JobRecord]) -> None:
         doc = {

@@ -92,7 +92,7 @@ class KernelJobs:
             for p in out_dir.rglob("*.json")
             if p.name != "result.json" and not p.name.endswith(".provenance.json")
         )
-        state = kernels_state(rec)
+        state = kernels_state(rec, result)
         tail = self.jobs.log_tail(rec.name) if state in ("failed", "lost") else None
         return KernelsStatus(
             name=name,
@@ -129,7 +129,7 @@ class KernelJobs:
             )
         out_dir = self.state.root / "kernels" / name
         files = _result_files(out_dir)
-        state = kernels_state(rec)
+        state = kernels_state(rec, read_result(out_dir))
         if state != "finished" and not (state == "stopped" and files):
             raise Conflict(
                 f"kernel job {name!r} is {state}; only a finished job's files are installed "
@@ -227,8 +227,10 @@ def read_result(out_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def kernels_state(rec: JobRecord) -> KernelsState:
-    """One word for a kernel job, from its record."""
+def kernels_state(rec: JobRecord, result: dict[str, Any] | None = None) -> KernelsState:
+    """One word for a kernel job, from its record and its `result` (result.json): a job whose
+    exit the service did not see (it was restarted meanwhile) finished when the tuner wrote
+    its summary, which it does only once it is done."""
     if rec.state == "queued":
         return "queued"
     if rec.state == "cancelled":
@@ -240,7 +242,9 @@ def kernels_state(rec: JobRecord) -> KernelsState:
     if rec.stop_requested:
         return "stopped"
     if rec.exit_code is None:
-        return "lost"
+        return (
+            "finished" if result is not None and isinstance(result.get("files"), list) else "lost"
+        )
     return "failed"
 
 

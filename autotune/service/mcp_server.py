@@ -43,7 +43,39 @@ def build_server(service: Service) -> Any:
     add_sweep_control_tools(mcp, service)
     add_report_tools(mcp, service)
     add_kernel_tools(mcp, service)
+    _forbid_unknown_arguments(mcp)
     return mcp
+
+
+def _forbid_unknown_arguments(mcp: Any) -> None:
+    """Every tool refuses an argument it does not have (a `max_trial` typo would otherwise be
+    dropped and the sweep run with the spec's budget) and says so in its schema
+    (additionalProperties: false). The mcp package builds argument models that ignore extras
+    and offers no switch, so each tool's model is replaced by a strict subclass; its
+    FuncMetadata reads the model at call time."""
+    from pydantic import BaseModel, ConfigDict, model_validator
+
+    from autotune.errors import did_you_mean
+
+    class Strict(BaseModel):
+        @model_validator(mode="before")
+        @classmethod
+        def _known_arguments(cls, data: Any) -> Any:
+            if isinstance(data, dict):
+                valid = sorted(f.alias or n for n, f in cls.model_fields.items())
+                unknown = sorted(set(data) - set(valid))
+                if unknown:
+                    raise ValueError(
+                        f"unknown argument {unknown[0]!r}{did_you_mean(unknown[0], valid)}"
+                    )
+            return data
+
+    for tool in mcp._tool_manager.list_tools():
+        loose = tool.fn_metadata.arg_model
+        config = ConfigDict(**{**loose.model_config, "extra": "forbid"})  # type: ignore[typeddict-item]
+        strict: type[BaseModel] = type(loose.__name__, (loose, Strict), {"model_config": config})
+        tool.fn_metadata.arg_model = strict
+        tool.parameters = strict.model_json_schema(by_alias=True)
 
 
 def run_stdio(service: Service, *, recover: bool = True) -> None:

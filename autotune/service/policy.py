@@ -16,6 +16,7 @@ The engine binds only to `allowed_engine_hosts`, and joins only `allowed_ray_add
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -266,7 +267,14 @@ class Policy:
         if model in BUILTIN_CARDS:
             return model
         if looks_like_path(model):
-            return str(self.allowed_path(model, field=field, base=base))
+            folder = self.allowed_path(model, field=field, base=base)
+            # The loaders open the folder's files by name (config.json, the safetensors index,
+            # the tokenizer): a link among them to a file outside the roots is refused too.
+            with contextlib.suppress(OSError):
+                for child in folder.iterdir() if folder.is_dir() else ():
+                    if child.is_symlink():
+                        self.allowed_path(str(child), field=field)
+            return str(folder)
         raise UnknownNameError("model card", model, BUILTIN_CARDS)
 
     # -- a sweep spec ------------------------------------------------------------------------

@@ -8,10 +8,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from autotune.sweep.spec import UNTIL_FORMAT
+from autotune.sweep.spec_models import NAME_MAX, NAME_PATTERN
 
 SweepState = Literal[
     "queued",  # waiting for GPUs another job holds; starts by itself (job.queue_position)
-    "cancelled",  # taken out of the queue before it ever started
+    "cancelled",  # stopped before it ever started (taken out of the queue, or stopped at once)
     "starting",  # the job runs but has not written the sweep yet
     "running",
     "stopping",  # stop requested, the job is winding down
@@ -34,7 +35,6 @@ QUEUE_DOC = (
 )
 
 ScalarValue = str | int | float | bool | None
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
 class _Request(BaseModel):
@@ -261,7 +261,7 @@ class KernelsRequest(_Request):
     output folder is the service's (STATE/kernels/NAME), not the request's."""
 
     name: str = Field(
-        min_length=1, max_length=100, pattern=NAME_PATTERN, description="job name (its id)"
+        min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="job name (its id)"
     )
     model: str | None = Field(
         None, max_length=4096, description="built-in card or an allowed model folder"

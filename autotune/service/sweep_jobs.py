@@ -113,7 +113,27 @@ class SweepJobs:
         self.jobs.signal(name, force=req.force)
         if req.wait_s:
             self.jobs.wait(name, req.wait_s)
+        if req.force:  # SIGKILL: the sweep could not stop its engines and trials itself
+            self.jobs.wait(name, max(req.wait_s, 5.0))  # a killed process is gone at once
+            self.settle_dead(name)
         return self.queries.sweep_status(name)
+
+    def settle_dead(self, name: str) -> None:
+        """A sweep whose job died without stopping its trials (SIGKILL, a crash, a restart
+        that does not resume it): the engines it started are stopped (their PIDs are in the
+        registry the sweep wrote beside the database) and its running trials are marked
+        interrupted, so that status and report do not call them running. Resuming does the
+        same first; nothing happens while the job is alive."""
+        row = self.store.find_sweep(name)
+        if row is None or row.id is None or row.status != "running" or self.jobs.busy(name):
+            return
+        from autotune.process import PidRegistry
+        from autotune.sweep.setup import registry_path_for
+
+        registry = registry_path_for(self.store, self.state.report_dir(name))
+        for entry in PidRegistry(registry).reap_orphans():
+            log.info("stopped engine %s that sweep %s left running", entry["pid"], name)
+        self.store.mark_interrupted(row.id)
 
     def resume_sweep(
         self, name: str, req: ResumeRequest | None = None, *, started_by: str = "request"
@@ -155,8 +175,9 @@ class SweepJobs:
             links=links(name),
         )
 
-    def recover(self) -> list[str]:
-        """Resume sweeps whose job died while the sweep was running (a reboot, a kill)."""
+    def recover(self, *, resume: bool = True) -> list[str]:
+        """Resume sweeps whose job died while the sweep was running (a reboot, a kill); with
+        `resume` False, or where resuming fails, settle them (settle_dead) instead."""
         resumed: list[str] = []
         for rec in self.jobs.dead_since_last_run():
             if rec.kind != "sweep":
@@ -169,6 +190,9 @@ class SweepJobs:
             row = self.store.find_sweep(rec.name)
             if row is None or row.status != "running":
                 continue
+            if not resume:
+                self.settle_dead(rec.name)
+                continue
             try:
                 overrides = ResumeRequest.model_validate(rec.overrides)
                 self.resume_sweep(rec.name, overrides, started_by="recovery")
@@ -177,4 +201,5 @@ class SweepJobs:
             except AutotuneError as exc:
                 self.jobs.annotate(rec.name, f"not resumed after a restart: {exc}")
                 log.warning("sweep %s not resumed: %s", rec.name, exc)
+                self.settle_dead(rec.name)
         return resumed

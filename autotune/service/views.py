@@ -21,6 +21,9 @@ def sweep_state(
     if db_status is None:
         if rec is not None and rec.state == "cancelled":
             return "cancelled"
+        if rec is not None and rec.stop_requested:
+            # stopped before it wrote its row: what the request did, not a failure
+            return "stopping" if alive else "cancelled"
         return "starting" if alive else "failed_to_start"
     if alive:
         assert rec is not None

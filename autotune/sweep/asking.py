@@ -15,7 +15,7 @@ from autotune.engines.base import FailureClass
 from autotune.store.models import TrialStatus
 from autotune.sweep.refine import enqueue_neighbour
 from autotune.sweep.state import Running
-from autotune.sweep.study import config_for, config_key, set_constraints
+from autotune.sweep.study import config_for, config_key, rerun_source, set_constraints
 
 if TYPE_CHECKING:
     import optuna
@@ -88,6 +88,12 @@ def reject(
     set_constraints(trial, a.constraints)
     state.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
     state.rejected_keys.add(key)
+    if state.launched == 0 and not state.running_keys:
+        shared = set(a.reasons)
+        state.refused_by_all = (
+            shared if state.refused_by_all is None else state.refused_by_all & shared
+        )
+        state.refusals += 1
     state.note(trial.number, "pruned", f"planner: {a.reasons[0]}", source)
 
 
@@ -109,6 +115,11 @@ def tell_duplicate(state: SweepState, trial: optuna.Trial, key: str) -> None:
     state.duplicates += 1
 
 
+def is_reference(state: SweepState, source: str) -> bool:
+    """The baseline, or its re-run after a resume (the baseline is trial 0, seeded first)."""
+    return source == "baseline" or (state.setup.spec.search.baseline and source == rerun_source(0))
+
+
 def start(
     state: SweepState,
     trial: optuna.Trial,
@@ -120,7 +131,7 @@ def start(
 ) -> Running:
     """The running row of a trial about to launch, and what the loop tracks of it."""
     number = trial.number
-    spec = state.trial_spec(number, config, repeat=0)
+    spec = state.trial_spec(number, config, repeat=0, reference=is_reference(state, source))
     row = state.store.add_trial(
         state.sweep_id,
         number=number,

@@ -142,7 +142,7 @@ def fill_slots(state: SweepState, executor: Executor, running: RunningTrials, id
         item = next_repeat(state) or next_trial(state)
         if item is None:
             idle += 1
-            if idle >= state.budget.max_idle_asks:
+            if idle >= state.budget.max_idle_asks or unrunnable(state):
                 break
             continue
         idle = 0
@@ -177,6 +177,22 @@ def may_launch(state: SweepState, running: int) -> bool:
     return True
 
 
+# Planner refusals in a row, nothing launched yet, all for one shared reason: the target
+# itself cannot run (NVFP4 on a GPU without FP4, weights larger than the GPU), not a corner of
+# the space; the search stops with that reason instead of asking max_idle_asks times.
+UNRUNNABLE_AFTER = 20
+
+
+def unrunnable(state: SweepState) -> bool:
+    """Whether every proposal so far was refused for a shared reason, with no seed left."""
+    return (
+        state.launched == 0
+        and state.refusals >= UNRUNNABLE_AFTER
+        and bool(state.refused_by_all)
+        and not state.waiting()
+    )
+
+
 def end_of_search(state: SweepState, running: RunningTrials, idle: int) -> tuple[str, bool]:
     """(why the search ends, whether it ended complete) or ("", False) to go on. A search
     cut short by a signal or the clock is STOPPED (resumable), else FINISHED."""
@@ -190,6 +206,12 @@ def end_of_search(state: SweepState, running: RunningTrials, idle: int) -> tuple
             f"budget: {state.launched} trials launched (max_trials {budget.max_trials})",
             True,
         )
+    if unrunnable(state) and state.refused_by_all:
+        reason = sorted(state.refused_by_all)[0]
+        return (
+            f"nothing this target can run: the {state.refusals} configurations proposed were "
+            f"all refused for the same reason, which no setting of the space changes: {reason}"
+        ), True
     if idle >= budget.max_idle_asks:
         return (
             f"search exhausted: {idle} proposals in a row were infeasible or already "

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError
+from autotune.errors import ConfigError, UnknownNameError, UnsupportedFlagError, UserError
 from autotune.space.models import SearchSpace
 from autotune.space.params import CategoricalParam, ParamBase
 from autotune.space.rules import FACTS, ConfigValue, Rule, RuleContext, same
@@ -61,7 +61,7 @@ def _releases(engine: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _problem(engine: str, version: str, name: str, value_json: str) -> str | None:
+def _refusal(engine: str, version: str, name: str, value_json: str) -> UserError | None:
     """None when the engine's adapter builds `name: value` at `version`; else its error."""
     from autotune.engines import get_adapter
 
@@ -69,8 +69,46 @@ def _problem(engine: str, version: str, name: str, value_json: str) -> str | Non
     try:
         get_adapter(engine).build_command({name: value}, model="model", version=version)
     except (UnsupportedFlagError, UnknownNameError, ConfigError) as exc:
-        return str(exc)
+        return exc
     return None
+
+
+def _problem(engine: str, version: str, name: str, value_json: str) -> str | None:
+    why = _refusal(engine, version, name, value_json)
+    return None if why is None else str(why)
+
+
+def refusal(engine: str, version: str, name: str, value: Any) -> UserError | None:
+    """Why `version` of `engine` cannot run `name: value` set alone (a flag it lacks, a value
+    of the wrong type or outside the flag's choices, a field the launcher sets); None when it
+    can. An unknown field is an UnknownNameError."""
+    return _refusal(engine, version, name, json.dumps(value, default=str))
+
+
+def needs_companion(why: UserError, name: str) -> bool:
+    """Whether a refusal of `name: value` set alone is about another field it needs (SGLang's
+    file backend directory, vLLM's speculative method without num_speculative_tokens): the
+    search may set that field, so the value itself is not refused."""
+    from autotune.errors import CompanionFieldError
+
+    if isinstance(why, CompanionFieldError):
+        return True
+    return isinstance(why, ConfigError) and why.field is not None and why.field != name
+
+
+def refused_by_every_release(engine: str, name: str, value: Any) -> UserError | None:
+    """The newest release's refusal when no release of `engine` takes `name: value` alone
+    (a value of the wrong type, a choice no parser has); None when one does, or when one's
+    only objection is a companion field (needs_companion)."""
+    newest: UserError | None = None
+    for v in reversed(_releases(engine)):
+        why = refusal(engine, v, name, value)
+        if why is None or needs_companion(why, name):
+            return None
+        if isinstance(why, UnknownNameError):
+            return why
+        newest = newest or why
+    return newest
 
 
 def _release_refuses(engine: str, version: str, name: str, value: ConfigValue) -> str | None:

@@ -133,17 +133,20 @@ def _nothing_feasible(rows: Sequence[TrialRow], counts: dict[str, int], launched
 
 
 def _baseline(rows: Sequence[TrialRow]) -> TrialRow | None:
-    """The engine defaults' trial: its re-run when the first one failed for a reason that was
-    not the configuration's (a lost worker, another release's engine: state.NOT_THE_CONFIG)."""
+    """The engine defaults' trial: its re-run when the first one was interrupted (a resume
+    runs it again) or failed for a reason that was not the configuration's (a lost worker,
+    another release's engine: state.NOT_THE_CONFIG)."""
     from autotune.sweep.state import NOT_THE_CONFIG_VALUES
     from autotune.sweep.study import rerun_source
 
     baseline = next((r for r in rows if (r.launch or {}).get("source") == "baseline"), None)
     if baseline is None:
         baseline = next((r for r in rows if (r.prediction or {}) and r.number == 0), None)
-    if baseline is None or (baseline.launch or {}).get("failure_class") not in (
-        NOT_THE_CONFIG_VALUES
-    ):
+    lost = baseline is not None and (
+        baseline.status == "interrupted"
+        or (baseline.launch or {}).get("failure_class") in NOT_THE_CONFIG_VALUES
+    )
+    if baseline is None or not lost:
         return baseline
     again = [r for r in rows if (r.launch or {}).get("source") == rerun_source(baseline.number)]
     return again[-1] if again else baseline

@@ -77,9 +77,11 @@ class SweepSetup:
         repeat: int,
         best_probe: float | None,
         best_wall_s: float | None = None,
+        reference: bool = False,
     ) -> TrialSpec:
         """What a worker runs for `config` (repeat 0: the search run, 1..R: finalist re-runs,
-        which are never pruned by the probe)."""
+        which are never pruned by the probe). A `reference` run (the baseline, or its re-run
+        after a resume) is never cut either: every result is compared with its value."""
         s, t = self.spec, self.spec.target
         sim = s.simulate
         extra: list[str] = []
@@ -93,6 +95,7 @@ class SweepSetup:
             extra += ["--sim-slowdown", f"{luck.slowdown:.6g}"]
         if luck is not None and luck.start_fails:
             extra += ["--sim-start-fails"]
+        cut = repeat == 0 and not reference
         threshold = self.probe_threshold(best_probe)
         log_dir = self.out_dir / "trials" / (f"{number:04d}" + (f"-r{repeat}" if repeat else ""))
         return TrialSpec(
@@ -115,10 +118,10 @@ class SweepSetup:
             host_free_gib=t.host_free_gib,
             scenarios=[sc.model_dump(mode="json") for sc in self.scenarios],
             probe=self.probe if repeat == 0 else None,
-            probe_threshold=threshold if repeat == 0 else None,
+            probe_threshold=threshold if cut else None,
             probe_higher_is_better=self.probe_higher,
-            cut_scenario=self.cut_scenario if repeat == 0 else None,
-            cut_after_s=self.cut_after_s(best_wall_s) if repeat == 0 else None,
+            cut_scenario=self.cut_scenario if cut else None,
+            cut_after_s=self.cut_after_s(best_wall_s) if cut else None,
             startup_timeout_s=s.engine.startup_timeout_s,
             bench_timeout_s=s.engine.bench_timeout_s,
             stop_grace_s=s.engine.stop_grace_s,

@@ -18,6 +18,7 @@ from autotune.sweep.spec_models import (
 def check_cross_fields(spec: SweepSpec, source: str) -> None:
     """Raise a ConfigError naming `source` and the field at fault for the first check failed."""
     _check_target(spec, source)
+    _check_space_values(spec, source)
     _check_port_workers(spec, source)
     labels = _scenario_labels(spec, source)
     if spec.workload.probe is not None and spec.workload.probe not in labels:
@@ -68,6 +69,13 @@ def _check_target(spec: SweepSpec, source: str) -> None:
             source=source,
             field="target.gpu",
         )
+    ex = spec.execution
+    if ex.ray_address is not None and ex.executor != "ray":
+        raise ConfigError(
+            f"a Ray cluster to join needs `executor: ray` (the executor is {ex.executor})",
+            source=source,
+            field="execution.ray_address",
+        )
     if spec.target.cpu and not (engine in PLANNERS and PLANNERS[engine].runs_on_cpu):
         cpu_engines = [e for e, p in PLANNERS.items() if p.runs_on_cpu]
         raise ConfigError(
@@ -76,6 +84,68 @@ def _check_target(spec: SweepSpec, source: str) -> None:
             source=source,
             field="target.gpu",
         )
+
+
+def _bare(exc: Exception) -> str:
+    """An error's message without its own 'source: field: ' prefix (re-raised under the spec's)."""
+    text = str(exc)
+    if isinstance(exc, ConfigError):
+        where = ": ".join(p for p in (exc.source, exc.field) if p)
+        text = text.removeprefix(f"{where}: ") if where else text
+    return text
+
+
+def _check_space_values(spec: SweepSpec, source: str) -> None:
+    """The engine version is one the adapter knows; every value the spec sets is one that
+    version's parser takes (fixed values and overrides that fix one) and every choice or bound
+    an override gives is one some release takes. Checked here, at load, so that a value no
+    trial can launch stops the sweep before it starts, naming the field (not in each trial's
+    worker). An unknown name is refused here with the built-in space (a space file's own
+    parameters are its check's business);
+    a field that needs a companion value passes (the search may set the companion)."""
+    from collections.abc import Mapping
+
+    from autotune.engines import get_adapter
+    from autotune.errors import UnknownNameError
+    from autotune.sweep.narrowing import needs_companion, refusal, refused_by_every_release
+
+    t, space = spec.target, spec.space
+    try:
+        get_adapter(t.engine).build_command({}, model="model", version=t.engine_version)
+    except ConfigError as exc:
+        raise ConfigError(_bare(exc), source=source, field="target.engine_version") from None
+    both = sorted(set(space.overrides) & set(space.fixed))
+    if both:
+        raise ConfigError(
+            f"{both[0]!r} is in both space.overrides and space.fixed: keep one (fixed sets it "
+            "in every trial, overrides narrows what is searched)",
+            source=source,
+            field=f"space.fixed.{both[0]}",
+        )
+    sets = [(f"space.fixed.{k}", k, v) for k, v in space.fixed.items()]
+    sets += [(f"space.overrides.{k}", k, v) for k, v in space.overrides.items()]
+    for field, name, value in sets:
+        unknown = refusal(t.engine, t.engine_version, name, None)
+        if isinstance(unknown, UnknownNameError) and space.file == "builtin":
+            # the built-in spaces hold engine fields only (a space file may add its own)
+            raise ConfigError(str(unknown), source=source, field=field)
+        if value is None:
+            continue  # the engine decides
+        if not isinstance(value, Mapping):
+            why = refusal(t.engine, t.engine_version, name, value)
+            if why is not None and not (
+                isinstance(why, UnknownNameError) or needs_companion(why, name)
+            ):
+                raise ConfigError(_bare(why), source=source, field=field)
+            continue
+        probes = [(f"{field}.choices[{i}]", c) for i, c in enumerate(value.get("choices") or [])]
+        probes += [(f"{field}.{b}", value[b]) for b in ("low", "high") if b in value]
+        for where, v in probes:
+            if v is None:
+                continue
+            why = refused_by_every_release(t.engine, name, v)
+            if why is not None and not isinstance(why, UnknownNameError):
+                raise ConfigError(_bare(why), source=source, field=where)
 
 
 def _scenario_labels(spec: SweepSpec, source: str) -> list[str]:

@@ -10,7 +10,7 @@ import re
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 from autotune.errors import ConfigError
 
@@ -194,6 +194,8 @@ class ConstraintSpec(_Section):
     def _bound(self) -> ConstraintSpec:
         if self.max is None and self.min is None:
             raise ValueError("a constraint needs max or min")
+        if self.max is not None and self.min is not None and self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}: no trial could meet it")
         return self
 
 
@@ -212,8 +214,11 @@ class ObjectiveSpec(_Section):
 
 
 class BudgetSpec(_Section):
-    max_trials: int | None = Field(
-        50, ge=1, description="launched trials (planner-pruned ones cost nothing, not counted)"
+    max_trials: StrictInt | None = Field(
+        50,
+        ge=1,
+        le=100_000,
+        description="launched trials (planner-pruned ones cost nothing, not counted)",
     )
     wall_clock_s: float | None = Field(None, gt=0, description="seconds from (re)start")
     until: str | None = Field(None, description="HH:MM local time, next occurrence")
@@ -367,10 +372,17 @@ class ExecutionSpec(_Section):
     )
 
 
+# A sweep's name is a file and folder name (reports/NAME, the service's spec file) and a URL
+# segment: bounded well below the file systems' 255 bytes, the same bound everywhere.
+NAME_MAX = 100
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
 class SweepSpec(_Section):
     name: str = Field(
         min_length=1,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        max_length=NAME_MAX,
+        pattern=NAME_PATTERN,
         description="sweep name: the database key, --resume NAME, reports/NAME",
     )
     description: str = Field("", description="free text, shown in the report")

@@ -81,6 +81,10 @@ class SweepState:
     done_by_key: dict[str, Done] = field(default_factory=dict)
     running_keys: set[str] = field(default_factory=set)
     rejected_keys: set[str] = field(default_factory=set)  # the planner said no
+    # reasons shared by every planner rejection since the sweep started, while nothing has
+    # launched: a reason no configuration escapes (None: no rejection yet)
+    refused_by_all: set[str] | None = None
+    refusals: int = 0
     launched: int = 0  # trials that started an engine (this sweep, all runs)
     durations: list[float] = field(default_factory=list)  # of launched trials, seconds
     duplicates: int = 0
@@ -118,9 +122,16 @@ class SweepState:
     def typical_trial_s(self) -> float | None:
         return statistics.median(self.durations) if self.durations else None
 
-    def trial_spec(self, number: int, config: Mapping[str, Any], *, repeat: int) -> TrialSpec:
+    def trial_spec(
+        self, number: int, config: Mapping[str, Any], *, repeat: int, reference: bool = False
+    ) -> TrialSpec:
         return self.setup.trial_spec(
-            number, config, repeat=repeat, best_probe=self.best_probe, best_wall_s=self.best_wall_s
+            number,
+            config,
+            repeat=repeat,
+            best_probe=self.best_probe,
+            best_wall_s=self.best_wall_s,
+            reference=reference,
         )
 
     # -- updates -----------------------------------------------------------------------------

@@ -132,7 +132,7 @@ def test_engine_python_with_a_nightly_follows_its_release(
     monkeypatch.setenv("PYTHONPATH", str(newer))
     res = _init(*args, "--engine-python", sys.executable, "--out", str(out), "--force")
     assert res.exit_code != 0
-    assert "--engine-version 0.34.0" in str(res.exception)
+    assert "use 0.34.0 to follow the newest" in str(res.exception)
 
 
 def test_engine_python_without_the_engine_says_so(tmp_path: Path) -> None:

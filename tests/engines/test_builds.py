@@ -52,10 +52,10 @@ def test_notes_say_which_release_and_why() -> None:
 @pytest.mark.parametrize(
     ("engine", "build", "hint"),
     [
-        ("vllm", "0.35.0rc1.dev2+g0123abc", "--engine-version 0.34.0"),
-        ("vllm", "0.35.0", "--engine-version 0.34.0"),
+        ("vllm", "0.35.0rc1.dev2+g0123abc", "use 0.34.0 to follow"),
+        ("vllm", "0.35.0", "use 0.34.0 to follow"),
         ("vllm", "0.9.2", None),  # planned (planner.vllm_history), never launched
-        ("sglang", "0.5.24rc0", "--engine-version 0.5.23"),
+        ("sglang", "0.5.24rc0", "use 0.5.23 to follow"),
         ("sglang", "0.5.8", None),
         ("sglang", "0.5.17.1", None),  # no SGLang release has four numbers
         ("sglang", "0.6", None),
@@ -123,7 +123,7 @@ def test_plan_of_a_nightly_says_what_it_follows() -> None:
     assert a["assumptions"][0].startswith("vLLM 0.34.1.dev5+g0123abc is a development build")
     assert a["assumptions"][1:] == b["assumptions"] and a["kv_pool_tokens"] == b["kv_pool_tokens"]
     newer = CliRunner().invoke(app, [*args, "--engine-version", "0.35.0"])
-    assert newer.exit_code != 0 and "--engine-version 0.34.0" in str(newer.exception)
+    assert newer.exit_code != 0 and "use 0.34.0 to follow the newest" in str(newer.exception)
 
 
 def test_sglang_plans_a_release_candidate_as_its_release() -> None:

@@ -77,6 +77,12 @@ def test_full_report(sweep_db: Built, tmp_path: Path) -> None:
     # Each launch's pool against the prediction (the launches allocated 98% of it).
     assert "### The planner's KV pool, launch by launch" in cap
     assert "| 2.04% | - |" in cap
+    # Every trial, one row each (the README promises it), its failure class where it failed.
+    trials = md.split("<summary>Every trial</summary>")[1].split("</details>")[0]
+    rows = [line for line in trials.splitlines() if line.startswith("| #")]
+    n = len(sweep_db.store.get_trials(sweep_db.store.get_sweep(sweep_db.sweep).id or 0))
+    assert len(rows) == n and sum("kv_cache_oom:" in r for r in rows) == 2
+    assert sum("(winner)" in r for r in rows) == 1 and sum("(baseline)" in r for r in rows) == 1
     ceiling = md.split("## Decode ceiling")[1].split("## Trials")[0]
     assert "tok/s" in ceiling and "of the ceiling" in ceiling
     prov = md.split("## Provenance")[1]
@@ -227,3 +233,19 @@ def test_hostile_spec_values_end_to_end(tmp_path: Path) -> None:
     assert runner.env()["SGLANG_LOG_LEVEL"] == evil_env
     assert not list(tmp_path.glob("pwned*")), "an injected command ran"
     assert HF_TOKEN not in all_text(out)
+
+
+def test_winner_json_carries_the_figures_the_winner_was_chosen_on(tmp_path: Path) -> None:
+    # one run's value alone is the lucky launch the selection guards against
+    built = build_sweep(tmp_path)
+    store = built.store
+    row = store.get_sweep(built.sweep)
+    sel = {"winner": built.winner_number, "values": [101.0, 99.0, 100.0], "estimate": 100.0,
+           "ci95": [98.0, 102.0], "runs": 3, "sigma": 0.01, "configurations_rerun": 1}  # fmt: skip
+    store.update_sweep(row.id or 0, notes={**(row.notes or {}), "selection": sel})
+    write_report(store, built.sweep, tmp_path / "r", plots=False)
+    winner = json.loads((tmp_path / "r" / "winner.json").read_text())["winner"]
+    assert winner["trial"] == built.winner_number
+    assert winner["estimate"] == 100.0 and winner["ci95"] == [98.0, 102.0]
+    assert winner["runs"] == [101.0, 99.0, 100.0]
+    store.close()

@@ -39,6 +39,9 @@ def test_sweep_state() -> None:
     earlier, later = NOW - timedelta(seconds=5), NOW + timedelta(seconds=5)
     assert sweep_state(None, rec(), None) == "starting"
     assert sweep_state(None, rec("exited"), None) == "failed_to_start"
+    # stopped right after submit, before the sweep wrote its row
+    assert sweep_state(None, rec(stop="SIGTERM"), None) == "stopping"
+    assert sweep_state(None, rec("exited", stop="SIGTERM"), None) == "cancelled"
     assert sweep_state("running", rec(), later) == "running"
     assert sweep_state("running", rec(stop="SIGTERM"), later) == "stopping"
     assert sweep_state("stopped", rec(), earlier) == "starting"  # resumed, row not yet written
@@ -88,3 +91,19 @@ def test_recover_only_resumes_what_died_running(service: Service) -> None:
     assert "resubmit" in (table["kern"].note or "")
     st = service.sweep_status("done")
     assert st.state == "finished" and st.job is not None and st.job.state == "exited"
+
+
+def test_a_dead_sweep_not_resumed_has_its_trials_interrupted(service: Service) -> None:
+    # a restart with --no-recover (or a SIGKILL) leaves the rows the job wrote: a trial it was
+    # running is interrupted, not "still running" in status and report
+    gone = psutil.Process().create_time() - 1000.0
+    with service.jobs.table.locked() as jobs:
+        jobs["dead"] = rec().model_copy(
+            update={"name": "dead", "kind": "sweep", "pid": os.getpid(), "create_time": gone}
+        )
+    row = service.store.create_sweep("dead", spec_yaml=tiny_yaml("dead"), status="running")
+    assert row.id is not None
+    trial = service.store.add_trial(row.id, number=0)
+    assert service.startup(recover=False) == []
+    assert service.store.get_trial(trial.id or 0).status == "interrupted"
+    assert service.sweep_status("dead").state == "interrupted"  # resumable, as before

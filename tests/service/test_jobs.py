@@ -130,3 +130,13 @@ def test_table_survives_concurrent_writers(state: StateDir) -> None:
     for p in procs:
         assert p.wait(timeout=60) == 0
     assert len(JobTable(state).snapshot()) == 60
+
+
+@pytest.mark.parametrize("text", ["{not json", '["a list"]', '{"jobs": [1, 2]}'])
+def test_an_unreadable_table_is_kept_aside_not_overwritten(state: StateDir, text: str) -> None:
+    # it may be the only record of the PIDs of jobs still running
+    state.jobs.write_text(text)
+    table = JobTable(state)
+    assert table.snapshot() == {}
+    (aside,) = state.jobs.parent.glob("jobs.json.corrupt-*")
+    assert aside.read_text() == text

@@ -290,3 +290,23 @@ def test_a_submitted_engine_job_is_checked_first(setup: tuple[Path, Path, Path])
                 )
             )
         assert svc.jobs.table.snapshot() == {}
+
+
+def test_a_job_whose_exit_the_service_missed_is_judged_by_its_result(
+    setup: tuple[Path, Path, Path],
+) -> None:
+    """A service restarted while a job ran never sees its exit code: the tuner's summary
+    (written only once it is done) says it finished, and its files can be installed; without
+    one the job is lost."""
+    state, py, _ = setup
+    with _service(state) as svc:
+        f = tuned(state / "kernels" / "k", "sglang", VERSION, arch=None)
+        _job(svc, "k", files=[f], engine="sglang", engine_python=str(py))
+        _job(svc, "gone", files=[], engine="sglang", engine_python=str(py))
+        (state / "kernels" / "gone" / "result.json").unlink()
+        with svc.jobs.table.locked() as jobs:
+            for key in (KERNELS_PREFIX + "k", KERNELS_PREFIX + "gone"):
+                jobs[key] = jobs[key].model_copy(update={"exit_code": None})
+        assert svc.kernels_status("k").state == "finished"
+        assert svc.install_kernels("k").result["proof"]["ok"]
+        assert svc.kernels_status("gone").state == "lost"

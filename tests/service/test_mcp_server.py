@@ -168,3 +168,32 @@ async def test_tools_over_stdio(state: Path) -> None:
             client, "tune_kernels", name="k3", nk=["4096,4096"], engine="sglang", kind="int4"
         )
         assert "invalid arguments" in msg and "int4" in msg
+
+
+async def test_every_tool_refuses_an_argument_it_lacks(tmp_path: Path) -> None:
+    # a typo (max_trial, engine_verison) must not be dropped silently: the sweep would run
+    # with the spec's budget, the plan with the default release
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from autotune.service.core import Service
+    from autotune.service.mcp_server import build_server
+    from tests.service.conftest import write_config
+
+    write_config(tmp_path / "state")
+    service = Service.open(tmp_path / "state", str(tmp_path / "state" / "autotune.db"))
+    try:
+        server = build_server(service)
+        tools = await server.list_tools()
+        assert {t.name for t in tools} >= TOOLS
+        assert all(t.input_schema.get("additionalProperties") is False for t in tools)
+        args = {"model": "qwen3.8-27b-awq-int4", "gpu": "rtx-4080-super-32g"}
+        with pytest.raises(
+            ToolError, match=r"unknown argument 'engine_verison'.*'engine_version'"
+        ):
+            await server.call_tool("plan", {**args, "engine_verison": "0.5.9"})
+        with pytest.raises(ToolError, match=r"unknown argument 'max_trial'.*'max_trials'"):
+            await server.call_tool("start_sweep", {"spec_yaml": tiny_yaml("x"), "max_trial": 40})
+        assert service.list_sweeps().sweeps == []  # nothing was started
+        await server.call_tool("plan", args)  # the right arguments still pass
+    finally:
+        service.shutdown()

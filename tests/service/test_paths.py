@@ -93,7 +93,7 @@ def test_an_absolute_path_under_an_allowed_root_passes(tmp_path: Path) -> None:
             "target.model_path": str(models / "m"),
             "space.fixed": {
                 "chat_template": str(models / "t.jinja"),
-                "kv_cache_dtype": "fp8_e4m3",
+                "enable_metrics": True,
             },
             "engine.env": {"SGLANG_HICACHE_FILE_BACKEND_STORAGE_DIR": str(models / "hc")},
         },
@@ -170,3 +170,20 @@ def test_403_names_the_value_not_where_it_resolves(tmp_path: Path) -> None:
         assert str(models) not in answers[2].text  # nor the roots, for a value outside them
     finally:
         svc.shutdown()
+
+
+def test_a_model_folder_cannot_link_a_file_out_of_the_allowed_roots(tmp_path: Path) -> None:
+    # the loaders open config.json by name: a link to the token must not be followed
+    state = StateDir.open(tmp_path / "state")
+    (state.root / "token").write_text("secret")
+    model = tmp_path / "models" / "m"
+    model.mkdir(parents=True)
+    p = Policy(ServiceConfig(allowed_paths=[str(tmp_path)]), private=[state.root])
+    (model / "tokenizer.json").write_text("{}")
+    (model / "weights.safetensors").symlink_to(model / "tokenizer.json")  # inside: fine
+    assert p.check_model(str(model), field="target.model") == str(model.resolve())
+    (model / "config.json").symlink_to(state.root / "token")
+    with pytest.raises(Forbidden) as err:
+        p.check_model(str(model), field="target.model")
+    assert err.value.field == "target.model" and "config.json" in str(err.value)
+    assert str(state.root) not in str(err.value)  # the link's target is not told

@@ -80,7 +80,8 @@ def test_path_valued_flags_and_json_values(tmp_path: Path) -> None:
         p, **{"space.fixed": {"json_model_override_args": '{"a": {"b": "/etc/shadow"}}'}}
     )
     assert err.field == "space.fixed.json_model_override_args.a.b"
-    err = refused(p, **{"space.overrides.chunked_prefill_size": {"choices": ["../x"]}})
+    chosen = {"type": "categorical", "choices": ["../x"]}
+    err = refused(p, **{"space.overrides.chat_template": chosen})
     assert "absolute" in str(err)
     ok = tiny_spec("p", **{"space.fixed": {"chat_template": str(tmp_path / "t.jinja")}})
     p.check_spec(parse_spec(ok))
@@ -106,12 +107,11 @@ def test_engines_hosts_ray_and_workers(tmp_path: Path) -> None:
     assert refused(p).field == "target.engine"
     p = policy(tmp_path, max_workers=2)
     assert refused(p, **{"engine.host": "0.0.0.0"}).field == "engine.host"
-    assert (
-        refused(p, **{"execution.ray_address": "10.0.0.1:6379"}).field == "execution.ray_address"
-    )
+    ray = {"execution.executor": "ray", "execution.ray_address": "10.0.0.1:6379"}
+    assert refused(p, **ray).field == "execution.ray_address"
     assert refused(p, **{"execution.workers": 3}).field == "execution.workers"
     with pytest.raises(Forbidden, match="at most 2"):
         p.check_spec(parse_spec(tiny_spec("p")), workers=5)
     policy(tmp_path, allowed_ray_addresses=["auto"]).check_spec(
-        parse_spec(tiny_spec("p", **{"execution.ray_address": "auto"}))
+        parse_spec(tiny_spec("p", **{**ray, "execution.ray_address": "auto"}))
     )

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from autotune.engines import get_adapter
 from autotune.errors import ConfigError
 from autotune.hardware import get_gpu
 from autotune.models import BUILTIN_CARDS
@@ -131,6 +132,13 @@ def test_speculative_and_mamba_rules(sglang_space: SearchSpace) -> None:
     )
     drafted = dict(dflash, speculative_draft_model_path="/models/dflash")
     assert not ids(sglang_space, drafted, ctx(version="0.5.18"))
+    # the rule agrees with the releases' parsers: DFLASH is a choice from the 0.5.11 wheel
+    assert "dflash-version" in ids(sglang_space, drafted, ctx(version="0.5.10"))
+    assert "dflash-version" not in ids(sglang_space, drafted, ctx(version="0.5.11"))
+    argv = get_adapter("sglang").build_command
+    argv({"speculative_algorithm": "DFLASH"}, model="m", version="0.5.11")
+    with pytest.raises(ConfigError):
+        argv({"speculative_algorithm": "DFLASH"}, model="m", version="0.5.10")
     assert "dflash-steps-topk" in ids(sglang_space, dict(drafted, speculative_num_steps=3), ctx())
     tree = dict(sglang_space.defaults(), speculative_algorithm="NEXTN", speculative_num_steps=3,
                 speculative_eagle_topk=4, speculative_num_draft_tokens=8, page_size=64)  # fmt: skip

@@ -224,3 +224,27 @@ def test_deeply_nested_yaml_is_an_error_not_a_stack_overflow(tmp_path: Path) -> 
     path.write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
     with pytest.raises(ConfigError, match="nested deeper than"):
         load_spec(path)
+
+
+def test_a_target_nothing_can_run_stops_at_once_with_the_reason(tmp_path: Path) -> None:
+    # NVFP4 on Hopper: every configuration breaks the same rule; the search used to ask 200
+    # times and call the space "converged"
+    spec = make_spec(
+        **{
+            "name": "nvfp4-hopper",
+            "target.model": "qwen3.8-27b-nvfp4",
+            "target.gpu": "h200-141g",
+            "budget.max_trials": 40,
+        }
+    )
+    res = _cli(
+        "sweep", str(write_spec(tmp_path, spec)), "--db", str(tmp_path / "s.db"),
+        "--out", str(tmp_path / "out"), "--json", "--no-report", cwd=tmp_path,
+    )  # fmt: skip
+    out = json.loads(res.stdout)
+    assert res.returncode == 7, res.stderr[-2000:]
+    assert out["stop_reason"].startswith("nothing this target can run")
+    assert "nvfp4-blackwell" in out["stop_reason"] and out["launched"] == 0
+    with Store(path=tmp_path / "s.db") as store:
+        sweep = store.get_sweep("nvfp4-hopper")
+        assert len(store.get_trials(sweep.id or 0)) <= 25

@@ -124,3 +124,111 @@ def test_fixed_port_needs_one_worker() -> None:
     with pytest.raises(ConfigError, match=r"unset \(4 GPU groups\)"):
         parse_spec(no_sim)
     assert parse_spec(make_spec(**{"engine.port": 8000})).engine.port == 8000  # workers: 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "says"),
+    [
+        # a flag the release lacks (SGLang added --linear-attn-backend in 0.5.10)
+        (
+            {
+                "target.engine_version": "0.5.9",
+                "space.overrides": {},
+                "space.fixed": {"linear_attn_backend": "triton"},
+            },
+            "space.fixed.linear_attn_backend",
+            "0.5.10",
+        ),
+        # fields the launcher sets
+        ({"space.fixed": {"port": 30001}}, "space.fixed.port", "launcher"),
+        ({"space.fixed": {"model_path": "/m"}}, "space.fixed.model_path", "launcher"),
+        # a value of the wrong type, fixed or offered as a choice or a bound
+        ({"space.fixed": {"context_length": "lots"}}, "space.fixed.context_length", "integer"),
+        (
+            {"space.overrides": {"page_size": {"choices": [1, "abc"]}}},
+            "space.overrides.page_size.choices[1]",
+            "integer",
+        ),
+        (
+            {"space.overrides": {"attention_backend": "no-such-kernel"}},
+            "space.overrides.attention_backend",
+            "no-such-kernel",
+        ),
+        # the same parameter fixed and searched
+        (
+            {
+                "space.overrides": {"page_size": {"choices": [1, 64]}},
+                "space.fixed": {"page_size": 16},
+            },
+            "space.fixed.page_size",
+            "both",
+        ),
+        # a release the adapter does not know, named as the spec's field (not a CLI flag)
+        ({"target.engine_version": "0.5.99"}, "target.engine_version", "0.5.23"),
+    ],
+)
+def test_values_no_trial_could_launch_stop_the_spec(
+    tmp_path: Path, changes: dict[str, object], field: str, says: str
+) -> None:
+    path = write_spec(tmp_path, make_spec(**changes))
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert err.value.field == field and err.value.source == str(path)
+    assert says in str(err.value) and "--engine-version" not in str(err.value)
+    assert "(line " in str(err.value)
+
+
+def test_values_the_release_or_the_search_can_complete_pass() -> None:
+    # a choice only some releases take is narrowed per target, not refused; a field that needs
+    # a companion the search may set passes; null leaves it to the engine
+    parse_spec(
+        make_spec(
+            **{
+                "target.engine_version": "0.5.9",
+                "space.overrides": {"linear_attn_backend": {"choices": [None, "triton"]}},
+                "space.fixed": {"hicache_file_storage_dir": "/tmp/hc", "page_size": None},
+            }
+        )
+    )
+
+
+def test_a_name_is_bounded_like_the_service_paths_that_carry_it() -> None:
+    # reports/NAME, the service's NAME.yaml and /sweeps/NAME all hold it (helper check: a
+    # 300-character name was a 500 error, a 240-character one a job the API could not reach)
+    from autotune.service.routes.deps import SweepName
+    from autotune.sweep.spec_models import NAME_MAX
+
+    parse_spec(make_spec(name="n" * NAME_MAX))
+    with pytest.raises(ConfigError, match=r"^spec: name: .*at most 100"):
+        parse_spec(make_spec(name="n" * (NAME_MAX + 1)), source="spec")
+    (path,) = SweepName.__metadata__
+    assert [getattr(m, "max_length", None) for m in path.metadata][1] == NAME_MAX
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "says"),
+    [
+        (
+            {"objective.constraints": [{"metric": "throughput.ttft_p95_s", "min": 5, "max": 1}]},
+            "objective.constraints[0]",
+            "min 5 is above max 1",
+        ),
+        ({"execution.ray_address": "auto"}, "execution.ray_address", "executor: ray"),
+        ({"budget.max_trials": True}, "budget.max_trials", "integer"),
+        ({"budget.max_trials": 10**6}, "budget.max_trials", "100000"),
+    ],
+)
+def test_contradictions_are_refused(changes: dict[str, object], field: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_spec(make_spec(**changes))
+    assert err.value.field == field and says in str(err.value)
+
+
+def test_an_unknown_override_is_named_with_the_spec_file_and_a_suggestion(tmp_path: Path) -> None:
+    path = write_spec(tmp_path, make_spec(**{"space.overrides": {"chunked_prefil_size": 4096}}))
+    with pytest.raises(ConfigError) as err:
+        load_spec(path)
+    assert (
+        err.value.source == str(path) and err.value.field == "space.overrides.chunked_prefil_size"
+    )
+    assert "did you mean 'chunked_prefill_size'" in str(err.value)

@@ -34,7 +34,7 @@ from autotune.engines._flags import (
     switch_tokens,
 )
 from autotune.engines.builds import Followed, follow
-from autotune.errors import ConfigError
+from autotune.errors import CompanionFieldError, ConfigError
 from autotune.versions import Version, release3
 
 MINOR_FIRST, MINOR_LAST = 9, 23
@@ -391,13 +391,13 @@ def _check_requires(key: str, field: Field, config: Mapping[str, object]) -> Non
     """A field that means something only beside another field's value (the file backend's).
 
     Raises:
-        ConfigError: the config does not set that value.
+        CompanionFieldError: the config does not set that value.
     """
     if field.requires is None:
         return
     need_field, need_value = field.requires
     if config.get(need_field) != need_value:
-        raise ConfigError(
+        raise CompanionFieldError(
             f"only applies with {need_field}={need_value!r} (got {config.get(need_field)!r})",
             field=key,
         )

@@ -50,17 +50,22 @@ def find_baseline(
     if found is None:
         notes.append("no baseline trial (engine defaults) was found: changes are shown as values")
         return None
+    found = _rerun_of(found, trials)
     found.baseline = True
     return found
 
 
 def _rerun_of(first: TrialInfo, trials: Sequence[TrialInfo]) -> TrialInfo:
-    """`first`, or its last re-run when it failed for a reason that was not the
-    configuration's (a lost worker, another release's engine: the sweep ran it again)."""
+    """`first`, or its last re-run when it was interrupted (a resume ran it again) or failed
+    for a reason that was not the configuration's (a lost worker, another release's engine:
+    the sweep ran it again)."""
     from autotune.sweep.state import NOT_THE_CONFIG_VALUES
     from autotune.sweep.study import rerun_source
 
-    if first.failure is None or first.failure.failure_class not in NOT_THE_CONFIG_VALUES:
+    not_config = first.failure is not None and (
+        first.failure.failure_class in NOT_THE_CONFIG_VALUES
+    )
+    if first.status != "interrupted" and not not_config:
         return first
     again = [t for t in trials if t.source == rerun_source(first.number)]
     return again[-1] if again else first

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from autotune.errors import AutotuneError
+from autotune.sweep.spec_models import NAME_MAX, NAME_PATTERN
 
 T = TypeVar("T")
+
+
+def name_arg(description: str) -> Any:
+    """A sweep or job name argument, published with the bounds the service enforces."""
+    return Field(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description=description)
 
 
 def run_tool(fn: Callable[[], T]) -> T:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field
 
 from autotune.service.core import Service
-from autotune.service.mcp_tools.calls import run_tool
+from autotune.service.mcp_tools.calls import name_arg, run_tool
 from autotune.service.schemas import (
     KernelsInstallOut,
     KernelsInstallRequest,
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
     @mcp.tool()
     def tune_kernels(
-        name: Annotated[str, Field(description="job name (its id for kernels_status)")],
+        name: Annotated[str, name_arg("job name (its id for kernels_status)")],
         model: str | None = None,
         nk: Annotated[list[str] | None, Field(description="explicit shapes 'N,K'")] = None,
         tp: list[int] | None = None,
@@ -77,13 +77,13 @@ def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
         return run_tool(run)
 
     @mcp.tool()
-    def kernels_status(name: str) -> KernelsStatus:
+    def kernels_status(name: Annotated[str, name_arg("the kernel job name")]) -> KernelsStatus:
         """A kernel tuning job's state, its result (files written) or its log tail."""
         return run_tool(lambda: service.kernels_status(name))
 
     @mcp.tool()
     def install_kernels(
-        name: Annotated[str, Field(description="an ended tune_kernels job that had engine")],
+        name: Annotated[str, name_arg("an ended tune_kernels job that had engine")],
         dry_run: Annotated[
             bool,
             Field(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import Field
 
 from autotune.service.core import Service
-from autotune.service.mcp_tools.calls import run_tool
+from autotune.service.mcp_tools.calls import name_arg, run_tool
 from autotune.service.schemas import (
     ReportOut,
     ResumeRequest,
@@ -45,7 +45,7 @@ def add_sweep_tools(mcp: MCPServer, service: Service) -> None:
         return run_tool(run)
 
     @mcp.tool()
-    def sweep_status(name: str) -> SweepStatusOut:
+    def sweep_status(name: Annotated[str, name_arg("the sweep name")]) -> SweepStatusOut:
         """A sweep's state (queued/starting/running/stopping/finished/stopped/failed/
         interrupted/failed_to_start/cancelled), progress, best so far, failures by class, and
         next_steps; while queued, job.queue_position."""
@@ -60,7 +60,7 @@ def add_sweep_tools(mcp: MCPServer, service: Service) -> None:
 def add_sweep_control_tools(mcp: MCPServer, service: Service) -> None:
     @mcp.tool()
     def stop_sweep(
-        name: str,
+        name: Annotated[str, name_arg("the sweep name")],
         force: Annotated[bool, Field(description="SIGKILL instead of a graceful stop")] = False,
         wait_s: Annotated[float, Field(ge=0, le=300, description="wait for the exit")] = 30.0,
     ) -> SweepStatusOut:
@@ -70,7 +70,7 @@ def add_sweep_control_tools(mcp: MCPServer, service: Service) -> None:
 
     @mcp.tool()
     def resume_sweep(
-        name: str,
+        name: Annotated[str, name_arg("the sweep name")],
         max_trials: Annotated[
             int | None, Field(ge=1, description="raise it to search further")
         ] = None,
@@ -91,7 +91,9 @@ def add_sweep_control_tools(mcp: MCPServer, service: Service) -> None:
 
 def add_report_tools(mcp: MCPServer, service: Service) -> None:
     @mcp.tool()
-    def get_report(name: str, plots: bool = False) -> ReportOut:
+    def get_report(
+        name: Annotated[str, name_arg("the sweep name")], plots: bool = False
+    ) -> ReportOut:
         """The sweep's report now: report.md text, launch.sh text (None until a trial
         completed), winner.json content, notes on anything missing."""
         return run_tool(lambda: service.report(name, plots=plots))

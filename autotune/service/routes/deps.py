@@ -9,13 +9,13 @@ from fastapi import Depends, Path, Request
 from fastapi.security import HTTPBearer
 
 from autotune.service.core import Service
-from autotune.service.schemas import NAME_PATTERN
+from autotune.sweep.spec_models import NAME_MAX, NAME_PATTERN
 
 SweepName = Annotated[
-    str, Path(min_length=1, max_length=200, pattern=NAME_PATTERN, description="sweep name")
+    str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="sweep name")
 ]
 JobName = Annotated[
-    str, Path(min_length=1, max_length=100, pattern=NAME_PATTERN, description="job name")
+    str, Path(min_length=1, max_length=NAME_MAX, pattern=NAME_PATTERN, description="job name")
 ]
 # Declares the scheme in the OpenAPI document; BearerAuth (middleware) enforces it everywhere.
 bearer = HTTPBearer(auto_error=False, description="the token in STATE/token")
