@@ -131,3 +131,38 @@ def test_metric_names_exist_in_the_wheel(version: str) -> None:
 
     for name in set(METRICS) - set(exposed):
         assert f'"{name}"' not in text, f"{name} is still defined in vllm {version}"
+
+
+def test_catalog_rows_found_by_the_choice_and_loop_readers() -> None:
+    """Rows the reader's choice / loop patterns decide (no wheel needed): `.remove(...)` of
+    a choice, `kw = V["field"]` splats, get_args / enum / registry choices, and the deprecated
+    flags 0.11 registers in a loop."""
+
+    def choices(flag: str, version: str) -> tuple[str, ...]:
+        spec = flag_spec(flag, version)
+        assert spec is not None, (flag, version)
+        return spec.choices
+
+    for version in ("0.32.0", "0.33.0", "0.34.0"):
+        assert "naive" in choices("--all2all-backend", version)
+        assert "passthrough" not in choices("--all2all-backend", version)
+    assert "triton" in choices("--moe-backend", "0.17.0")
+    assert "auto" in choices("--linear-backend", "0.22.0")
+    assert "INFO" in choices("--log-level", "0.31.0")
+    assert "deepseek_r1" in choices("--reasoning-parser", "0.10.0")
+    assert "deepseek_r1" in choices("--reasoning-parser", "0.11.0")
+    assert choices("--reasoning-parser", "0.11.1") == ()  # validated after parsing from 0.11.1
+    assert "hermes" in choices("--tool-call-parser", "0.10.0")
+    assert choices("--tool-call-parser", "0.10.1") == ()
+    assert "transformers" in choices("--model-impl", "0.10.2")
+    assert "safetensors" in choices("--load-format", "0.10.0")
+    for flag in (
+        "--guided-decoding-backend",
+        "--guided-decoding-disable-fallback",
+        "--guided-decoding-disable-any-whitespace",
+        "--guided-decoding-disable-additional-properties",
+    ):
+        for version in ("0.11.0", "0.11.2"):
+            spec = flag_spec(flag, version)
+            assert spec is not None and spec.deprecated and spec.kind == "v", (flag, version)
+        assert flag_spec(flag, "0.12.0") is None

@@ -66,9 +66,8 @@ CATALOG = """\
 --all2all-backend|0.18.0-0.22.1|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided mori naive nixl_ep pplx
 --all2all-backend|0.23.0-0.23.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided mori_high_throughput mori_low_latency naive nixl_ep pplx
 --all2all-backend|0.24.0-0.30.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency deepep_v2 flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided mori_high_throughput mori_low_latency naive nixl_ep pplx
---all2all-backend|0.31.0-0.31.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency deepep_v2 flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided moonep mori_high_throughput mori_low_latency naive nixl_ep pplx
---all2all-backend|0.32.0-0.33.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency deepep_v2 flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided moonep mori_high_throughput mori_low_latency naive nixl_ep passthrough pplx
---all2all-backend|0.34.0-0.34.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency deepep_v2 flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided moonep mori mori_high_throughput mori_low_latency naive nixl_ep passthrough pplx
+--all2all-backend|0.31.0-0.33.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency deepep_v2 flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided moonep mori_high_throughput mori_low_latency naive nixl_ep pplx
+--all2all-backend|0.34.0-0.34.0|v|all2all_backend|allgather_reducescatter deepep_high_throughput deepep_low_latency deepep_v2 flashinfer_all2allv flashinfer_nvlink_one_sided flashinfer_nvlink_two_sided moonep mori mori_high_throughput mori_low_latency naive nixl_ep pplx
 --allow-credentials|0.10.0-0.34.0|n|allow_credentials|
 --allow-deprecated-quantization|0.14.0-0.34.0|n|allow_deprecated_quantization|
 --allowed-headers|0.10.0-0.34.0|v|allowed_headers|
@@ -99,7 +98,8 @@ CATALOG = """\
 --collect-detailed-traces|0.10.0-0.34.0|l|collect_detailed_traces|
 --compilation-config|0.10.0-0.34.0|v|compilation_config|
 --config|0.10.0-0.34.0|v|config|
---config-format|0.10.0-0.34.0|v|config_format|
+--config-format|0.10.0-0.10.1.1|v|config_format|auto hf mistral
+--config-format|0.10.2-0.34.0|v|config_format|
 --convert|0.10.1-0.13.0|v|convert|auto classify embed none reward
 --convert|0.14.0-0.15.1|v|convert|auto classify embed mm_encoder_only none reward
 --convert|0.16.0-0.34.0|v|convert|auto classify embed none
@@ -290,9 +290,13 @@ CATALOG = """\
 --guided-decoding-backend|0.10.0-0.10.0|v|guided_decoding_backend|auto guidance lm-format-enforcer outlines xgrammar
 --guided-decoding-backend|0.10.1-0.10.1.1|v|guided_decoding_backend|auto guidance outlines xgrammar
 --guided-decoding-backend|0.10.2-0.10.2|v|guided_decoding_backend|auto guidance lm-format-enforcer outlines xgrammar
+--guided-decoding-backend|0.11.0-0.11.2|v!|guided_decoding_backend|
 --guided-decoding-disable-additional-properties|0.10.0-0.10.2|n|guided_decoding_disable_additional_properties|
+--guided-decoding-disable-additional-properties|0.11.0-0.11.2|v!|guided_decoding_disable_additional_properties|
 --guided-decoding-disable-any-whitespace|0.10.0-0.10.2|n|guided_decoding_disable_any_whitespace|
+--guided-decoding-disable-any-whitespace|0.11.0-0.11.2|v!|guided_decoding_disable_any_whitespace|
 --guided-decoding-disable-fallback|0.10.0-0.10.2|n|guided_decoding_disable_fallback|
+--guided-decoding-disable-fallback|0.11.0-0.11.2|v!|guided_decoding_disable_fallback|
 --h11-max-header-count|0.10.1.1-0.34.0|v|h11_max_header_count|
 --h11-max-incomplete-event-size|0.10.1.1-0.34.0|v|h11_max_incomplete_event_size|
 --headless|0.10.0-0.34.0|b|headless|
@@ -332,17 +336,19 @@ CATALOG = """\
 --kv-transfer-config|0.10.0-0.34.0|v|kv_transfer_config|
 --language-model-only|0.17.0-0.34.0|n|language_model_only|
 --limit-mm-per-prompt|0.10.0-0.34.0|v|limit_mm_per_prompt|
---linear-backend|0.22.0-0.34.0|v|linear_backend|
---load-format|0.10.0-0.34.0|v|load_format|
+--linear-backend|0.22.0-0.23.0|v|linear_backend|aiter auto conch cutlass deep_gemm emulation exllama fbgemm flashinfer_cudnn flashinfer_cutlass flashinfer_trtllm machete marlin torch triton
+--linear-backend|0.24.0-0.24.0|v|linear_backend|aiter auto conch cutlass deep_gemm emulation exllama fbgemm flashinfer_b12x flashinfer_cudnn flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm machete marlin torch triton
+--linear-backend|0.25.0-0.27.1|v|linear_backend|aiter auto conch cutlass deep_gemm emulation exllama fbgemm flashinfer_b12x flashinfer_cudnn flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm humming machete marlin torch triton xpu xpu_woq
+--linear-backend|0.28.0-0.34.0|v|linear_backend|aiter auto b12x conch cutlass deep_gemm emulation exllama fbgemm flashinfer_b12x flashinfer_cudnn flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm humming machete marlin torch triton xpu xpu_woq
+--load-format|0.10.0-0.10.0|v|load_format|auto bitsandbytes dummy fastsafetensors gguf mistral npcache pt runai_streamer runai_streamer_sharded safetensors sharded_state tensorizer
+--load-format|0.10.1-0.34.0|v|load_format|
 --log-config-file|0.10.0-0.34.0|v|log_config_file|
 --log-error-stack|0.10.2-0.34.0|n|log_error_stack|
---log-level|0.31.0-0.34.0|v|log_level|
+--log-level|0.31.0-0.34.0|v|log_level|CRITICAL DEBUG ERROR INFO NOTSET WARNING
 --logging-config|0.31.0-0.34.0|v|logging_config|
 --logits-processor-pattern|0.10.0-0.16.0|v|logits_processor_pattern|
 --logits-processors|0.10.1-0.34.0|l|logits_processors|
---logprobs-mode|0.10.0-0.10.1.1|v|logprobs_mode|processed_logits processed_logprobs raw_logits raw_logprobs
---logprobs-mode|0.10.2-0.10.2|v|logprobs_mode|
---logprobs-mode|0.11.0-0.34.0|v|logprobs_mode|processed_logits processed_logprobs raw_logits raw_logprobs
+--logprobs-mode|0.10.0-0.34.0|v|logprobs_mode|processed_logits processed_logprobs raw_logits raw_logprobs
 --long-prefill-token-threshold|0.10.0-0.34.0|v|long_prefill_token_threshold|
 --long-prefill-token-threshold-adaptive|0.31.0-0.34.0|n|long_prefill_token_threshold_adaptive|
 --lora-dtype|0.10.0-0.34.0|v|lora_dtype|auto bfloat16 float16
@@ -404,9 +410,21 @@ CATALOG = """\
 --mm-tensor-ipc|0.19.0-0.34.0|v|mm_tensor_ipc|direct_rpc torch_shm
 --model|0.10.0-0.34.0|v|model|
 --model-class-overrides|0.25.0-0.34.0|v|model_class_overrides|
---model-impl|0.10.0-0.34.0|v|model_impl|
+--model-impl|0.10.0-0.10.1.1|v|model_impl|auto transformers vllm
+--model-impl|0.10.2-0.10.2|v|model_impl|auto terratorch transformers vllm
+--model-impl|0.11.0-0.34.0|v|model_impl|
 --model-loader-extra-config|0.10.0-0.34.0|v|model_loader_extra_config|
---moe-backend|0.17.0-0.34.0|v|moe_backend|
+--moe-backend|0.17.0-0.19.1|v|moe_backend|aiter auto cutlass deep_gemm flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm marlin triton
+--moe-backend|0.20.0-0.20.2|v|moe_backend|aiter auto cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm marlin triton
+--moe-backend|0.21.0-0.21.0|v|moe_backend|aiter auto cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm humming marlin triton triton_unfused
+--moe-backend|0.22.0-0.23.0|v|moe_backend|aiter auto cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm humming marlin triton triton_unfused
+--moe-backend|0.24.0-0.24.0|v|moe_backend|aiter auto cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm flydsl humming marlin triton triton_unfused
+--moe-backend|0.25.0-0.26.0|v|moe_backend|aiter auto cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm flydsl hpc humming marlin triton triton_unfused
+--moe-backend|0.27.0-0.28.0|v|moe_backend|aiter auto batched_triton cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_trtllm flydsl hpc humming marlin triton triton_unfused
+--moe-backend|0.29.0-0.29.0|v|moe_backend|aiter auto b12x batched_triton cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_moe_ep_mega_cutedsl flashinfer_moe_ep_mega_deep_gemm flashinfer_trtllm flydsl hpc humming marlin triton triton_unfused
+--moe-backend|0.30.0-0.31.0|v|moe_backend|aiter aiter_triton_mxfp4_bf16 auto b12x batched_triton cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_moe_ep_mega_cutedsl flashinfer_moe_ep_mega_deep_gemm flashinfer_trtllm flydsl hpc humming marlin rdna3 triton triton_unfused
+--moe-backend|0.32.0-0.32.0|v|moe_backend|aiter aiter_mega_moe aiter_triton_mxfp4_bf16 auto b12x batched_triton cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_moe_ep_cutedsl flashinfer_moe_ep_mega_deep_gemm flashinfer_trtllm flydsl hpc humming marlin rdna3 triton triton_unfused
+--moe-backend|0.33.0-0.34.0|v|moe_backend|aiter aiter_mega_moe aiter_triton_mxfp4_bf16 aiter_triton_mxfp4_mxfp4 auto b12x batched_triton cutlass deep_gemm deep_gemm_mega_moe emulation flashinfer_b12x flashinfer_cutedsl flashinfer_cutlass flashinfer_moe_ep_cutedsl flashinfer_moe_ep_mega_deep_gemm flashinfer_trtllm flydsl hpc humming marlin rdna3 triton triton_unfused
 --monokernel|0.33.0-0.34.0|n|monokernel|
 --multi-step-stream-outputs|0.10.0-0.10.0|n|multi_step_stream_outputs|
 --nnodes|0.11.1-0.34.0|v|nnodes|
@@ -558,7 +576,11 @@ CATALOG = """\
 --ray-workers-use-nsight|0.10.0-0.34.0|n|ray_workers_use_nsight|
 --reasoning-config|0.19.0-0.34.0|v|reasoning_config|
 --reasoning-effort-map|0.33.0-0.34.0|v|reasoning_effort_map|
---reasoning-parser|0.10.0-0.34.0|v|reasoning_parser|
+--reasoning-parser|0.10.0-0.10.0|v|reasoning_parser|deepseek_r1 glm4_moe granite hunyuan_a13b mistral qwen3
+--reasoning-parser|0.10.1-0.10.1.1|v|reasoning_parser|GptOss deepseek_r1 glm45 granite hunyuan_a13b mistral qwen3 step3
+--reasoning-parser|0.10.2-0.10.2|v|reasoning_parser|deepseek_r1 glm45 granite hunyuan_a13b mistral openai_gptoss qwen3 step3
+--reasoning-parser|0.11.0-0.11.0|v|reasoning_parser|deepseek_r1 glm45 granite hunyuan_a13b mistral openai_gptoss qwen3 seed_oss step3
+--reasoning-parser|0.11.1-0.34.0|v|reasoning_parser|
 --reasoning-parser-plugin|0.11.1-0.34.0|v|reasoning_parser_plugin|
 --renderer-num-workers|0.19.0-0.34.0|v|renderer_num_workers|
 --replayssm-buffer-len|0.27.0-0.34.0|v|replayssm_buffer_len|
@@ -588,7 +610,8 @@ CATALOG = """\
 --sleep-mode-backend|0.33.0-0.34.0|v|sleep_mode_backend|
 --sleep-mode-offload-cudagraph|0.32.0-0.34.0|n|sleep_mode_offload_cudagraph|
 --sleep-preserve-parameter-names|0.31.0-0.34.0|l|sleep_preserve_parameter_names|
---sparse-indexer-topk-backend|0.30.0-0.34.0|v|sparse_indexer_topk_backend|
+--sparse-indexer-topk-backend|0.30.0-0.31.0|v|sparse_indexer_topk_backend|auto cooperative deep_select flashinfer per_row persistent torch
+--sparse-indexer-topk-backend|0.32.0-0.34.0|v|sparse_indexer_topk_backend|aiter auto cooperative deep_select flashinfer per_row persistent torch
 --spec-method|0.22.0-0.23.0|v|spec_method|custom_class deepseek_mtp dflash draft_model eagle eagle3 ernie_mtp exaone4_5_mtp exaone_moe_mtp extract_hidden_states gemma4_mtp glm4_moe_lite_mtp glm4_moe_mtp glm_ocr_mtp hy_v3_mtp longcat_flash_mtp medusa mimo_mtp mimo_v2_mtp mlp_speculator mtp nemotron_h_mtp ngram ngram_gpu pangu_ultra_moe_mtp qwen3_5_mtp qwen3_next_mtp step3p5_mtp suffix
 --spec-method|0.24.0-0.24.0|v|spec_method|custom_class deepseek_mtp dflash draft_model eagle eagle3 ernie_mtp exaone4_5_mtp exaone_moe_mtp extract_hidden_states gemma4_mtp glm4_moe_lite_mtp glm4_moe_mtp glm_ocr_mtp hy_v3_mtp longcat_flash_mtp medusa mimo_mtp mimo_v2_mtp minimax_m3_mtp mlp_speculator mtp nemotron_h_mtp ngram ngram_gpu pangu_ultra_moe_mtp qwen3_5_mtp qwen3_next_mtp step3p5_mtp suffix
 --spec-method|0.25.0-0.25.1|v|spec_method|bailing_hybrid_mtp custom_class deepseek_mtp dflash draft_model dspark eagle eagle3 ernie_mtp exaone4_5_mtp exaone_moe_mtp extract_hidden_states gemma4_mtp glm4_moe_lite_mtp glm4_moe_mtp glm_ocr_mtp hy_v3_mtp longcat_flash_mtp medusa mimo_mtp mimo_v2_mtp minimax_m3_mtp mlp_speculator mtp nemotron_h_mtp ngram ngram_gpu pangu_ultra_moe_mtp qwen3_5_mtp qwen3_next_mtp step3p5_mtp suffix
@@ -621,7 +644,8 @@ CATALOG = """\
 --tokenizer-mode|0.12.0-0.34.0|v|tokenizer_mode|
 --tokenizer-revision|0.10.0-0.34.0|v|tokenizer_revision|
 --tokens-only|0.11.1-0.34.0|n|tokens_only|
---tool-call-parser|0.10.0-0.34.0|v|tool_call_parser|
+--tool-call-parser|0.10.0-0.10.0|v|tool_call_parser|deepseek_v3 glm4_moe granite granite-20b-fc hermes hunyuan_a13b internlm jamba kimi_k2 llama3_json llama4_json llama4_pythonic minimax mistral phi4_mini_json pythonic qwen3_coder xlam
+--tool-call-parser|0.10.1-0.34.0|v|tool_call_parser|
 --tool-parser-plugin|0.10.0-0.34.0|v|tool_parser_plugin|
 --tool-server|0.10.1-0.34.0|v|tool_server|
 --tool-strict-level|0.31.0-0.34.0|v|tool_strict_level|
