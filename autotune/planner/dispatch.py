@@ -219,9 +219,9 @@ def plan_for(
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
     )
-    from autotune.planner.tp_split import tp_split_problem
+    from autotune.planner.tp_split import attention_tp, tp_split_problem
 
-    split = tp_split_problem(card, tp, cfg)
+    split = tp_split_problem(card, attention_tp(engine, tp, cfg, version))
     if split is not None:  # the engine fails at load whatever the memory says
         plan = plan.model_copy(update={"fits": False, "reasons": [split, *plan.reasons]})
     return plan

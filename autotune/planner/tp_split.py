@@ -20,19 +20,21 @@ from typing import Any
 from autotune.models.card import ModelCard
 
 
-def attention_tp(tp: int, config: Mapping[str, Any]) -> int:
-    """The ranks one attention layer is split over: tp, or tp / dp with DP attention."""
-    dp = config.get("dp_size") or 1  # SGLang's DP attention; vLLM's DP replicates the model
-    if config.get("enable_dp_attention") and isinstance(dp, int) and dp > 1 and tp % dp == 0:
-        return tp // dp
-    return tp
+def attention_tp(engine: str, tp: int, config: Mapping[str, Any], version: str) -> int:
+    """The ranks one attention layer is split over: tp, or tp / the DP-attention size SGLang
+    runs (--enable-dp-attention with --dp-size, --attn-dp-size from 0.5.22: planner.sglang_dp;
+    vLLM's data parallel replicates the whole model instead)."""
+    if engine != "sglang":
+        return tp
+    from autotune.planner.sglang_dp import attention_dp_size
+    from autotune.planner.sglang_history import release
+
+    return max(tp // attention_dp_size(dict(config), tp, release(version)), 1)
 
 
-def tp_split_problem(
-    card: ModelCard, tp: int, config: Mapping[str, Any] | None = None
-) -> str | None:
-    """Why `tp` cannot shard `card` (None when it can), naming the sizes that can."""
-    attn = attention_tp(tp, config or {})
+def tp_split_problem(card: ModelCard, attn: int) -> str | None:
+    """Why `attn` attention-TP ranks cannot shard `card` (None when they can), naming the
+    sizes that can."""
     why = _split_problem(card, attn)
     if why is None:
         return None

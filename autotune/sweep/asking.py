@@ -15,7 +15,13 @@ from autotune.engines.base import FailureClass
 from autotune.store.models import TrialStatus
 from autotune.sweep.refine import enqueue_neighbour
 from autotune.sweep.state import Running
-from autotune.sweep.study import config_for, config_key, rerun_source, set_constraints
+from autotune.sweep.study import (
+    SOURCE_ATTR,
+    config_for,
+    config_key,
+    rerun_source,
+    set_constraints,
+)
 
 if TYPE_CHECKING:
     import optuna
@@ -116,8 +122,21 @@ def tell_duplicate(state: SweepState, trial: optuna.Trial, key: str) -> None:
 
 
 def is_reference(state: SweepState, source: str) -> bool:
-    """The baseline, or its re-run after a resume (the baseline is trial 0, seeded first)."""
-    return source == "baseline" or (state.setup.spec.search.baseline and source == rerun_source(0))
+    """The baseline, or a re-run of it after a resume (of a re-run, after a second one)."""
+    seen: set[str] = set()
+    while source.startswith(RERUN_PREFIX) and source not in seen:
+        seen.add(source)
+        number = source.removeprefix(RERUN_PREFIX)
+        first = next(
+            (t for t in state.study.get_trials(deepcopy=False) if str(t.number) == number), None
+        )
+        if first is None:
+            return False
+        source = str(first.user_attrs.get(SOURCE_ATTR, ""))
+    return source == "baseline"
+
+
+RERUN_PREFIX = rerun_source(0).removesuffix("0")  # "rerun:#"
 
 
 def start(

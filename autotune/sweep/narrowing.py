@@ -60,14 +60,25 @@ def _releases(engine: str) -> tuple[str, ...]:
     return tuple(supported_versions())
 
 
+@functools.lru_cache(maxsize=8)
+def flag_adapter(engine: str) -> Any:
+    """The engine's adapter for checking flags and values only: llama.cpp's without looking
+    for a llama-server binary (a broken $AUTOTUNE_LLAMA_SERVER is the launch's business)."""
+    if engine == "llamacpp":
+        from autotune.engines.llamacpp.adapter import LlamaCppAdapter
+
+        return LlamaCppAdapter(binary="llama-server")
+    from autotune.engines import get_adapter
+
+    return get_adapter(engine)
+
+
 @functools.lru_cache(maxsize=4096)
 def _refusal(engine: str, version: str, name: str, value_json: str) -> UserError | None:
     """None when the engine's adapter builds `name: value` at `version`; else its error."""
-    from autotune.engines import get_adapter
-
     value = json.loads(value_json)
     try:
-        get_adapter(engine).build_command({name: value}, model="model", version=version)
+        flag_adapter(engine).build_command({name: value}, model="model", version=version)
     except (UnsupportedFlagError, UnknownNameError, ConfigError) as exc:
         return exc
     return None

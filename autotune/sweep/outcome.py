@@ -136,20 +136,30 @@ def _baseline(rows: Sequence[TrialRow]) -> TrialRow | None:
     """The engine defaults' trial: its re-run when the first one was interrupted (a resume
     runs it again) or failed for a reason that was not the configuration's (a lost worker,
     another release's engine: state.NOT_THE_CONFIG)."""
-    from autotune.sweep.state import NOT_THE_CONFIG_VALUES
     from autotune.sweep.study import rerun_source
 
     baseline = next((r for r in rows if (r.launch or {}).get("source") == "baseline"), None)
     if baseline is None:
         baseline = next((r for r in rows if (r.prediction or {}) and r.number == 0), None)
-    lost = baseline is not None and (
-        baseline.status == "interrupted"
-        or (baseline.launch or {}).get("failure_class") in NOT_THE_CONFIG_VALUES
+    seen: set[int] = set()
+    while baseline is not None and baseline.number not in seen and _not_measured(baseline):
+        seen.add(baseline.number or 0)
+        source = rerun_source(baseline.number)
+        again = [r for r in rows if (r.launch or {}).get("source") == source]
+        if not again:
+            break
+        baseline = again[-1]  # and its own re-run, after a second resume
+    return baseline
+
+
+def _not_measured(row: TrialRow) -> bool:
+    """Interrupted, or failed for a reason that was not the configuration's."""
+    from autotune.sweep.state import NOT_THE_CONFIG_VALUES
+
+    return (
+        row.status == "interrupted"
+        or (row.launch or {}).get("failure_class") in NOT_THE_CONFIG_VALUES
     )
-    if baseline is None or not lost:
-        return baseline
-    again = [r for r in rows if (r.launch or {}).get("source") == rerun_source(baseline.number)]
-    return again[-1] if again else baseline
 
 
 def brief(r: TrialRow | None) -> dict[str, Any] | None:

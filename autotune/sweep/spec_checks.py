@@ -69,13 +69,6 @@ def _check_target(spec: SweepSpec, source: str) -> None:
             source=source,
             field="target.gpu",
         )
-    ex = spec.execution
-    if ex.ray_address is not None and ex.executor != "ray":
-        raise ConfigError(
-            f"a Ray cluster to join needs `executor: ray` (the executor is {ex.executor})",
-            source=source,
-            field="execution.ray_address",
-        )
     if spec.target.cpu and not (engine in PLANNERS and PLANNERS[engine].runs_on_cpu):
         cpu_engines = [e for e, p in PLANNERS.items() if p.runs_on_cpu]
         raise ConfigError(
@@ -105,13 +98,17 @@ def _check_space_values(spec: SweepSpec, source: str) -> None:
     a field that needs a companion value passes (the search may set the companion)."""
     from collections.abc import Mapping
 
-    from autotune.engines import get_adapter
     from autotune.errors import UnknownNameError
-    from autotune.sweep.narrowing import needs_companion, refusal, refused_by_every_release
+    from autotune.sweep.narrowing import (
+        flag_adapter,
+        needs_companion,
+        refusal,
+        refused_by_every_release,
+    )
 
     t, space = spec.target, spec.space
     try:
-        get_adapter(t.engine).build_command({}, model="model", version=t.engine_version)
+        flag_adapter(t.engine).build_command({}, model="model", version=t.engine_version)
     except ConfigError as exc:
         raise ConfigError(_bare(exc), source=source, field="target.engine_version") from None
     both = sorted(set(space.overrides) & set(space.fixed))

@@ -372,9 +372,10 @@ class ExecutionSpec(_Section):
     )
 
 
-# A sweep's name is a file and folder name (reports/NAME, the service's spec file) and a URL
-# segment: bounded well below the file systems' 255 bytes, the same bound everywhere.
-NAME_MAX = 100
+# A sweep's name is a file and folder name (reports/NAME, NAME.yaml, autotune-NAME.service)
+# and a URL segment: bounded below the file systems' 255 bytes with those affixes, the same
+# bound everywhere (200: what the API's paths always allowed, so no earlier sweep is locked out).
+NAME_MAX = 200
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 

@@ -39,9 +39,19 @@ def test_kv_heads_are_replicated_beyond_their_count() -> None:
 
 
 def test_dp_attention_splits_heads_over_tp_over_dp() -> None:
-    assert attention_tp(8, {"enable_dp_attention": True, "dp_size": 4}) == 2
-    assert attention_tp(8, {"dp_size": 4}) == 8
-    assert tp_split_problem(QWEN, 12, {"enable_dp_attention": True, "dp_size": 6}) is None
+    dp = {"enable_dp_attention": True, "dp_size": 4}
+    assert attention_tp("sglang", 8, dp, "0.5.17") == 2
+    assert attention_tp("sglang", 8, {"dp_size": 4}, "0.5.17") == 8
+    assert attention_tp("sglang", 8, {"attn_dp_size": 8}, "0.5.22") == 1  # its own flag
+    assert attention_tp("vllm", 8, {"data_parallel_size": 4}, "0.20.0") == 8  # replicas
+    tiny = BUILTIN_CARDS["tiny-dense"]  # 4 query heads: TP 8 only with DP attention
+    from autotune.hardware import get_gpu
+
+    h100 = get_gpu("h100-80g")
+    assert not plan_for("sglang", tiny, h100, {}, version="0.5.22", tp=8).fits
+    for cfg in ({"attn_dp_size": 8}, {"enable_dp_attention": True, "dp_size": 8}):
+        plan = plan_for("sglang", tiny, h100, cfg, version="0.5.22", tp=8)
+        assert not any("heads" in r for r in plan.reasons), cfg
 
 
 def test_the_plan_does_not_fit_with_the_reason() -> None:

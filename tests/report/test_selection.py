@@ -67,3 +67,46 @@ def test_the_reference_run_is_never_cut(tmp_path: Path) -> None:
         assert ref.probe_threshold is None and ref.cut_after_s is None
     finally:
         store.close()
+
+
+def test_a_baseline_interrupted_twice_is_followed_to_its_last_rerun(tmp_path: Path) -> None:
+    trials = [
+        TrialInfo(id=1, number=0, status="interrupted", source="baseline"),
+        TrialInfo(id=2, number=5, status="interrupted", source="rerun:#0"),
+        TrialInfo(id=3, number=9, status="complete", value=8.0, source="rerun:#5"),
+    ]
+    store = Store(path=tmp_path / "db.sqlite")
+    try:
+        row = store.create_sweep("s", spec_yaml="name: s\n")
+        found = find_baseline(row, trials, store, [])
+        assert found is not None and found.number == 9
+    finally:
+        store.close()
+    rows = [
+        TrialRow(id=1, sweep_id=1, number=0, status="interrupted", launch={"source": "baseline"}),
+        TrialRow(id=2, sweep_id=1, number=5, status="interrupted", launch={"source": "rerun:#0"}),
+        TrialRow(id=3, sweep_id=1, number=9, status="complete", launch={"source": "rerun:#5"}),
+    ]
+    found_row = outcome_baseline(rows)
+    assert found_row is not None and found_row.number == 9
+
+
+def test_a_rerun_of_a_rerun_of_the_baseline_is_a_reference() -> None:
+    import optuna
+
+    from autotune.sweep.asking import is_reference
+    from autotune.sweep.study import SOURCE_ATTR
+
+    study = optuna.create_study()
+    for source in ("baseline", "sampler", "rerun:#0", "rerun:#1", "rerun:#2"):
+        study.enqueue_trial({}, user_attrs={SOURCE_ATTR: source})
+        study.ask()
+
+    class State:  # what is_reference reads of the sweep's state
+        pass
+
+    state = State()
+    state.study = study  # type: ignore[attr-defined]
+    assert is_reference(state, "baseline")  # type: ignore[arg-type]
+    assert is_reference(state, "rerun:#0") and is_reference(state, "rerun:#2")  # type: ignore[arg-type]
+    assert not is_reference(state, "rerun:#1") and not is_reference(state, "sampler")  # type: ignore[arg-type]

@@ -186,6 +186,10 @@ async def test_every_tool_refuses_an_argument_it_lacks(tmp_path: Path) -> None:
         tools = await server.list_tools()
         assert {t.name for t in tools} >= TOOLS
         assert all(t.input_schema.get("additionalProperties") is False for t in tools)
+        # the bounds the service enforces, published (the HTTP request model's own)
+        start = next(t for t in tools if t.name == "start_sweep").input_schema["properties"]
+        assert start["until"]["anyOf"][0]["pattern"] and "executor" in start
+        assert start["max_trials"]["anyOf"][0]["maximum"] == 100_000
         args = {"model": "qwen3.8-27b-awq-int4", "gpu": "rtx-4080-super-32g"}
         with pytest.raises(
             ToolError, match=r"unknown argument 'engine_verison'.*'engine_version'"

@@ -58,17 +58,24 @@ def find_baseline(
 def _rerun_of(first: TrialInfo, trials: Sequence[TrialInfo]) -> TrialInfo:
     """`first`, or its last re-run when it was interrupted (a resume ran it again) or failed
     for a reason that was not the configuration's (a lost worker, another release's engine:
-    the sweep ran it again)."""
+    the sweep ran it again); followed through a re-run's own re-run."""
     from autotune.sweep.state import NOT_THE_CONFIG_VALUES
     from autotune.sweep.study import rerun_source
 
-    not_config = first.failure is not None and (
-        first.failure.failure_class in NOT_THE_CONFIG_VALUES
-    )
-    if first.status != "interrupted" and not not_config:
-        return first
-    again = [t for t in trials if t.source == rerun_source(first.number)]
-    return again[-1] if again else first
+    seen: set[int | None] = set()
+    found = first
+    while found.number not in seen:
+        seen.add(found.number)
+        not_config = found.failure is not None and (
+            found.failure.failure_class in NOT_THE_CONFIG_VALUES
+        )
+        if found.status != "interrupted" and not not_config:
+            break
+        again = [t for t in trials if t.source == rerun_source(found.number)]
+        if not again:
+            break
+        found = again[-1]
+    return found
 
 
 def read_finalists(row: SweepRow) -> list[Finalist]:

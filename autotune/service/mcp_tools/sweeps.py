@@ -3,7 +3,7 @@ it (stop_sweep, resume_sweep), and its report (get_report)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -23,14 +23,20 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 
+# The budget arguments as the HTTP API's request model declares them (bounds, patterns,
+# descriptions), so the tools' schemas say what the service enforces.
+_OV = SweepOverrides.model_fields
+
+
 def add_sweep_tools(mcp: MCPServer, service: Service) -> None:
     @mcp.tool()
     def start_sweep(
         spec_yaml: Annotated[str, Field(description="the sweep spec as YAML text")],
-        max_trials: Annotated[int | None, Field(ge=1)] = None,
-        wall_clock_s: Annotated[float | None, Field(gt=0)] = None,
-        until: Annotated[str | None, Field(description="HH:MM local time")] = None,
-        workers: Annotated[int | None, Field(ge=1)] = None,
+        max_trials: Annotated[int | None, _OV["max_trials"]] = None,
+        wall_clock_s: Annotated[float | None, _OV["wall_clock_s"]] = None,
+        until: Annotated[str | None, _OV["until"]] = None,
+        workers: Annotated[int | None, _OV["workers"]] = None,
+        executor: Annotated[Literal["inprocess", "ray"] | None, _OV["executor"]] = None,
     ) -> SubmitResult:
         """Validate a sweep spec and start it as a background job (queued while another job
         holds its GPUs); returns at once with its name (the id for the other tools). Budget
@@ -38,7 +44,11 @@ def add_sweep_tools(mcp: MCPServer, service: Service) -> None:
 
         def run() -> SubmitResult:
             ov = SweepOverrides(
-                max_trials=max_trials, wall_clock_s=wall_clock_s, until=until, workers=workers
+                max_trials=max_trials,
+                wall_clock_s=wall_clock_s,
+                until=until,
+                workers=workers,
+                executor=executor,
             )
             return service.submit_sweep(text=spec_yaml, overrides=ov)
 
@@ -71,18 +81,21 @@ def add_sweep_control_tools(mcp: MCPServer, service: Service) -> None:
     @mcp.tool()
     def resume_sweep(
         name: Annotated[str, name_arg("the sweep name")],
-        max_trials: Annotated[
-            int | None, Field(ge=1, description="raise it to search further")
-        ] = None,
-        wall_clock_s: Annotated[float | None, Field(gt=0)] = None,
-        until: str | None = None,
-        workers: Annotated[int | None, Field(ge=1)] = None,
+        max_trials: Annotated[int | None, _OV["max_trials"]] = None,
+        wall_clock_s: Annotated[float | None, _OV["wall_clock_s"]] = None,
+        until: Annotated[str | None, _OV["until"]] = None,
+        workers: Annotated[int | None, _OV["workers"]] = None,
+        executor: Annotated[Literal["inprocess", "ray"] | None, _OV["executor"]] = None,
     ) -> SubmitResult:
         """Continue a stopped, interrupted or finished sweep as a background job."""
 
         def run() -> SubmitResult:
             req = ResumeRequest(
-                max_trials=max_trials, wall_clock_s=wall_clock_s, until=until, workers=workers
+                max_trials=max_trials,
+                wall_clock_s=wall_clock_s,
+                until=until,
+                workers=workers,
+                executor=executor,
             )
             return service.resume_sweep(name, req)
 
