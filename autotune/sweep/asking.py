@@ -16,10 +16,10 @@ from autotune.store.models import TrialStatus
 from autotune.sweep.refine import enqueue_neighbour
 from autotune.sweep.state import Running
 from autotune.sweep.study import (
+    RERUN_PREFIX,
     SOURCE_ATTR,
     config_for,
     config_key,
-    rerun_source,
     set_constraints,
 )
 
@@ -134,9 +134,6 @@ def is_reference(state: SweepState, source: str) -> bool:
             return False
         source = str(first.user_attrs.get(SOURCE_ATTR, ""))
     return source == "baseline"
-
-
-RERUN_PREFIX = rerun_source(0).removesuffix("0")  # "rerun:#"
 
 
 def start(

@@ -206,8 +206,8 @@ def end_of_search(state: SweepState, running: RunningTrials, idle: int) -> tuple
             f"budget: {state.launched} trials launched (max_trials {budget.max_trials})",
             True,
         )
-    if unrunnable(state) and state.refused_by_all:
-        reason = sorted(state.refused_by_all)[0]
+    if unrunnable(state):
+        reason = min(state.refused_by_all or {""})
         return (
             f"nothing this target can run: the {state.refusals} configurations proposed were "
             f"all refused for the same reason, which no setting of the space changes: {reason}"

@@ -28,9 +28,12 @@ CONFIG_ATTR = "autotune_config"  # exact configuration of an enqueued trial
 SOURCE_ATTR = "autotune_source"  # baseline, known_good:K1, rerun:#12, grid
 
 
+RERUN_PREFIX = "rerun:#"
+
+
 def rerun_source(number: int | None) -> str:
     """The source of trial `number`'s configuration run once more ("rerun:#12")."""
-    return f"rerun:#{number}"
+    return f"{RERUN_PREFIX}{number}"
 
 
 def config_key(config: Mapping[str, Any]) -> str:

@@ -61,3 +61,32 @@ def test_the_plan_does_not_fit_with_the_reason() -> None:
     assert not plan.fits and "KV heads" in plan.reasons[0]
     plan = plan_for("vllm", QWEN, get_gpu("h200-141g"), {}, version="0.20.0", tp=2)
     assert not any("heads" in r for r in plan.reasons)
+
+
+@pytest.mark.parametrize(
+    ("engine", "version", "linear"),
+    [
+        ("sglang", "0.5.13", "sglang/srt/layers/linear.py"),
+        ("sglang", "0.5.18", "sglang/srt/layers/linear.py"),
+        ("vllm", "0.19.0", "vllm/model_executor/layers/linear.py"),
+        ("vllm", "0.34.0", "vllm/model_executor/layers/linear.py"),
+    ],
+)
+def test_the_rule_is_the_releases_own_qkv_sharding(engine: str, version: str, linear: str) -> None:
+    # QKVParallelLinear: query heads divided over the ranks; KV heads divided, or replicated
+    # on tp / kv ranks when there are more ranks (divide() asserts evenness in both)
+    import re
+
+    from tests.wheels import wheel_text
+
+    src = " ".join(wheel_text(engine, version, linear).split())
+    assert "self.num_heads = divide(self.total_num_heads, tp_size)" in src
+    tp = r"(kv_tp_size|tp_size)"
+    assert re.search(rf"if {tp} >= self\.total_num_kv_heads: self\.num_kv_heads = 1", src)
+    assert re.search(
+        rf"self\.num_kv_head_replicas = divide\({tp}, self\.total_num_kv_heads\)", src
+    )
+    assert re.search(rf"self\.num_kv_heads = divide\(self\.total_num_kv_heads, {tp}\)", src)
+    if engine == "vllm":  # and the check before loading
+        model = " ".join(wheel_text("vllm", version, "vllm/config/model.py").split())
+        assert "must be divisible by tensor parallel size" in model
