@@ -12,7 +12,10 @@ the engine's size-dependent defaults. Such a replay still counts as unstated. A 
 the free memory after weights only (an excerpt without `Load weight begin`, a release whose end
 line prints no `mem usage`) gives it before them as that plus the planner's weights, where the
 catalog's capacity cannot stand in: an unnamed GPU, or one whose memory the host shares (CUDA's
-free memory there is what the OS has free, whatever else runs on the box).
+free memory there is what the OS has free, whatever else runs on the box). On such a shared pool
+SGLang sizes its KV budget from a second reading after the weights, which loses whatever the box
+took meanwhile: where the log states both readings, the planner is also given the free memory the
+last `Load weight end` ahead of the pool logs (`gpu_free_after_weights_gib`).
 """
 
 from __future__ import annotations
@@ -250,6 +253,11 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
     if missing:
         why = f"{', '.join(missing)} not stated, and the engine has no default for it"
         return Replay(record, observed, None, why, note, unstated=True)
+    later = None
+    if record.engine == "sglang" and gpu.unified_memory and after is None and not blind:
+        from autotune.engines.sglang.logs import free_before_pool_gib
+
+        later = free_before_pool_gib(record.log)
     try:
         plan = plan_for(
             record.engine,
@@ -259,6 +267,7 @@ def replay(record: LaunchRecord, *, blind: bool = False) -> Replay:
             version=record.version,
             tp=record.tp,
             gpu_free_gib=free,
+            gpu_free_after_weights_gib=later,
         )
     except AutotuneError as exc:
         return Replay(record, observed, None, f"planner refused: {exc}", note, unstated)

@@ -173,10 +173,12 @@ def plan_for(
     tp: int = 1,
     gpu_free_gib: float | None = None,
     host_free_gib: float | None = None,
+    gpu_free_after_weights_gib: float | None = None,
 ) -> Plan:
     """Plan one launch of `engine` (`model` loaded, or a name/path loaded here). `gpu` None is a
     CPU run (engines with runs_on_cpu only). The result is the common Plan contract (a VLLMPlan
-    or LlamaPlan subclass carries each engine's own figures).
+    or LlamaPlan subclass carries each engine's own figures). `gpu_free_after_weights_gib`:
+    SGLang only (planner.sglang.plan_sglang).
 
     Raises:
         ConfigError: the engine and the target do not go together (no GPU for SGLang, a model
@@ -210,6 +212,14 @@ def plan_for(
         from autotune.planner.vllm import plan_vllm as plan_gpu
     else:
         from autotune.planner.sglang import plan_sglang as plan_gpu
+    after: dict[str, float] = {}
+    if gpu_free_after_weights_gib is not None:  # SGLang's second reading (unified memory)
+        if engine != "sglang":
+            raise ConfigError(
+                f"{ep.label} plans take no free memory after weights",
+                field="gpu_free_after_weights_gib",
+            )
+        after["gpu_free_after_weights_gib"] = gpu_free_after_weights_gib
     plan = plan_gpu(
         card,
         spec,
@@ -218,6 +228,7 @@ def plan_for(
         tp=tp,
         gpu_free_gib=gpu_free_gib,
         host_free_gib=host_free_gib,
+        **after,
     )
     from autotune.planner.tp_split import attention_tp, tp_split_problem
 

@@ -112,11 +112,13 @@ class StaticBudget:
     comm_gib: float = 0.0  # NCCL memory set up after SGLang's free-memory reading (sglang_comm)
     draft_gib: float = 0.0  # a separate draft's weights, loaded before the target profiles
     transient_gib: float = 0.0  # held while the target profiles, freed before the graphs
+    others_gib: float = 0.0  # taken by other processes from a unified pool while weights load
 
     @property
     def rest_gib(self) -> float:
         static = self.pre_gib * self.mem_fraction_static
-        return static - self.weights_gib - self.comm_gib - self.draft_gib - self.transient_gib
+        taken = self.weights_gib + self.comm_gib + self.draft_gib + self.transient_gib
+        return static - taken - self.others_gib
 
     @property
     def slack_gib(self) -> float:
@@ -142,8 +144,12 @@ def plan_sglang(
     tp: int = 1,
     gpu_free_gib: float | None = None,
     host_free_gib: float | None = None,
+    gpu_free_after_weights_gib: float | None = None,
 ) -> Plan:
     """Plan one launch. `config` holds SGLang field names; missing keys mean "engine decides".
+    `gpu_free_gib`: the free memory SGLang reads before weights, where known (else capacity less
+    the reserve); `gpu_free_after_weights_gib`: its reading after them, on a GPU whose memory the
+    host shares (what the box took meanwhile leaves the KV budget; ignored on a discrete GPU).
 
     Raises:
         ConfigError: a model whose global attention layers have their own geometry (Gemma 4)
@@ -205,6 +211,9 @@ def plan_sglang(
         comm.after_reading_gib,
         static_draft / GIB,
         held / GIB,
+        _others_gib(
+            gpu, pre, (weights + static_draft) / GIB, gpu_free_after_weights_gib, assumptions
+        ),
     )
     kv_dtype = resolve_kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)
     # The DSA indexer key joined the cell SGLang divides its budget by in 0.5.3.post1 (sglang
@@ -510,3 +519,21 @@ def _working_fields(
         host_available_gib=None if host.available_gib is None else round(host.available_gib, 1),
         prefill_graph_tokens=r.prefill_graph_tokens,
     )
+
+
+def _others_gib(
+    gpu: GPUSpec, pre: float, weights: float, after: float | None, assumptions: list[str]
+) -> float:
+    """What other processes took from a unified pool (GB10, Jetson) while the weights loaded.
+    SGLang reads free memory on an integrated GPU as the host's available memory
+    (utils get_available_gpu_memory), so its second reading, the one its KV budget comes from,
+    loses whatever anything on the box allocated meanwhile: the measured free memory after
+    weights (`Load weight end`) less what the planned weights leave. Discrete GPUs: 0."""
+    if after is None or not gpu.unified_memory:
+        return 0.0
+    others = pre - weights - after
+    assumptions.append(
+        f"free memory after weights given: {after:.2f} GiB (unified memory: {others:+.2f} GiB "
+        "against the planned weights, taken or freed by other processes)"
+    )
+    return others

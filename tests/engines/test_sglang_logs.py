@@ -7,7 +7,7 @@ import ast
 import pytest
 
 from autotune.engines.sglang import parse_batch_line, parse_startup, split_prefix, strip_prefix
-from autotune.engines.sglang.logs import free_after_weights_gib
+from autotune.engines.sglang.logs import free_after_weights_gib, free_before_pool_gib
 from tests.wheels import wheel_text
 
 # SGLang 0.5.9, TP=1 (no rank prefix): the C1 calibration figures (34 slots, 183,838 tokens).
@@ -352,3 +352,29 @@ def test_no_op_pool_line_as_the_release_prints_it(version: str) -> None:
         {"num_tokens": 1686301, "placeholder_bytes": 24576},
     )
     assert parse_startup(f"[2026-08-22 10:00:00] {line}\n").kv_pool_tokens == 1686301
+
+
+# sostrowsk/dgx-spark-local-llm sglang-versuch2.log (SGLang 0.5.16, GB10): a DFLASH draft loads
+# after the target and before the pools (tests/data/real_launches/sglang/repo-laguna-s-2.1-nvfp4-gb10-tp1.yaml).
+LAGUNA_DFLASH = """\
+[2026-08-01 22:06:28] Load weight begin. avail mem=114.99 GB
+[2026-08-01 22:15:37] Load weight end. elapsed=548.90 s, type=LagunaForCausalLM, quant=compressed-tensors, avail mem=22.03 GB, mem usage=92.96 GB.
+[2026-08-01 22:15:41] Load weight begin. avail mem=21.89 GB
+[2026-08-01 22:15:54] Load weight end. elapsed=12.63 s, type=DFlashLagunaForCausalLM, avail mem=19.14 GB, mem usage=2.75 GB.
+[2026-08-01 22:15:55] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 27277, K size: 1.87 GB, V size: 1.87 GB
+[2026-08-01 22:15:55] Memory pool end. avail mem=13.07 GB
+"""  # noqa: E501
+
+
+def test_free_before_pool_is_the_last_weights_line_ahead_of_the_pool() -> None:
+    """A draft loaded ahead of the pool reads after it (the DFLASH line); one loaded after the
+    pool (EAGLE draft workers in most releases) leaves the target's reading."""
+    assert free_after_weights_gib(LAGUNA_DFLASH) == 22.03
+    assert free_before_pool_gib(LAGUNA_DFLASH) == 19.14
+    begin, target, draft_begin, draft, pool, end = LAGUNA_DFLASH.splitlines()
+    after_pool = "\n".join([begin, target, pool, end, draft_begin, draft])
+    assert free_before_pool_gib(after_pool) == 22.03
+    assert free_before_pool_gib(ISSUE_744) == 15.61  # rank 0's, as free_after_weights_gib
+    assert (
+        free_before_pool_gib("[2026-08-01 22:06:28] Load weight begin. avail mem=1.0 GB") is None
+    )

@@ -254,3 +254,40 @@ def test_auto_mamba_strategy_follows_the_releases_architecture_list() -> None:
     assert plan_sglang(fp8, g, cfg, version="0.5.13").mamba_strategy == "no_buffer"
     off = {**cfg, "disable_overlap_schedule": True}
     assert plan_sglang(fp8, g, off, version="0.5.17").mamba_strategy == "no_buffer"
+
+
+def test_unified_memory_plans_from_the_reading_after_weights() -> None:
+    """On an integrated GPU SGLang's second free-memory reading is the host's available memory,
+    so what other processes took while the weights loaded leaves the KV budget (the GB10 records,
+    tests/calibration/test_gb10_records.py); a discrete GPU's pool ignores the figure."""
+    card = BUILTIN_CARDS["tiny-dense"]
+    cfg = {"mem_fraction_static": 0.4}
+    spark = get_gpu("gb10-128g")
+    base = plan_sglang(card, spark, cfg, version="0.5.11", gpu_free_gib=100.0)
+    expected_after = base.pre_weights_free_gib - base.weights_gib
+    same = plan_sglang(
+        card,
+        spark,
+        cfg,
+        version="0.5.11",
+        gpu_free_gib=100.0,
+        gpu_free_after_weights_gib=expected_after,
+    )
+    assert same.kv_pool_tokens == pytest.approx(base.kv_pool_tokens, rel=1e-4)  # rounded inputs
+    taken = plan_sglang(
+        card,
+        spark,
+        cfg,
+        version="0.5.11",
+        gpu_free_gib=100.0,
+        gpu_free_after_weights_gib=expected_after - 8.0,
+    )
+    lost = (base.kv_pool_tokens - taken.kv_pool_tokens) * base.kv_cell_bytes / 2**30
+    assert lost == pytest.approx(8.0, abs=0.01)
+    assert any("unified memory" in a for a in taken.assumptions)
+    h200 = get_gpu("h200-141g")
+    discrete = plan_sglang(card, h200, cfg, version="0.5.11", gpu_free_gib=100.0)
+    ignored = plan_sglang(
+        card, h200, cfg, version="0.5.11", gpu_free_gib=100.0, gpu_free_after_weights_gib=50.0
+    )
+    assert ignored.kv_pool_tokens == discrete.kv_pool_tokens

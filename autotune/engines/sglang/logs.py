@@ -191,12 +191,20 @@ def _weights_end(values: Figures, m: re.Match[str]) -> None:
     add_to(values, "weights_gib", float(m["gib"]))
     values.setdefault("_first_weights", float(m["gib"]))
     if m["avail"] is not None:
-        values.setdefault("_free_after_weights", float(m["avail"]))
+        _free_after(values, float(m["avail"]))
 
 
 def _weights_end_old(values: Figures, m: re.Match[str]) -> None:
     """Before `mem usage` was logged: the free memory after weights, for parse_startup."""
-    values.setdefault("_free_after_weights", float(m["gib"]))
+    _free_after(values, float(m["gib"]))
+
+
+def _free_after(values: Figures, gib: float) -> None:
+    """The first reading after weights (the target's), and the last one ahead of the KV pool
+    (a draft that loads first reads after it)."""
+    values.setdefault("_free_after_weights", gib)
+    if "kv_k_gib" not in values and "kv_pool_tokens" not in values:
+        values["_free_before_pool"] = gib
 
 
 def _host_kv_pool(values: Figures, m: re.Match[str]) -> None:
@@ -236,6 +244,7 @@ def parse_startup(log_text: str) -> LaunchReport:
     scan = _FORMAT.scan(_rank0_messages(log_text))
     sums = {key: _round(scan.values.pop(key, None)) for key in _SUMS}
     after = scan.values.pop("_free_after_weights", None)
+    scan.values.pop("_free_before_pool", None)
     before = scan.values.get("free_before_weights_gib")
     weights = scan.values.pop("_first_weights", None)
     full = scan.values.pop("_swa_full_tokens", None)
@@ -345,3 +354,11 @@ def parse_batch_line(line: str) -> BatchLine | None:
         except ValueError:
             extra[key] = value
     return BatchLine(kind=match["kind"].lower(), extra=extra, **values)  # type: ignore[arg-type]
+
+
+def free_before_pool_gib(log_text: str) -> float | None:
+    """The free memory rank 0 logged at the last `Load weight end` before its KV pool: the
+    target's, or a draft's that loads first (DFLASH, EAGLE heads in the releases that load them
+    before the target profiles). On an integrated GPU it is the reading the pool is sized from."""
+    after = _FORMAT.scan(_rank0_messages(log_text)).values.get("_free_before_pool")
+    return after if isinstance(after, float) else None
