@@ -21,7 +21,7 @@ from autotune.sweep.confirm import next_repeat, record_confirm
 from autotune.sweep.control import POLL_S, Budget, StopController, check_deadline, wait_any
 from autotune.sweep.finalists import run_finalists
 from autotune.sweep.outcome import SweepOutcome, close, outcome_of
-from autotune.sweep.recording import record_trial
+from autotune.sweep.recording import record_trial, waits_for_reference
 from autotune.sweep.resume import load_state, reconcile
 from autotune.sweep.seeding import queue_seeds
 from autotune.sweep.state import Running, SweepState
@@ -113,8 +113,7 @@ def search(state: SweepState, executor: Executor, running: RunningTrials) -> tup
     Trials still running are left in `running`."""
     idle = 0
     while True:
-        for fut in [f for f in running if f.done()]:
-            record(state, running.pop(fut), fut)
+        record_ready(state, running)
         check_deadline(state.budget, state.stop)
         stop_reason, finished = end_of_search(state, running, idle)
         if stop_reason:
@@ -122,9 +121,27 @@ def search(state: SweepState, executor: Executor, running: RunningTrials) -> tup
         idle = fill_slots(state, executor, running, idle)
         if state.stop.hard.is_set():
             executor.cancel_all()
-        for fut in wait_any(list(running), POLL_S):
-            record(state, running.pop(fut), fut)
+        wait_any([f for f in running if not f.done()], POLL_S)
+        record_ready(state, running)
         state.progress(len(running))
+
+
+def record_ready(state: SweepState, running: RunningTrials) -> None:
+    """Record the finished trials, but for a lossy one waiting for the quality reference a
+    lossless trial still running may give (recording.waits_for_reference)."""
+    while True:
+        ready = [
+            f
+            for f, item in running.items()
+            if f.done()
+            and not waits_for_reference(
+                state, item, [o for o in running.values() if o is not item]
+            )
+        ]
+        if not ready:
+            return
+        for fut in ready:
+            record(state, running.pop(fut), fut)
 
 
 def record(state: SweepState, item: Running, fut: Future[TrialResult]) -> None:
@@ -160,8 +177,8 @@ def drain(state: SweepState, executor: Executor, running: RunningTrials) -> None
             executor.cancel_all()
         elif state.stop.graceful.is_set():
             executor.stop_launching()  # no engine launches after a graceful stop
-        for fut in wait_any(list(running), POLL_S):
-            record(state, running.pop(fut), fut)
+        wait_any([f for f in running if not f.done()], POLL_S)
+        record_ready(state, running)
         state.progress(len(running))
 
 

@@ -14,7 +14,7 @@ and kept in the sweep state; last, the trial's line and the on_trial callback.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -244,6 +244,24 @@ def quality_constraints(
 
 
 # -- the state before the verdict --------------------------------------------------------------
+
+
+def waits_for_reference(state: SweepState, item: Running, others: Iterable[Running]) -> bool:
+    """Whether a finished lossy trial waits to be recorded: the quality guard has no reference
+    yet and a lossless trial still running may give one (several workers: the baseline can
+    finish after an fp8 trial). Recorded now, its answers could not be compared, and it would
+    be told infeasible (quality_unverified) for the rest of the search."""
+    setup = state.setup
+    if not setup.spec.quality.enabled or setup.quality_reference is not None:
+        return False
+    from autotune.quality.lossy import lossy_fields
+
+    engine = setup.spec.target.engine
+
+    def lossy(r: Running) -> bool:
+        return bool(lossy_fields(engine, setup.guarded(r.spec.config)))
+
+    return lossy(item) and any(not lossy(o) for o in others)
 
 
 def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:

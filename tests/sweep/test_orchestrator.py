@@ -353,3 +353,47 @@ def test_a_pinned_lossy_knob_is_the_references_premise(store: Any, tmp_path: Pat
         cons = (t.launch or {}).get("constraints") or {}
         assert "quality_unverified" not in cons, cons
     assert out.best is not None
+
+
+def test_two_workers_compare_an_early_lossy_trial_with_the_baseline(
+    store: Any, tmp_path: Path
+) -> None:
+    """With two workers an fp8 trial can finish while the baseline (the lossless reference to
+    be) still runs: its result waits for the reference instead of being told infeasible as
+    unverified, so every complete fp8 trial is compared (recording.waits_for_reference)."""
+    import time
+
+    from autotune.sweep.analytic import analytic_trial
+    from autotune.sweep.executors import InProcessExecutor
+
+    def slow_lossless(spec: Any, **kw: Any) -> Any:
+        if spec.config.get("kv_cache_dtype") != "fp8_e4m3":
+            time.sleep(0.6)  # the baseline and other lossless trials finish last
+        return analytic_trial(spec, **kw)
+
+    spec = make_spec(
+        **{
+            "space.overrides.kv_cache_dtype": {"choices": ["auto", "fp8_e4m3"]},
+            "quality.enabled": True,
+            "quality.max_kl": 10.0,
+            "budget.max_trials": 6,
+        }
+    )
+    out = run_sweep(
+        parse_spec(spec),
+        store=store,
+        out_dir=tmp_path / "out",
+        executor=InProcessExecutor(2, trial_fn=slow_lossless),
+        install_signals=False,
+    )
+    trials = store.get_trials(out.sweep_id)
+    assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
+    fp8 = [
+        t
+        for t in trials
+        if t.config.get("kv_cache_dtype") == "fp8_e4m3" and t.status == TrialStatus.COMPLETE.value
+    ]
+    assert fp8 and any(t.number == 1 for t in fp8), [(t.number, t.config) for t in trials]
+    for t in fp8:
+        cons = (t.launch or {}).get("constraints") or {}
+        assert "quality_unverified" not in cons and cons.get("quality_kl", 1) <= 0, cons
