@@ -256,6 +256,12 @@ class InspectOut(BaseModel):
     report: dict[str, Any] = Field(description="the checkpoint inspector's report")
 
 
+# A kernel job's shape bounds, shared with the MCP tool's arguments (mcp_tools/kernels.py).
+NK_PATTERN = r"^\d{1,6},\d{1,6}$"
+NK_MAX = 64
+TP_MAX = 8
+
+
 class KernelsRequest(_Request):
     """POST /v1/kernels: `autotune kernels tune` as a job (needs a GPU on the server). The
     output folder is the service's (STATE/kernels/NAME), not the request's."""
@@ -266,11 +272,11 @@ class KernelsRequest(_Request):
     model: str | None = Field(
         None, max_length=4096, description="built-in card or an allowed model folder"
     )
-    nk: list[Annotated[str, Field(pattern=r"^\d{1,6},\d{1,6}$")]] = Field(
-        default_factory=list, max_length=64, description="explicit GEMM shapes N,K"
+    nk: list[Annotated[str, Field(pattern=NK_PATTERN)]] = Field(
+        default_factory=list, max_length=NK_MAX, description="explicit GEMM shapes N,K"
     )
     tp: list[Annotated[int, Field(ge=1, le=64)]] = Field(
-        default_factory=lambda: [1], min_length=1, max_length=8
+        default_factory=lambda: [1], min_length=1, max_length=TP_MAX
     )
     kind: Literal["fp8", "int4"] | None = Field(None, description="default: from the card")
     batch_sizes: str | None = Field(

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from autotune.jsontypes import JSONValue
 
@@ -34,6 +34,8 @@ SchemaNode = TypedDict(
         "description": str,
         "type": str,
         "anyOf": list["SchemaNode"],
+        "oneOf": list["SchemaNode"],
+        "discriminator": dict[str, JSONValue],
         "items": "SchemaNode",
         "additionalProperties": "SchemaNode | bool",
         "properties": dict[str, "SchemaNode"],
@@ -59,10 +61,33 @@ def spec_json_schema() -> SchemaNode:
     from autotune.sweep.spec import SweepSpec
 
     schema = SweepSpec.model_json_schema()
+    _scenario_items(schema)
     schema["$schema"] = SCHEMA_DIALECT
     schema["title"] = "autotune sweep spec"
     out: SchemaNode = json.loads(json.dumps(schema, sort_keys=True))
     return out
+
+
+def _scenario_items(schema: dict[str, Any]) -> None:
+    """`workload.scenarios[]` as the scenario kinds' own models (the spec types the list as
+    mappings and validates each through bench.scenarios): one of them by `kind`, which is
+    required, with the `prompt_len` shorthand where `prompt_lens` exists."""
+    from pydantic import TypeAdapter
+
+    from autotune.bench.scenarios import Scenario
+
+    union = TypeAdapter(Scenario).json_schema(ref_template="#/$defs/{model}")
+    defs = schema.setdefault("$defs", {})
+    for name, node in union.pop("$defs").items():
+        node["required"] = sorted({*node.get("required", []), "kind"})
+        if "prompt_lens" in node["properties"]:
+            node["properties"]["prompt_len"] = {
+                "description": "shorthand for prompt_lens: [N] (not both)",
+                "minimum": 1,
+                "type": "integer",
+            }
+        defs[name] = node
+    defs["WorkloadSpec"]["properties"]["scenarios"]["items"] = union
 
 
 def dumps_schema(schema: SchemaNode | None = None) -> str:
@@ -94,6 +119,8 @@ def _type(node: SchemaNode, defs: Mapping[str, SchemaNode]) -> str:
         return " or ".join(_type(n, defs) for n in node["anyOf"])
     if "$ref" in node:
         return "section"
+    if "discriminator" in node:  # one of several sections by a key (the scenario kinds)
+        return f"section by `{node['discriminator']['propertyName']}`"
     if "enum" in node or "const" in node:
         return "str"
     kind = node.get("type")

@@ -57,6 +57,17 @@ def test_schema_rejects_what_the_loader_rejects() -> None:
     assert not validator.is_valid({**base, "execution": {"executor": "slurm"}})
     assert not validator.is_valid({k: v for k, v in base.items() if k != "target"})
 
+    # each scenario by its kind's own fields (bench.scenarios), as scenario_from_dict checks
+    def with_scenario(sc: dict[str, object]) -> dict[str, object]:
+        return {**base, "workload": {**base["workload"], "scenarios": [sc]}}
+
+    assert validator.is_valid(with_scenario({"kind": "prefill", "prompt_len": 512}))
+    assert validator.is_valid(with_scenario({"kind": "decode", "concurrency": 4}))
+    assert not validator.is_valid(with_scenario({"kind": "prefil"}))
+    assert not validator.is_valid(with_scenario({"kind": "decode", "prompt_lenz": 5}))
+    assert not validator.is_valid(with_scenario({"prompt_lens": [512]}))  # no kind
+    assert not validator.is_valid(with_scenario({"kind": "prefill", "prompt_lens": [0]}))
+
 
 def test_docs_mention_every_field_and_are_up_to_date() -> None:
     text = DOC.read_text()

@@ -190,6 +190,11 @@ async def test_every_tool_refuses_an_argument_it_lacks(tmp_path: Path) -> None:
         start = next(t for t in tools if t.name == "start_sweep").input_schema["properties"]
         assert start["until"]["anyOf"][0]["pattern"] and "executor" in start
         assert start["max_trials"]["anyOf"][0]["maximum"] == 100_000
+        tune = next(t for t in tools if t.name == "tune_kernels").input_schema["properties"]
+        assert tune["nk"]["anyOf"][0]["items"]["pattern"] == r"^\d{1,6},\d{1,6}$"
+        assert tune["batch_sizes"]["anyOf"][0]["pattern"].startswith(r"^\d{1,6}")
+        assert tune["engine_version"]["anyOf"][0]["pattern"]
+        assert tune["tp"]["anyOf"][0]["items"]["maximum"] == 64
         args = {"model": "qwen3.8-27b-awq-int4", "gpu": "rtx-4080-super-32g"}
         with pytest.raises(
             ToolError, match=r"unknown argument 'engine_verison'.*'engine_version'"

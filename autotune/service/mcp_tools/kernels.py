@@ -10,6 +10,9 @@ from pydantic import Field
 from autotune.service.core import Service
 from autotune.service.mcp_tools.calls import name_arg, run_tool
 from autotune.service.schemas import (
+    NK_MAX,
+    NK_PATTERN,
+    TP_MAX,
     KernelsInstallOut,
     KernelsInstallRequest,
     KernelsRequest,
@@ -20,19 +23,30 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 
+# Arguments as the HTTP request model declares them (bounds, patterns, descriptions), so the
+# tool's schema says what the service enforces.
+_KR = KernelsRequest.model_fields
+
+
 def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
     @mcp.tool()
     def tune_kernels(
         name: Annotated[str, name_arg("job name (its id for kernels_status)")],
-        model: str | None = None,
-        nk: Annotated[list[str] | None, Field(description="explicit shapes 'N,K'")] = None,
-        tp: list[int] | None = None,
-        kind: Literal["fp8", "int4"] | None = None,
-        batch_sizes: Annotated[str | None, Field(description="comma-separated M values")] = None,
+        model: Annotated[str | None, _KR["model"]] = None,
+        nk: Annotated[
+            list[Annotated[str, Field(pattern=NK_PATTERN)]] | None,
+            Field(max_length=NK_MAX, description="explicit GEMM shapes 'N,K'"),
+        ] = None,
+        tp: Annotated[
+            list[Annotated[int, Field(ge=1, le=64)]] | None,
+            Field(min_length=1, max_length=TP_MAX, description="TP sizes (default [1])"),
+        ] = None,
+        kind: Annotated[Literal["fp8", "int4"] | None, _KR["kind"]] = None,
+        batch_sizes: Annotated[str | None, _KR["batch_sizes"]] = None,
         strategy: Literal["budgeted", "exhaustive"] = "budgeted",
         packing: Literal["awq", "gptq"] = "awq",
-        max_evals: Annotated[int, Field(ge=1)] = 40,
-        deadline_s: Annotated[float | None, Field(gt=0)] = None,
+        max_evals: Annotated[int, Field(ge=1, le=100_000)] = 40,
+        deadline_s: Annotated[float | None, _KR["deadline_s"]] = None,
         deterministic: Annotated[
             bool, Field(description="leave out configs whose output can differ run to run")
         ] = False,
@@ -43,9 +57,7 @@ def add_kernel_tools(mcp: MCPServer, service: Service) -> None:
                 "release reads (then install_kernels); default: autotune's own kernels"
             ),
         ] = None,
-        engine_version: Annotated[
-            str | None, Field(description="with engine: the release (default: the installed)")
-        ] = None,
+        engine_version: Annotated[str | None, _KR["engine_version"]] = None,
         engine_python: Annotated[
             str | None,
             Field(description="with engine: the interpreter of the engine's environment"),
