@@ -165,7 +165,10 @@ def resolve_model(engine: str, model: str) -> StarterModel:
             return StarterModel(
                 str(snap), "hub-cache", model_path=model, card=load_card(str(snap))
             )
-        return StarterModel(model, "hub-id")
+        from autotune.models.config_cards import config_card
+
+        # not downloaded: a committed config card (the hub's config.json values) still plans it
+        return StarterModel(model, "hub-id", card=config_card(model))
     if any(s in model for s in ("/", "\\")) or model.startswith((".", "~")):
         raise ModelLoadError(
             f"--model {model}: no such model folder (expected a built-in card: "
@@ -257,11 +260,18 @@ def _starter_model(engine: str, model: str, simulate: bool, notes: list[str]) ->
     m = resolve_model(engine, model)
     if simulate and m.card is None:
         raise ConfigError(
-            f"--simulate plans from a model card; {model!r} is not a built-in card or a local "
-            "folder",
+            f"--simulate plans from a model card; {model!r} is not a built-in card, a local "
+            "folder, a downloaded hub id, or a hub id autotune has a config card for",
             field="--model",
         )
-    if m.kind == "hub-id":
+    if m.kind == "hub-id" and not simulate and m.card is not None:
+        notes.append(
+            f"{model} is not in the Hugging Face cache: the plan comes from autotune's copy of its "
+            f"config.json, but the engine loads the checkpoint, so download it first (`hf "
+            f"download {model}`), or set target.model to its local folder and target.model_path "
+            "to the hub id"
+        )
+    elif m.kind == "hub-id" and not simulate:
         notes.append(
             f"{model} is not in the Hugging Face cache: autotune plans from the checkpoint's "
             f"config, so download it first (`hf download {model}`) and run `autotune init` "

@@ -119,13 +119,20 @@ MODEL_NOTES = {
 }
 
 
+def _model_note(s: Starter, m: StarterModel) -> str:
+    if m.kind == "hub-id" and m.card is not None:  # planned from a committed config card
+        note = "hub id, planned from autotune's copy of its config.json"
+        return note if s.simulated else f"{note} (see the NOTE above)"
+    return MODEL_NOTES[m.kind]
+
+
 def _target(s: Starter, m: StarterModel) -> list[str]:
     w = [
         "# What is tuned. engine_version picks the flags and version rules that apply.",
         "target:",
         f"  engine: {s.engine}",
         f"  engine_version: {json.dumps(s.engine_version)}   # {s.version_source}",
-        f"  model: {_y(s.model)}   # {MODEL_NOTES[m.kind]}",
+        f"  model: {_y(s.model)}   # {_model_note(s, m)}",
     ]
     if s.model_path is not None:
         w.append(f"  model_path: {_y(s.model_path)}   # what the engine is given to load")

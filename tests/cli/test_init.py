@@ -212,3 +212,29 @@ def test_hub_id_is_written_as_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert res.exit_code == 0, res.output
     spec, text = load_spec(out)
     assert spec.target.model == "Org/Some-Model-8B" and "hf download" in text
+
+
+def test_a_hub_id_autotune_has_a_config_card_for_runs_simulated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`plan` plans Qwen/Qwen3-8B from autotune's copy of its config.json without a download;
+    `init --simulate` does too, and the real spec still says to download the checkpoint."""
+    from autotune.models.config_cards import config_card
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert config_card("Qwen/Qwen3-8B") is not None
+    sim = tmp_path / "sim.yaml"
+    res = _init("init", "--gpu", "h200-141g", "--model", "Qwen/Qwen3-8B", "--simulate",
+                "--out", str(sim))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    spec, text = load_spec(sim)
+    assert spec.simulated and spec.target.model == "Qwen/Qwen3-8B"
+    assert "hf download" not in text and "autotune's copy of its config.json" in text
+    real = tmp_path / "real.yaml"
+    res = _init("init", "--gpu", "h200-141g", "--model", "Qwen/Qwen3-8B", "--out", str(real))
+    assert res.exit_code == 0, res.output
+    assert "hf download Qwen/Qwen3-8B" in real.read_text()
+    res = _init("init", "--gpu", "h200-141g", "--model", "Org/Unknown-8B", "--simulate",
+                "--out", str(tmp_path / "x.yaml"))  # fmt: skip
+    assert res.exception is not None and getattr(res.exception, "exit_code", None) == 2
+    assert "config card" in str(res.exception)
