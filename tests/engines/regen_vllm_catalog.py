@@ -31,6 +31,7 @@ from tests.engines.wheel_flags import (  # noqa: E402
     FlagInfo,
     field_choices_from_wheel,
     flag_table_from_wheel,
+    settable_fields_from_wheel,
 )
 
 # Every vLLM release from 0.10.0 (V1 engine by default) to the newest on PyPI when generated.
@@ -74,6 +75,7 @@ def render(
     versions: Sequence[str],
     tables: dict[str, dict[str, FlagInfo]],
     methods: dict[str, tuple[str, ...]],
+    compilation: dict[str, tuple[str, ...]],
 ) -> str:
     """The text of _catalog.py for these versions' flag tables and speculative methods."""
     rows: list[str] = []
@@ -88,6 +90,10 @@ def render(
         f"{first}-{last}|{value}"
         for first, last, value in runs(versions, lambda v: " ".join(methods[v]))
     ]
+    compile_rows = [
+        f"{first}-{last}|{value}"
+        for first, last, value in runs(versions, lambda v: " ".join(compilation[v]))
+    ]
     listed = "".join(f'    "{v}",\n' for v in versions)
     return (
         HEADER
@@ -97,6 +103,9 @@ def render(
         + '\n"""\n\n'
         + 'SPECULATIVE_METHODS = """\\\n'
         + "\n".join(spec)
+        + '\n"""\n\n'
+        + 'COMPILATION_KEYS = """\\\n'
+        + "\n".join(compile_rows)
         + '\n"""\n'
     )
 
@@ -114,6 +123,8 @@ kind: v value, b switch without value (store_true/const, and the `--no-x` / `--d
 of a boolean), n boolean (BooleanOptionalAction: `--x` / `--no-x`), l list (nargs + / *),
 o optional value (nargs ?); a trailing `!` marks a deprecated flag (accepted, warns).
 SPECULATIVE_METHODS: the values SpeculativeConfig.method accepts, by release range.
+COMPILATION_KEYS: the keys CompilationConfig takes from `--compilation-config` JSON, by release
+range (tests/engines/wheel_flags.py, settable_fields_from_wheel).
 """
 
 # ruff: noqa: E501
@@ -127,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     tables: dict[str, dict[str, FlagInfo]] = {}
     methods: dict[str, tuple[str, ...]] = {}
+    compilation: dict[str, tuple[str, ...]] = {}
     for version in RELEASES:
         try:
             wheel = vllm_wheel(version, args.cache)
@@ -134,8 +146,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             raise SystemExit(f"cannot download vLLM {version}: {exc.stderr!r}") from exc
         tables[version] = flag_table_from_wheel(wheel, "vllm")
         methods[version] = field_choices_from_wheel(wheel, "vllm", "SpeculativeConfig", "method")
+        compilation[version] = settable_fields_from_wheel(wheel, "vllm", "CompilationConfig")
         print(f"{version}: {len(tables[version])} flags, {len(methods[version])} methods")
-    OUT.write_text(render(RELEASES, tables, methods))
+    OUT.write_text(render(RELEASES, tables, methods, compilation))
     print(f"wrote {OUT}")
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from autotune.engines.vllm import (
     build_command,
+    compilation_keys,
     flag_names,
     flag_spec,
     metrics_for,
@@ -32,6 +33,7 @@ from tests.engines.wheel_flags import (
     field_choices_from_wheel,
     flag_table_from_wheel,
     flags_from_wheel,
+    settable_fields_from_wheel,
 )
 
 from .test_vllm_flags import K6
@@ -110,6 +112,14 @@ def test_speculative_methods_match_the_wheel(version: str) -> None:
     methods = field_choices_from_wheel(wheel(version), "vllm", "SpeculativeConfig", "method")
     assert speculative_methods(version) == methods
     assert "ngram" in methods
+
+
+@pytest.mark.parametrize("version", CHECKED)
+def test_compilation_keys_match_the_wheel(version: str) -> None:
+    """The keys `--compilation-config` may hold are CompilationConfig's settable fields."""
+    keys = settable_fields_from_wheel(wheel(version), "vllm", "CompilationConfig")
+    assert compilation_keys(version) == keys
+    assert "cudagraph_capture_sizes" in keys and "compilation_time" not in keys  # init=False
 
 
 def _metrics_source(version: str) -> str:

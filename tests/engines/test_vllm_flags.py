@@ -290,3 +290,19 @@ def test_catalog_facts() -> None:
         assert {"--host", "--port", "--max-num-seqs", "--speculative-config"} <= flag_names(
             version
         )
+
+
+def test_compilation_config_keys_follow_the_release() -> None:
+    """A key the release's CompilationConfig lacks is refused with the closest fields (0.13.0+
+    reject it at startup; older releases drop it unread): `cudagraph_mode` from 0.10.1, `level`
+    through 0.17.1 (`mode` replaced it)."""
+    ok = {"compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE"}}
+    assert "--compilation-config" in build_flags(ok, "0.10.1")[0]
+    with pytest.raises(ConfigError, match=r"'cudagraph_mode' is not .* vLLM 0.10.0") as exc:
+        build_flags(ok, "0.10.0")
+    assert exc.value.field == "compilation_config"
+    assert build_flags({"compilation_config": {"level": 3}}, "0.17.1")[0]
+    with pytest.raises(ConfigError, match=r"'level' is not .* vLLM 0.18.0"):
+        build_flags({"compilation_config": {"level": 3}}, "0.18.0")
+    with pytest.raises(ConfigError, match=r"did you mean 'cudagraph_mode'"):
+        build_flags({"compilation_config": '{"cudagraph_mod": "FULL"}'}, "0.34.0")

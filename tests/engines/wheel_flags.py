@@ -480,6 +480,39 @@ def _literal_values(index: _Index, member: ast.expr, depth: int = 0) -> list[str
     return out
 
 
+def settable_fields_from_wheel(wheel: Path, engine: str, cls: str) -> tuple[str, ...]:
+    """The keys a config dataclass takes from JSON (vLLM's CompilationConfig for
+    `--compilation-config`): its annotated fields less ClassVar / InitVar, private names and
+    those declared `init=False` or as a PrivateAttr, read from the wheel's source."""
+    sources = wheel_sources(wheel, engine)
+    found: dict[str, None] = {}
+    for text in sources.values():
+        for node in ast.walk(ast.parse(text)):
+            if not (isinstance(node, ast.ClassDef) and node.name == cls):
+                continue
+            for stmt in node.body:
+                if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                    continue
+                name = stmt.target.id
+                if name.startswith("_") or _name(stmt.annotation) in ("ClassVar", "InitVar"):
+                    continue
+                value = stmt.value
+                if isinstance(value, ast.Call) and (
+                    _call_name(value) == "PrivateAttr"
+                    or any(
+                        k.arg == "init"
+                        and isinstance(k.value, ast.Constant)
+                        and k.value.value is False
+                        for k in value.keywords
+                    )
+                ):
+                    continue
+                found[name] = None
+    if not found:
+        raise ConfigError(f"{wheel.name} has no class {cls} with fields")
+    return tuple(sorted(found))
+
+
 def field_choices_from_wheel(wheel: Path, engine: str, cls: str, name: str) -> tuple[str, ...]:
     """The Literal values a config dataclass field accepts (vLLM's SpeculativeConfig.method),
     read from the wheel's source; empty when the field is not a Literal."""

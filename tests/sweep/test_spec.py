@@ -165,6 +165,17 @@ def test_fixed_port_needs_one_worker() -> None:
         ),
         # a release the adapter does not know, named as the spec's field (not a CLI flag)
         ({"target.engine_version": "0.5.99"}, "target.engine_version", "0.5.23"),
+        # a --compilation-config key the vLLM release's CompilationConfig lacks
+        (
+            {
+                "target.engine": "vllm",
+                "target.engine_version": "0.20.0",
+                "space.overrides": {},
+                "space.fixed": {"compilation_config": {"cudagraph_mod": "FULL"}},
+            },
+            "space.fixed.compilation_config",
+            "did you mean 'cudagraph_mode'",
+        ),
     ],
 )
 def test_values_no_trial_could_launch_stop_the_spec(

@@ -46,6 +46,7 @@ from autotune.engines.vllm.fields import (
 from autotune.engines.vllm.releases import (
     FlagSpec,
     at_least,
+    compilation_keys,
     parse_version,
     release_index,
     release_name,
@@ -55,7 +56,7 @@ from autotune.engines.vllm.releases import (
 )
 from autotune.engines.vllm.speculative import speculative_config
 from autotune.engines.vllm.values import check_value, env_value, render
-from autotune.errors import ConfigError
+from autotune.errors import ConfigError, did_you_mean
 
 __all__ = [
     "ALIASES",
@@ -69,6 +70,7 @@ __all__ = [
     "at_least",
     "build_flags",
     "canonical_field",
+    "compilation_keys",
     "field_flag",
     "flag_names",
     "flag_spec",
@@ -192,6 +194,26 @@ class _Emitter:
 
     def tokens(self, key: str, canonical: str, spec: FlagSpec, value: object) -> list[str]:
         value = check_value(key, field_of(canonical), spec, value)
+        if canonical == "compilation_config" and isinstance(value, dict):
+            _check_compilation_keys(key, value, self.version)
         if canonical == "max_cudagraph_capture_size" and spec.kind == "l":
             value = [value]  # --cuda-graph-sizes N: capture up to N
         return render(key, spec, value, self.version)
+
+
+def _check_compilation_keys(name: str, value: Mapping[str, object], version: str) -> None:
+    """Every key of `--compilation-config` a field of the release's CompilationConfig: an unknown
+    one fails the launch (pydantic's extra="forbid", from 0.13.0) or is dropped unread (before).
+
+    Raises:
+        ConfigError: names the first unknown key, the closest fields and the release's.
+    """
+    keys = compilation_keys(version)
+    unknown = [k for k in value if k not in keys]
+    if unknown:
+        k = str(unknown[0])
+        raise ConfigError(
+            f"compilation_config key {k!r} is not a CompilationConfig field in vLLM {version}"
+            f"{did_you_mean(k, keys)}",
+            field=name,
+        )

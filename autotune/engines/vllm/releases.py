@@ -4,7 +4,8 @@ SpeculativeConfig takes.
 
 `_catalog.py` is generated from the PyPI wheels with `ast` (tests/engines/regen_vllm_catalog.py):
 `CATALOG` rows are `flag|first-last|kind|dest|choices` (release names; kind as in
-autotune.engines._flags.FlagKind, `!` deprecated), `SPECULATIVE_METHODS` rows `first-last|methods`.
+autotune.engines._flags.FlagKind, `!` deprecated), `SPECULATIVE_METHODS` rows `first-last|methods`,
+`COMPILATION_KEYS` rows `first-last|keys`.
 """
 
 from __future__ import annotations
@@ -100,17 +101,36 @@ def flag_catalog() -> dict[str, tuple[FlagSpec, ...]]:
     return read_catalog(CATALOG, _row_spec, release_index)
 
 
+def _ranges(rows: str) -> tuple[tuple[int, int, tuple[str, ...]], ...]:
+    """`first-last|names` rows as (first, last, names) over catalogue indices."""
+    out = []
+    for row in rows.splitlines():
+        span, names = row.split("|")
+        first, last = span.split("-")
+        out.append((release_index(first), release_index(last), tuple(names.split())))
+    return tuple(out)
+
+
 @functools.cache
 def method_ranges() -> tuple[tuple[int, int, tuple[str, ...]], ...]:
     """(first, last, methods): the SpeculativeConfig methods over ranges of catalogue indices."""
     from autotune.engines.vllm._catalog import SPECULATIVE_METHODS
 
-    out = []
-    for row in SPECULATIVE_METHODS.splitlines():
-        span, methods = row.split("|")
-        first, last = span.split("-")
-        out.append((release_index(first), release_index(last), tuple(methods.split())))
-    return tuple(out)
+    return _ranges(SPECULATIVE_METHODS)
+
+
+@functools.cache
+def compilation_ranges() -> tuple[tuple[int, int, tuple[str, ...]], ...]:
+    """(first, last, keys): the CompilationConfig JSON keys over ranges of catalogue indices."""
+    from autotune.engines.vllm._catalog import COMPILATION_KEYS
+
+    return _ranges(COMPILATION_KEYS)
+
+
+def compilation_keys(version: str) -> tuple[str, ...]:
+    """The keys `--compilation-config` JSON may hold in `version` (CompilationConfig's fields)."""
+    i = version_index(version)
+    return next(k for a, b, k in compilation_ranges() if a <= i <= b)
 
 
 def speculative_methods(version: str) -> tuple[str, ...]:
