@@ -77,7 +77,7 @@ def _unstated(rec: LaunchRecord) -> str:
 
 def _within(errors: list[float], of: int) -> str:
     return ", ".join(
-        f"within {b:.0%}: {sum(e <= b for e in errors)}/{of} ({sum(e <= b for e in errors) / of:.0%})"
+        f"within {b:.0%}: {sum(e <= b for e in errors)}/{of} ({sum(e <= b for e in errors) / of:.1%})"
         for b in BANDS
     )
 
