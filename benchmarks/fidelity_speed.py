@@ -30,6 +30,11 @@ FITTED: dict[str, tuple[str, str | None, int | None]] = {
     "s20e-qwen2.5-7b-a100-80g-tp1": ("perf.ENGINE_STEP_S['vllm-v0']", None, None),
     "s20b-llama-3.1-8b-h100-tp1": ("perf.ENGINE_STEP_S['vllm-v1']", None, None),
     "s20a-kimi-k2.5-h200-tp8": ("perf.PREFILL_LAYER_S", "prefill_ms", 610),
+    "s28d-qwen3.6-35b-a3b-nvfp4-rtx5090-tp1-612": (
+        "perf.MOE_LAYER_BY_ENGINE['vllm-v1']",
+        "decode_ms",
+        None,
+    ),
 }
 # metric -> the band issue 20 holds it to (e2e is mostly decode steps: decode's band)
 BANDS = {"decode_ms": 0.20, "prefill_ms": 0.25, "e2e_s": 0.20}

@@ -84,6 +84,12 @@ VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.841), "cdna": (0
 # bound. Held-out MoE speeds in benchmarks/fidelity_speed.py are the evidence; a dense or hybrid
 # model (C1-C5) pays none.
 MOE_LAYER_S = 85e-6
+# vLLM's V1 engine (graph-captured FlashInfer / Marlin MoE) FITTED on tests/data/real_speeds/vllm/
+# s28d-qwen3.6-35b-a3b-nvfp4-rtx5090-tp1-612 (vLLM 0.24.0, one RTX 5090, one stream): the
+# roofline's bytes and V1's engine step alone already come to 1.43x its measured step, so no
+# per-layer cost fits (0). SGLang's 85 us had been applied to vLLM untested; it priced that
+# record 2.3x too slow. The other vLLM MoE records are the evidence (fidelity_speed.py).
+MOE_LAYER_BY_ENGINE: dict[str, float] = {"vllm-v1": 0.0}
 # Per forward, by vLLM engine (vllm_history.engine_of, from the releases): the engine's own step
 # cost beyond C2's STEP_OVERHEAD_S (SGLang's). FITTED each on one public record's single-stream
 # decode step over the roofline: V0 on tests/data/real_speeds/vllm/s20e-qwen2.5-7b-a100-80g-tp1
@@ -193,8 +199,10 @@ class PerfModel:
         e = card.experts
         self.routed_read_bytes = routed_expert_bytes(card) / tp if e else 0.0
         self.expert_miss_p = 1 - e.experts_per_token / e.num_experts if e else 0.0
-        self.moe_fixed_s = e.moe_layers * MOE_LAYER_S if e else 0.0
-        self.engine_step_s = ENGINE_STEP_S.get(_engine_generation(card, gpu, cfg, plan), 0.0)
+        generation = _engine_generation(card, gpu, cfg, plan)
+        per_layer = MOE_LAYER_BY_ENGINE.get(generation, MOE_LAYER_S)
+        self.moe_fixed_s = e.moe_layers * per_layer if e else 0.0
+        self.engine_step_s = ENGINE_STEP_S.get(generation, 0.0)
         # SGLang's eager prefill cost (no public vLLM prefill figure shows one)
         self.eager_prefill_s = (
             card.num_layers * PREFILL_LAYER_S if plan.engine == "sglang" else 0.0
@@ -210,7 +218,7 @@ class PerfModel:
         self.state_bytes = conv + ssm
         self.state_rw_bytes = 2 * self.state_bytes
         self.kv_cell = plan.kv_cell_bytes
-        spec = plan.speculative
+        spec = sglang_speculation(plan.speculative)
         self.spec_algorithm: str | None = spec.get("algorithm")
         family = self.spec_algorithm
         if family in ("NEXTN", "EAGLE3", "MTP", "STANDALONE"):
@@ -430,6 +438,42 @@ class PerfModel:
 
     def prefill_tok_s(self, prompt_len: int) -> float:
         return prompt_len / self.prefill_s(prompt_len)
+
+
+# vLLM's SpeculativeConfig.method -> the SGLang algorithm whose draft the roofline prices: the
+# MTP layers (mtp, deepseek_mtp, qwen3_next_mtp, ... *_mtp) and EAGLE heads draft one token per
+# pass as NEXTN/EAGLE do; a separate draft model as STANDALONE; DFlash and DSpark a block per
+# pass as DFLASH; n-gram and suffix lookups on the host as NGRAM.
+VLLM_METHODS: dict[str, str] = {
+    "eagle": "EAGLE",
+    "eagle3": "EAGLE3",
+    "draft_model": "STANDALONE",
+    "medusa": "EAGLE",
+    "mlp_speculator": "EAGLE",
+    "dflash": "DFLASH",
+    "dspark": "DFLASH",
+    "ngram": "NGRAM",
+    "ngram_gpu": "NGRAM",
+    "suffix": "NGRAM",
+}
+
+
+def sglang_speculation(spec: dict[str, Any]) -> dict[str, Any]:
+    """A plan's speculative settings in SGLang's terms (algorithm, num_steps, num_draft_tokens):
+    an SGLang plan's as they are; a vLLM plan's SpeculativeConfig (method,
+    num_speculative_tokens) mapped through VLLM_METHODS, its drafted tokens as the steps (a
+    one-token-per-pass draft), the block less the bonus token (DFLASH) or the lookup's tokens."""
+    method = spec.get("method")
+    if spec.get("algorithm") or not method:
+        return spec
+    name = str(method)
+    algorithm = "NEXTN" if name == "mtp" or name.endswith("_mtp") else VLLM_METHODS.get(name)
+    if algorithm is None:
+        return {}
+    n = int(spec.get("num_speculative_tokens") or 0)
+    # SGLang counts a DFLASH block with its bonus token (num_draft_tokens - 1 drafted)
+    drafted = n + 1 if algorithm == "DFLASH" else n
+    return {"algorithm": algorithm, "num_steps": n, "num_draft_tokens": drafted}
 
 
 def _engine_generation(card: ModelCard, gpu: GPUSpec, cfg: dict[str, Any], plan: Plan) -> str:

@@ -33,6 +33,9 @@ FIRST_RELEASE = "0.4.0"
 # launches: memory_profiling from an initial snapshot, the startup free-memory check.
 CURRENT_MODEL_SINCE = "0.9.1"
 V1_DEFAULT_SINCE = "0.8.0"  # vllm/envs.py: VLLM_USE_V1 defaults to "1"
+# From 0.11.0 vllm/engine/llm_engine.py is V1's engine under the old name (the 0.11.0 wheel: a
+# 212-byte alias; 0.10.2 still ships V0's LLMEngine): no launch falls back to V0.
+V0_REMOVED_SINCE = "0.11.0"
 # First release whose model registry (model_executor/models/__init__.py, later registry.py)
 # has the architecture, read from the wheels; Glm4Moe is in none up to 0.9.2.
 ARCHITECTURE_SINCE_HISTORY = {
@@ -185,7 +188,9 @@ def engine_of(
 ) -> Engine:
     """The engine a launch of `version` runs: V0 before 0.8.0 (V1 only opted in with
     vllm_use_v1, from 0.6.5 here), V1 from 0.8.0 unless the oracle falls back or
-    vllm_use_v1 (VLLM_USE_V1) is false."""
+    vllm_use_v1 (VLLM_USE_V1) is false, V1 always from 0.11.0 (V0_REMOVED_SINCE)."""
+    if at_least(version, V0_REMOVED_SINCE):
+        return "v1"
     opt = cfg.get("vllm_use_v1")
     if not at_least(version, V1_DEFAULT_SINCE):
         if opt and at_least(version, "0.6.5"):

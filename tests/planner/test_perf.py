@@ -152,3 +152,30 @@ def test_a_listed_dflash_draft_prices_its_own_weights() -> None:
     assert m_known.draft_read_bytes == draft.weights_per_rank(1)
     assert m_unknown.draft_read_bytes == perf.DFLASH_DRAFT_BYTES
     assert m_known.decode_tok_s(1) < m_unknown.decode_tok_s(1)  # 3.85 GB read per block, not 1
+
+
+@pytest.mark.parametrize(
+    ("speculative_config", "family", "drafted"),
+    [
+        ('{"method":"mtp","num_speculative_tokens":3}', "EAGLE", 3),
+        ('{"method":"qwen3_next_mtp","num_speculative_tokens":2}', "EAGLE", 2),
+        ('{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}', "NGRAM", 4),
+    ],
+)
+def test_a_vllm_speculative_launch_prices_its_verify_and_drafts(
+    speculative_config: str, family: str, drafted: int
+) -> None:
+    """vLLM's SpeculativeConfig (method, num_speculative_tokens) is priced as SGLang's
+    algorithm (perf.sglang_speculation): a verify step over 1 + drafted tokens and the drafts,
+    dearer than a plain step, not a plain step divided by the accept length."""
+    from autotune.planner.vllm import plan_vllm
+
+    card, g = load_card("qwen3.8-27b-fp8"), get_gpu("h200-141g")
+    cfg = {"speculative_config": speculative_config}
+    plan = plan_vllm(card, g, cfg, version="0.24.0")
+    m = PerfModel(card, g, plan, config=cfg)
+    assert (m.spec_family, m.spec_draft_tokens) == (family, drafted)
+    plain = PerfModel(card, g, plan_vllm(card, g, {}, version="0.24.0"), config={})
+    verify = m.decode_step_s([DecodeSeq(4096, 1 + drafted)])
+    assert verify > plain.decode_step_s([DecodeSeq(4096)])
+    assert perf.sglang_speculation({"method": "no_such_method", "num_speculative_tokens": 3}) == {}

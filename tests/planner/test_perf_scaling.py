@@ -78,6 +78,9 @@ def test_moe_layers_pay_a_fixed_cost_per_forward() -> None:
     assert base - m.decode_step_s([DecodeSeq(256)]) == pytest.approx(e.moe_layers * 85e-6)
     for name in ("meta-llama/Llama-3.1-8B-Instruct", "qwen3.8-27b-awq-int4"):
         assert _model(name, "h100-80g").moe_fixed_s == 0.0
+    # vLLM's V1 engine has its own (perf.MOE_LAYER_BY_ENGINE, fitted on a vLLM record)
+    v1 = _model("Qwen/Qwen3-30B-A3B", "h100-80g", engine="vllm", version="0.24.0")
+    assert v1.moe_fixed_s == e.moe_layers * perf.MOE_LAYER_BY_ENGINE["vllm-v1"]
 
 
 def test_vllm_engine_step_cost_by_release_and_not_scaled_by_the_gpu_stack() -> None:

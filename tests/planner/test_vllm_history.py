@@ -185,6 +185,10 @@ def test_engine_by_release_and_fallback() -> None:
     assert engine(H100, {"speculative_method": "eagle"}, "0.8.4")[0] == "v0"
     assert engine(H100, {"speculative_method": "eagle"}, "0.8.5")[0] == "v1"
     assert engine(H100, {"vllm_use_v1": False}, "0.9.0")[0] == "v0"
+    # from 0.11.0 the wheel's vllm/engine/llm_engine.py is V1's: no fallback is left
+    for cfg in ({}, {"kv_cache_dtype": "fp8"}, {"vllm_use_v1": False}):
+        assert engine(A100, cfg, "0.11.0")[0] == "v1"
+    assert engine(MI300X, {}, "0.24.0")[0] == "v1" and engine(T4, {}, "0.24.0")[0] == "v1"
 
 
 def test_0_9_x_follows_the_current_model_unless_on_v0() -> None:
