@@ -238,29 +238,17 @@ def plan_for(
     return plan
 
 
-# vLLM's speculative methods in the perf model's (SGLang's) algorithm families.
-_VLLM_SPEC_FAMILY = {"ngram": "NGRAM", "ngram_gpu": "NGRAM", "suffix": "NGRAM"}
-
-
 def scheduler_plan(plan: Plan) -> Plan:
     """The plan as the roofline perf model and the simulator's scheduler read it: SGLang's
-    `speculative` keys (algorithm, num_steps, num_draft_tokens). A vLLM plan carries vLLM's
-    SpeculativeConfig instead (method, num_speculative_tokens): ngram-like methods map to NGRAM,
-    every draft-model method (mtp, eagle, eagle3, draft_model, ...) to the EAGLE family with
-    one draft step per speculative token. Other plans come back unchanged."""
+    `speculative` keys. A vLLM plan's SpeculativeConfig (method, num_speculative_tokens) is
+    mapped by perf.sglang_speculation (n-gram and suffix lookups to NGRAM, DFlash and DSpark to
+    DFLASH, every other draft to the EAGLE family); other plans come back unchanged."""
     spec = plan.speculative or {}
     if "algorithm" in spec or "method" not in spec:
         return plan
-    method = spec.get("method")
-    n = int(spec.get("num_speculative_tokens") or 0)
-    if not method or n <= 0:
-        return plan.model_copy(update={"speculative": {}})
-    family = _VLLM_SPEC_FAMILY.get(str(method), "EAGLE")
-    if family == "NGRAM":
-        mapped = {"algorithm": "NGRAM", "num_draft_tokens": n}
-    else:
-        mapped = {"algorithm": "EAGLE", "num_steps": n, "eagle_topk": 1, "num_draft_tokens": n + 1}
-    return plan.model_copy(update={"speculative": mapped})
+    from autotune.planner.perf import sglang_speculation
+
+    return plan.model_copy(update={"speculative": sglang_speculation(spec)})
 
 
 def followed(engine: str, version: str) -> Followed:

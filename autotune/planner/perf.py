@@ -440,40 +440,34 @@ class PerfModel:
         return prompt_len / self.prefill_s(prompt_len)
 
 
-# vLLM's SpeculativeConfig.method -> the SGLang algorithm whose draft the roofline prices: the
-# MTP layers (mtp, deepseek_mtp, qwen3_next_mtp, ... *_mtp) and EAGLE heads draft one token per
-# pass as NEXTN/EAGLE do; a separate draft model as STANDALONE; DFlash and DSpark a block per
-# pass as DFLASH; n-gram and suffix lookups on the host as NGRAM.
-VLLM_METHODS: dict[str, str] = {
-    "eagle": "EAGLE",
-    "eagle3": "EAGLE3",
-    "draft_model": "STANDALONE",
-    "medusa": "EAGLE",
-    "mlp_speculator": "EAGLE",
-    "dflash": "DFLASH",
-    "dspark": "DFLASH",
+# vLLM's SpeculativeConfig methods whose drafts the roofline prices as another SGLang family
+# than EAGLE's one draft pass per speculative token (MTP layers, EAGLE heads, draft models):
+# host-side lookups as NGRAM, DFlash and DSpark blocks (one drafter pass a block) as DFLASH.
+VLLM_SPEC_FAMILY: dict[str, str] = {
     "ngram": "NGRAM",
     "ngram_gpu": "NGRAM",
     "suffix": "NGRAM",
+    "dflash": "DFLASH",
+    "dspark": "DFLASH",
 }
 
 
 def sglang_speculation(spec: dict[str, Any]) -> dict[str, Any]:
-    """A plan's speculative settings in SGLang's terms (algorithm, num_steps, num_draft_tokens):
-    an SGLang plan's as they are; a vLLM plan's SpeculativeConfig (method,
-    num_speculative_tokens) mapped through VLLM_METHODS, its drafted tokens as the steps (a
-    one-token-per-pass draft), the block less the bonus token (DFLASH) or the lookup's tokens."""
-    method = spec.get("method")
-    if spec.get("algorithm") or not method:
+    """A plan's speculative settings in SGLang's terms (algorithm, num_steps, eagle_topk,
+    num_draft_tokens), which the roofline and the simulator's scheduler read: an SGLang plan's
+    as they are; a vLLM plan's SpeculativeConfig (method, num_speculative_tokens) through
+    VLLM_SPEC_FAMILY, every other method in the EAGLE family with one draft step a token."""
+    if "algorithm" in spec or "method" not in spec:
         return spec
-    name = str(method)
-    algorithm = "NEXTN" if name == "mtp" or name.endswith("_mtp") else VLLM_METHODS.get(name)
-    if algorithm is None:
-        return {}
     n = int(spec.get("num_speculative_tokens") or 0)
-    # SGLang counts a DFLASH block with its bonus token (num_draft_tokens - 1 drafted)
-    drafted = n + 1 if algorithm == "DFLASH" else n
-    return {"algorithm": algorithm, "num_steps": n, "num_draft_tokens": drafted}
+    if not spec.get("method") or n <= 0:
+        return {}
+    family = VLLM_SPEC_FAMILY.get(str(spec["method"]), "EAGLE")
+    if family == "NGRAM":
+        return {"algorithm": "NGRAM", "num_draft_tokens": n}
+    if family == "DFLASH":  # SGLang counts a block with its bonus token
+        return {"algorithm": "DFLASH", "num_draft_tokens": n + 1}
+    return {"algorithm": "EAGLE", "num_steps": n, "eagle_topk": 1, "num_draft_tokens": n + 1}
 
 
 def _engine_generation(card: ModelCard, gpu: GPUSpec, cfg: dict[str, Any], plan: Plan) -> str:

@@ -211,8 +211,13 @@ def plan_sglang(
         comm.after_reading_gib,
         static_draft / GIB,
         held / GIB,
+        # a draft loaded before the pool reads after its own weights and held heads
         _others_gib(
-            gpu, pre, (weights + static_draft) / GIB, gpu_free_after_weights_gib, assumptions
+            gpu,
+            pre,
+            (weights + static_draft + held) / GIB,
+            gpu_free_after_weights_gib,
+            assumptions,
         ),
     )
     kv_dtype = resolve_kv_dtype(card, cfg.get("kv_cache_dtype"), gpu, v)

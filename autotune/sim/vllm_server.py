@@ -20,9 +20,10 @@ The scheduler and perf model are the SGLang simulator's: the plan maps max_num_s
 running-request cap, max_num_batched_tokens to the chunk budget, block_size to the page (prefix
 caching at block granularity; hybrid models cache mamba state at block boundaries, vLLM's align
 mode), enable_prefix_caching to the radix cache, gpu_memory_utilization through the KV pool the
-planner sizes, and the speculative config to the perf model's families (ngram -> NGRAM; mtp,
-eagle, draft models -> EAGLE; planner.dispatch.scheduler_plan). The first line of the log carries
-the vLLM adapter's SIMULATED_MARKER, so nothing mistakes it for a GPU run. What vLLM shares with
+planner sizes, and the speculative config to the perf model's families (ngram, suffix ->
+NGRAM; dflash, dspark -> DFLASH; mtp, eagle, draft models -> EAGLE; perf.sglang_speculation).
+The first line of the log carries the vLLM adapter's SIMULATED_MARKER, so nothing mistakes it
+for a GPU run. What vLLM shares with
 SGLang (engine loop, dispatch, generation, lifecycle) is sim/core.py's; its startup and refusal
 texts are sim/vllm_startup.py's.
 """

@@ -21,7 +21,7 @@ from autotune.sweep.confirm import next_repeat, record_confirm
 from autotune.sweep.control import POLL_S, Budget, StopController, check_deadline, wait_any
 from autotune.sweep.finalists import run_finalists
 from autotune.sweep.outcome import SweepOutcome, close, outcome_of
-from autotune.sweep.recording import record_trial, waits_for_reference
+from autotune.sweep.recording import held_for_reference, record_trial
 from autotune.sweep.resume import load_state, reconcile
 from autotune.sweep.seeding import queue_seeds
 from autotune.sweep.state import Running, SweepState
@@ -127,17 +127,10 @@ def search(state: SweepState, executor: Executor, running: RunningTrials) -> tup
 
 
 def record_ready(state: SweepState, running: RunningTrials) -> None:
-    """Record the finished trials, but for a lossy one waiting for the quality reference a
-    lossless trial still running may give (recording.waits_for_reference)."""
+    """Record the finished trials, but for a lossy one held for the quality reference that a
+    lossless trial running when it finished may give (recording.held_for_reference)."""
     while True:
-        ready = [
-            f
-            for f, item in running.items()
-            if f.done()
-            and not waits_for_reference(
-                state, item, [o for o in running.values() if o is not item]
-            )
-        ]
+        ready = [f for f in running if f.done() and not held_for_reference(state, f, running)]
         if not ready:
             return
         for fut in ready:
@@ -155,7 +148,8 @@ def record(state: SweepState, item: Running, fut: Future[TrialResult]) -> None:
 def fill_slots(state: SweepState, executor: Executor, running: RunningTrials, idle: int) -> int:
     """Launch proposals into the free slots while the budget allows; returns the count of
     proposals in a row that launched nothing (rejected or already measured)."""
-    while len(running) < executor.slots and may_launch(state, len(running)):
+    # a finished trial held for the quality reference no longer holds its worker
+    while busy(running) < executor.slots and may_launch(state, len(running)):
         item = next_repeat(state) or next_trial(state)
         if item is None:
             idle += 1
@@ -166,6 +160,10 @@ def fill_slots(state: SweepState, executor: Executor, running: RunningTrials, id
         running[executor.submit(item.spec)] = item
         state.running_keys.add(item.key)
     return idle
+
+
+def busy(running: RunningTrials) -> int:
+    return sum(not f.done() for f in running)
 
 
 def drain(state: SweepState, executor: Executor, running: RunningTrials) -> None:

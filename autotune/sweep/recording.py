@@ -14,12 +14,13 @@ and kept in the sweep state; last, the trial's line and the on_trial callback.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autotune.engines.base import Failure, FailureClass
 from autotune.store.models import TrialStatus
+from autotune.sweep.confirm import SOURCE as CONFIRM_SOURCE
 from autotune.sweep.executors import lost
 from autotune.sweep.state import NOT_THE_CONFIG, Done
 from autotune.sweep.study import enqueue, rerun_source, set_constraints, user_constraints
@@ -246,13 +247,22 @@ def quality_constraints(
 # -- the state before the verdict --------------------------------------------------------------
 
 
-def waits_for_reference(state: SweepState, item: Running, others: Iterable[Running]) -> bool:
-    """Whether a finished lossy trial waits to be recorded: the quality guard has no reference
-    yet and a lossless trial still running may give one (several workers: the baseline can
-    finish after an fp8 trial). Recorded now, its answers could not be compared, and it would
-    be told infeasible (quality_unverified) for the rest of the search."""
+def held_for_reference(state: SweepState, fut: Any, running: Mapping[Any, Running]) -> bool:
+    """Whether the finished search trial `running[fut]` waits to be recorded: it is lossy, the
+    quality guard has no reference yet, and a lossless search trial that was running when it
+    finished still runs and may give one (several workers: the baseline can finish after an
+    fp8 trial). Recorded at once its answers could not be compared, and it would be told
+    infeasible (quality_unverified) for the rest of the search. Only the trials running at
+    that moment are waited on (no chain of later ones), never a confirmation re-run."""
+    item = running[fut]
+    if item.t_done is None:
+        item.t_done = time.monotonic()
     setup = state.setup
-    if not setup.spec.quality.enabled or setup.quality_reference is not None:
+    if (
+        item.source == CONFIRM_SOURCE
+        or not setup.spec.quality.enabled
+        or setup.quality_reference is not None
+    ):
         return False
     from autotune.quality.lossy import lossy_fields
 
@@ -261,7 +271,15 @@ def waits_for_reference(state: SweepState, item: Running, others: Iterable[Runni
     def lossy(r: Running) -> bool:
         return bool(lossy_fields(engine, setup.guarded(r.spec.config)))
 
-    return lossy(item) and any(not lossy(o) for o in others)
+    if not lossy(item):
+        return False
+    if item.waits_on is None:
+        item.waits_on = {
+            f
+            for f, other in running.items()
+            if f is not fut and other.source != CONFIRM_SOURCE and not lossy(other)
+        }
+    return any(f in running for f in item.waits_on)
 
 
 def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
@@ -448,7 +466,7 @@ def remember(state: SweepState, item: Running, verdict: Verdict) -> None:
 
 def record_trial(state: SweepState, item: Running, fut: Future[TrialResult]) -> None:
     """Everything a finished search trial changes, in the order a crash can resume from."""
-    t_done = time.monotonic()
+    t_done = item.t_done or time.monotonic()  # a held result's wall ends when it finished
     res = collect(state, item, fut)
     guard_quality(state, item, res)
     rec = launch_record(item, res, t_done, simulated=state.setup.spec.simulated)

@@ -119,28 +119,24 @@ def _check_space_values(spec: SweepSpec, source: str) -> None:
             source=source,
             field=f"space.fixed.{both[0]}",
         )
-    # (field, name, value, whether the value is the flag's own: every fixed one, an override
-    # that is not a parameter mapping; a fixed mapping is a JSON flag's object)
-    sets = [(f"space.fixed.{k}", k, v, True) for k, v in space.fixed.items()]
-    sets += [
-        (f"space.overrides.{k}", k, v, not isinstance(v, Mapping))
-        for k, v in space.overrides.items()
-    ]
-    for field, name, value, whole in sets:
+    # a mapping, fixed or an override, is a parameter the space builds (build_space merges
+    # fixed into the overrides): its choices and bounds are probed; anything else is a value
+    sets = [(f"space.fixed.{k}", k, v) for k, v in space.fixed.items()]
+    sets += [(f"space.overrides.{k}", k, v) for k, v in space.overrides.items()]
+    for field, name, value in sets:
         unknown = refusal(t.engine, t.engine_version, name, None)
         if isinstance(unknown, UnknownNameError) and space.file == "builtin":
             # the built-in spaces hold engine fields only (a space file may add its own)
             raise ConfigError(str(unknown), source=source, field=field)
         if value is None:
             continue  # the engine decides
-        if whole:
+        if not isinstance(value, Mapping):
             why = refusal(t.engine, t.engine_version, name, value)
             if why is not None and not (
                 isinstance(why, UnknownNameError) or needs_companion(why, name)
             ):
                 raise ConfigError(_bare(why), source=source, field=field)
             continue
-        assert isinstance(value, Mapping)
         probes = [(f"{field}.choices[{i}]", c) for i, c in enumerate(value.get("choices") or [])]
         probes += [(f"{field}.{b}", value[b]) for b in ("low", "high") if b in value]
         for where, v in probes:

@@ -108,6 +108,9 @@ def test_scheduler_plan_maps_vllm_speculation() -> None:
         version="0.33.0",
     )
     assert scheduler_plan(ngram).speculative == {"algorithm": "NGRAM", "num_draft_tokens": 4}
+    dflash = {"method": "dflash", "num_speculative_tokens": 5}
+    mapped = scheduler_plan(ngram.model_copy(update={"speculative": dflash})).speculative
+    assert mapped == {"algorithm": "DFLASH", "num_draft_tokens": 6}
     plain = plan_vllm(card, H100, {}, version="0.33.0")
     assert scheduler_plan(plain).speculative == {}
     sglang = plan_sglang(load_card(AWQ), G4080, {}, version="0.5.17")

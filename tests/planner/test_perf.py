@@ -178,4 +178,5 @@ def test_a_vllm_speculative_launch_prices_its_verify_and_drafts(
     plain = PerfModel(card, g, plan_vllm(card, g, {}, version="0.24.0"), config={})
     verify = m.decode_step_s([DecodeSeq(4096, 1 + drafted)])
     assert verify > plain.decode_step_s([DecodeSeq(4096)])
-    assert perf.sglang_speculation({"method": "no_such_method", "num_speculative_tokens": 3}) == {}
+    block = perf.sglang_speculation({"method": "dflash", "num_speculative_tokens": 5})
+    assert block == {"algorithm": "DFLASH", "num_draft_tokens": 6}  # one drafter pass a block

@@ -291,3 +291,25 @@ def test_unified_memory_plans_from_the_reading_after_weights() -> None:
         card, h200, cfg, version="0.5.11", gpu_free_gib=100.0, gpu_free_after_weights_gib=50.0
     )
     assert ignored.kv_pool_tokens == discrete.kv_pool_tokens
+
+
+def test_a_draft_loaded_before_the_pool_is_in_the_second_reading() -> None:
+    """NEXTN on 0.5.17 loads the MTP draft, with its own embedding and LM head held, before
+    the target sizes its pool: the reading after them with nothing else on the box leaves the
+    pool as planned (nothing counted twice)."""
+    card, spark = BUILTIN_CARDS["qwen3.8-27b-nvfp4"], get_gpu("gb10-128g")
+    cfg = {
+        "speculative_algorithm": "NEXTN",
+        "speculative_num_steps": 3,
+        "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4,
+        "mem_fraction_static": 0.8,
+    }
+    base = plan_sglang(card, spark, cfg, version="0.5.17", gpu_free_gib=115.0)
+    assert any("held while the target sizes" in a for a in base.assumptions)
+    # SGLang's rest = second reading - pre x (1 - mem_fraction_static)
+    after = 115.0 * (1 - 0.8) + base.static_budget_gib
+    again = plan_sglang(
+        card, spark, cfg, version="0.5.17", gpu_free_gib=115.0, gpu_free_after_weights_gib=after
+    )
+    assert again.kv_pool_tokens == pytest.approx(base.kv_pool_tokens, rel=1e-4)

@@ -397,3 +397,49 @@ def test_two_workers_compare_an_early_lossy_trial_with_the_baseline(
     for t in fp8:
         cons = (t.launch or {}).get("constraints") or {}
         assert "quality_unverified" not in cons and cons.get("quality_kl", 1) <= 0, cons
+
+
+def test_a_held_result_waits_only_on_the_lossless_trials_running_when_it_finished() -> None:
+    """recording.held_for_reference: an fp8 result waits for the lossless trials that were
+    running when it finished, not for ones launched later, never for a confirmation re-run;
+    and a finished, held trial does not hold its worker (driver.busy)."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from autotune.sweep.driver import busy
+    from autotune.sweep.recording import held_for_reference
+    from autotune.sweep.spec import parse_spec
+
+    spec = parse_spec(
+        make_spec(
+            **{
+                "space.overrides.kv_cache_dtype": {"choices": ["auto", "fp8_e4m3"]},
+                "quality.enabled": True,
+            }
+        )
+    )
+    setup = SimpleNamespace(spec=spec, quality_reference=None, guarded=lambda c: dict(c))
+    state = SimpleNamespace(setup=setup)
+
+    def item(kv: str, source: str = "tpe") -> Any:
+        spec_ = SimpleNamespace(config={"kv_cache_dtype": kv})
+        return SimpleNamespace(spec=spec_, source=source, t_done=None, waits_on=None)
+
+    def fut(done: bool) -> Future[Any]:
+        f: Future[Any] = Future()
+        if done:
+            f.set_result(None)
+        return f
+
+    base, fp8 = fut(False), fut(True)
+    running: dict[Future[Any], Any] = {base: item("auto", "baseline"), fp8: item("fp8_e4m3")}
+    assert held_for_reference(state, fp8, running) and busy(running) == 1
+    later = fut(False)
+    running[later] = item("auto")  # launched into the freed worker
+    running.pop(base)  # the baseline recorded, without an answer to compare with
+    assert not held_for_reference(state, fp8, running)  # `later` is not waited on
+    confirm = fut(True)
+    running[confirm] = item("fp8_e4m3", "confirm")
+    assert not held_for_reference(state, confirm, running)
+    setup.quality_reference = {"p": "answers"}
+    assert not held_for_reference(state, fp8, running)

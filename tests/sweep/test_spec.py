@@ -171,7 +171,7 @@ def test_fixed_port_needs_one_worker() -> None:
                 "target.engine": "vllm",
                 "target.engine_version": "0.20.0",
                 "space.overrides": {},
-                "space.fixed": {"compilation_config": {"cudagraph_mod": "FULL"}},
+                "space.fixed": {"compilation_config": '{"cudagraph_mod": "FULL"}'},
             },
             "space.fixed.compilation_config",
             "did you mean 'cudagraph_mode'",
