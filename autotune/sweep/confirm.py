@@ -30,7 +30,7 @@ from autotune.sweep.confidence import (
 )
 from autotune.sweep.resume import row_feasible, row_launched
 from autotune.sweep.selection import enabled, reselect
-from autotune.sweep.state import Running
+from autotune.sweep.state import CONFIRM_SOURCE, Running
 from autotune.sweep.study import config_key, user_constraints
 from autotune.sweep.trial import started_nothing
 from autotune.sweep.trial_bench import CUT_PREFIX
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from autotune.sweep.state import SweepState
     from autotune.sweep.trial import TrialResult
 
-SOURCE = "confirm"
+SOURCE = CONFIRM_SOURCE
 TIE_Z, LUCK_Z = 0.5, 3.0  # a lead below TIE_Z standard errors is a tie; above LUCK_Z, real
 END_GAME = 0.1  # share of a trial budget kept for confirming the leader at the end
 

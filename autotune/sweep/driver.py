@@ -163,7 +163,10 @@ def fill_slots(state: SweepState, executor: Executor, running: RunningTrials, id
 
 
 def busy(running: RunningTrials) -> int:
-    return sum(not f.done() for f in running)
+    """The workers in use: every trial handed out but a finished one held for the quality
+    reference (a trial that just finished still counts until recorded: its result may stop
+    the sweep)."""
+    return sum(not (f.done() and item.waits_on) for f, item in running.items())
 
 
 def drain(state: SweepState, executor: Executor, running: RunningTrials) -> None:

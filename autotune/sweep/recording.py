@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from autotune.engines.base import Failure, FailureClass
 from autotune.store.models import TrialStatus
-from autotune.sweep.confirm import SOURCE as CONFIRM_SOURCE
 from autotune.sweep.executors import lost
-from autotune.sweep.state import NOT_THE_CONFIG, Done
+from autotune.sweep.state import CONFIRM_SOURCE, NOT_THE_CONFIG, Done
 from autotune.sweep.study import enqueue, rerun_source, set_constraints, user_constraints
 from autotune.sweep.trial import TrialResult, scrub_result, started_nothing
 

@@ -36,6 +36,11 @@ NOT_THE_CONFIG = frozenset(
 NOT_THE_CONFIG_VALUES = frozenset(c.value for c in NOT_THE_CONFIG)  # as rows store them
 
 
+# The source of a finalist's confirmation re-run (sweep/confirm.py), here for the modules that
+# confirm imports.
+CONFIRM_SOURCE = "confirm"
+
+
 @dataclass
 class Running:
     """A trial handed to the executor."""
