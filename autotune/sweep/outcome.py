@@ -136,20 +136,20 @@ def _baseline(rows: Sequence[TrialRow]) -> TrialRow | None:
     """The engine defaults' trial: its re-run when the first one was interrupted (a resume
     runs it again) or failed for a reason that was not the configuration's (a lost worker,
     another release's engine: state.NOT_THE_CONFIG)."""
-    from autotune.sweep.study import rerun_source
+    from autotune.sweep.study import last_rerun
 
     baseline = next((r for r in rows if (r.launch or {}).get("source") == "baseline"), None)
     if baseline is None:
         baseline = next((r for r in rows if (r.prediction or {}) and r.number == 0), None)
-    seen: set[int] = set()
-    while baseline is not None and baseline.number not in seen and _not_measured(baseline):
-        seen.add(baseline.number or 0)
-        source = rerun_source(baseline.number)
-        again = [r for r in rows if (r.launch or {}).get("source") == source]
-        if not again:
-            break
-        baseline = again[-1]  # and its own re-run, after a second resume
-    return baseline
+    if baseline is None:
+        return None
+    return last_rerun(
+        baseline,
+        rows,
+        number=lambda r: r.number,
+        source=lambda r: (r.launch or {}).get("source"),
+        not_measured=_not_measured,
+    )
 
 
 def _not_measured(row: TrialRow) -> bool:

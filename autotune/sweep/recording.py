@@ -246,6 +246,14 @@ def quality_constraints(
 # -- the state before the verdict --------------------------------------------------------------
 
 
+def is_lossy(setup: SweepSetup, config: Mapping[str, Any]) -> bool:
+    """Whether the quality guard counts `config` as lossy (what the search varies, not what
+    the spec pins: SweepSetup.guarded)."""
+    from autotune.quality.lossy import lossy_fields
+
+    return bool(lossy_fields(setup.spec.target.engine, setup.guarded(config)))
+
+
 def held_for_reference(state: SweepState, fut: Any, running: Mapping[Any, Running]) -> bool:
     """Whether the finished search trial `running[fut]` waits to be recorded: it is lossy, the
     quality guard has no reference yet, and a lossless search trial that was running when it
@@ -254,8 +262,6 @@ def held_for_reference(state: SweepState, fut: Any, running: Mapping[Any, Runnin
     infeasible (quality_unverified) for the rest of the search. Only the trials running at
     that moment are waited on (no chain of later ones), never a confirmation re-run."""
     item = running[fut]
-    if item.t_done is None:
-        item.t_done = time.monotonic()
     setup = state.setup
     if (
         item.source == CONFIRM_SOURCE
@@ -263,12 +269,9 @@ def held_for_reference(state: SweepState, fut: Any, running: Mapping[Any, Runnin
         or setup.quality_reference is not None
     ):
         return False
-    from autotune.quality.lossy import lossy_fields
-
-    engine = setup.spec.target.engine
 
     def lossy(r: Running) -> bool:
-        return bool(lossy_fields(engine, setup.guarded(r.spec.config)))
+        return is_lossy(setup, r.spec.config)
 
     if not lossy(item):
         return False
@@ -287,7 +290,6 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
     whose greedy answers diverge is noted as an engine defect."""
     from autotune.quality.compare import Answer
     from autotune.quality.guard import IDENTICAL, SCENARIO, defect, measurement
-    from autotune.quality.lossy import lossy_fields
 
     m = next((m for m in res.measurements if m.scenario == SCENARIO), None)
     if m is None or res.status != TrialStatus.COMPLETE:
@@ -296,7 +298,7 @@ def guard_quality(state: SweepState, item: Running, res: TrialResult) -> None:
     config = setup.guarded(item.spec.config)
     answers = m.result.get("answers")
     if isinstance(answers, dict) and m.result.get("drift") is None:
-        if setup.quality_reference is None and not lossy_fields(setup.spec.target.engine, config):
+        if setup.quality_reference is None and not is_lossy(setup, item.spec.config):
             setup.quality_reference = answers
             state.notes["quality_reference"] = item.spec.number
             m.figures = dict(IDENTICAL)

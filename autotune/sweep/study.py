@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from autotune.space.models import SearchSpace
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import optuna
@@ -34,6 +36,28 @@ RERUN_PREFIX = "rerun:#"
 def rerun_source(number: int | None) -> str:
     """The source of trial `number`'s configuration run once more ("rerun:#12")."""
     return f"{RERUN_PREFIX}{number}"
+
+
+def last_rerun(
+    first: T,
+    rows: Sequence[T],
+    *,
+    number: Callable[[T], int | None],
+    source: Callable[[T], Any],
+    not_measured: Callable[[T], bool],
+) -> T:
+    """`first`, or the last re-run the sweep made of it while a run was not measured
+    (interrupted, or failed for a reason that was not the configuration's), followed through
+    a re-run's own re-run (a second resume). The rows are the store's or the report's."""
+    seen: set[int | None] = set()
+    found = first
+    while number(found) not in seen and not_measured(found):
+        seen.add(number(found))
+        again = [r for r in rows if source(r) == rerun_source(number(found))]
+        if not again:
+            break
+        found = again[-1]
+    return found
 
 
 def config_key(config: Mapping[str, Any]) -> str:

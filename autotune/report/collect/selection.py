@@ -60,22 +60,18 @@ def _rerun_of(first: TrialInfo, trials: Sequence[TrialInfo]) -> TrialInfo:
     for a reason that was not the configuration's (a lost worker, another release's engine:
     the sweep ran it again); followed through a re-run's own re-run."""
     from autotune.sweep.state import NOT_THE_CONFIG_VALUES
-    from autotune.sweep.study import rerun_source
+    from autotune.sweep.study import last_rerun
 
-    seen: set[int | None] = set()
-    found = first
-    while found.number not in seen:
-        seen.add(found.number)
-        not_config = found.failure is not None and (
-            found.failure.failure_class in NOT_THE_CONFIG_VALUES
-        )
-        if found.status != "interrupted" and not not_config:
-            break
-        again = [t for t in trials if t.source == rerun_source(found.number)]
-        if not again:
-            break
-        found = again[-1]
-    return found
+    return last_rerun(
+        first,
+        trials,
+        number=lambda t: t.number,
+        source=lambda t: t.source,
+        not_measured=lambda t: (
+            t.status == "interrupted"
+            or (t.failure is not None and t.failure.failure_class in NOT_THE_CONFIG_VALUES)
+        ),
+    )
 
 
 def read_finalists(row: SweepRow) -> list[Finalist]:
