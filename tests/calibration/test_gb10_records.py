@@ -155,3 +155,17 @@ def test_vllm_checkpoint_line_reads_psutil(record: LaunchRecord) -> None:
         function_def(utils, "safetensors_weights_iterator")
     )
     assert "Available RAM: " in record.log
+
+
+def test_sglang_reads_an_integrated_gpus_free_memory_from_the_host() -> None:
+    """The reading the replay takes from `Load weight end` on GB10 (planner.sglang._others_gib)
+    is the release's own: on an integrated GPU get_available_gpu_memory returns psutil's
+    available host memory, not CUDA's free memory (0.5.11 wheel, utils/common.py)."""
+    probe = ast.unparse(
+        function_def(
+            wheel_text("sglang", "0.5.11", "sglang/srt/utils/common.py"),
+            "get_available_gpu_memory",
+        )
+    )
+    integrated = probe.split("if props.is_integrated:")[1].split("else:")[0]
+    assert "free_gpu_memory = psutil.virtual_memory().available" in integrated

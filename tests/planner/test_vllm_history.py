@@ -396,3 +396,17 @@ def test_replay_budgets_from_the_logged_total() -> None:
     moved = replay(other).plan
     assert moved is not None and moved.total_gib == 23.4
     assert seen.plan.engine_version == "0.6.4"
+
+
+def test_v0_is_gone_from_0_11_0() -> None:
+    """vllm_history.V0_REMOVED_SINCE from the wheels: 0.10.2 still ships V0's LLMEngine,
+    0.11.0's vllm/engine/llm_engine.py only names V1's."""
+    from autotune.planner.vllm_history import V0_REMOVED_SINCE
+    from tests.wheels import wheel_text
+
+    assert V0_REMOVED_SINCE == "0.11.0"
+    old = wheel_text("vllm", "0.10.2", "vllm/engine/llm_engine.py")
+    assert "class LLMEngine" in old
+    new = wheel_text("vllm", "0.11.0", "vllm/engine/llm_engine.py")
+    assert "class LLMEngine" not in new
+    assert "from vllm.v1.engine.llm_engine import LLMEngine as V1LLMEngine" in new
