@@ -93,6 +93,11 @@ def _render(
 
     if out.exists() and not force:
         raise ConfigError(f"{out} exists; pass --force to overwrite it", field="--out")
+    if not out.parent.is_dir():  # a mistyped folder is not made up (mkdir it first)
+        raise ConfigError(
+            f"{out.parent} is not a folder; create it first or name a file in an existing folder",
+            field="--out",
+        )
     return render_starter(
         engine=engine,
         model=model,
@@ -107,7 +112,7 @@ def _render(
 
 
 def _write_spec(out: Path, text: str) -> None:
-    """Write the spec to FILE, creating its folder.
+    """Write the spec to FILE (its folder exists: _render checked).
 
     Raises:
         StorageError: FILE cannot be written.
@@ -115,8 +120,6 @@ def _write_spec(out: Path, text: str) -> None:
     from autotune.errors import StorageError
 
     try:
-        if out.parent != Path():
-            out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise StorageError(f"{out}: cannot write the spec: {exc.strerror or exc}") from None

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autotune.errors import HardwareError
 from autotune.service.errors import (
     Conflict,
     Forbidden,
@@ -57,6 +58,7 @@ class KernelJobs:
         self.policy.check_workers(req.workers, field="workers")
         if req.engine is not None:
             self.policy.check_kernel_engine(req.engine, req.engine_python)
+        tuning_gpus_here()
         key = KERNELS_PREFIX + req.name
         old = self.jobs.get(key)
         if old is not None and kernels_state(old) in ("queued", "running", "stopping"):
@@ -246,6 +248,31 @@ def kernels_state(rec: JobRecord, result: dict[str, Any] | None = None) -> Kerne
             "finished" if result is not None and isinstance(result.get("files"), list) else "lost"
         )
     return "failed"
+
+
+def tuning_gpus_here() -> None:
+    """Refuse a job that can only fail, before anything of an earlier run is dropped: the
+    tuner reads the device's limits and times kernels on this host's CUDA GPUs (with Ray
+    workers too, its driver reads them here), the ones the service's CUDA_VISIBLE_DEVICES
+    leaves it."""
+    from autotune.process.gpu import gpu_memory_used
+    from autotune.sweep.executors import visible_gpu_ids
+
+    used = gpu_memory_used()
+    count = len(used) if used is not None else 0
+    if visible_gpu_ids(count):
+        return
+    seen = (
+        "NVML finds no NVIDIA driver"
+        if used is None
+        else f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} hides them"
+        if count
+        else "the NVIDIA driver reports no GPU"
+    )
+    raise HardwareError(
+        f"kernel tuning times kernels on an NVIDIA GPU of the service's host, and {seen}; run "
+        "the service on a GPU machine (shapes and installs of tuned files need none)"
+    )
 
 
 def kernels_available() -> None:

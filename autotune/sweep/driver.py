@@ -127,8 +127,8 @@ def search(state: SweepState, executor: Executor, running: RunningTrials) -> tup
 
 
 def record_ready(state: SweepState, running: RunningTrials) -> None:
-    """Record the finished trials, but for a lossy one held for the quality reference that a
-    lossless trial running when it finished may give (recording.held_for_reference)."""
+    """Record the finished trials, but for one held for the quality reference that a trial
+    running when it finished may give (recording.held_for_reference)."""
     for fut, item in running.items():
         if fut.done() and item.t_done is None:  # a held result's wall ends here
             item.t_done = time.monotonic()

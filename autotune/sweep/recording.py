@@ -255,12 +255,18 @@ def is_lossy(setup: SweepSetup, config: Mapping[str, Any]) -> bool:
 
 
 def held_for_reference(state: SweepState, fut: Any, running: Mapping[Any, Running]) -> bool:
-    """Whether the finished search trial `running[fut]` waits to be recorded: it is lossy, the
-    quality guard has no reference yet, and a lossless search trial that was running when it
-    finished still runs and may give one (several workers: the baseline can finish after an
-    fp8 trial). Recorded at once its answers could not be compared, and it would be told
-    infeasible (quality_unverified) for the rest of the search. Only the trials running at
-    that moment are waited on (no chain of later ones), never a confirmation re-run."""
+    """Whether the finished search trial `running[fut]` waits to be recorded because the quality
+    guard has no reference yet and a trial that may give it still runs (several workers: the
+    baseline can finish after another trial):
+    - a lossy one waits on the lossless trials running when it finished: recorded at once, its
+      answers could not be compared and it would be told infeasible (quality_unverified) for
+      the rest of the search;
+    - a lossless one other than the baseline waits on the baseline: the reference is the
+      engine's defaults, whatever trial finishes first (quality/guard.py).
+    Only the trials running at that moment are waited on (no chain of later ones), never a
+    confirmation re-run."""
+    from autotune.sweep.asking import is_reference
+
     item = running[fut]
     setup = state.setup
     if (
@@ -270,17 +276,20 @@ def held_for_reference(state: SweepState, fut: Any, running: Mapping[Any, Runnin
     ):
         return False
 
-    def lossy(r: Running) -> bool:
-        return is_lossy(setup, r.spec.config)
+    def lossless(r: Running) -> bool:
+        return r.source != CONFIRM_SOURCE and not is_lossy(setup, r.spec.config)
 
-    if not lossy(item):
-        return False
     if item.waits_on is None:
-        item.waits_on = {
-            f
-            for f, other in running.items()
-            if f is not fut and other.source != CONFIRM_SOURCE and not lossy(other)
-        }
+        if not lossless(item):
+            gives_reference = lossless
+        elif is_reference(state, item.source):
+            return False
+        else:
+
+            def gives_reference(r: Running) -> bool:
+                return lossless(r) and is_reference(state, r.source)
+
+        item.waits_on = {f for f, r in running.items() if f is not fut and gives_reference(r)}
     return any(f in running for f in item.waits_on)
 
 

@@ -54,8 +54,8 @@ class Running:
     t_ask: float
     pre_s: float = 0.0
     t_done: float | None = None  # when the driver first saw it finished
-    # a lossy result held for the quality reference: the lossless trials running when it
-    # finished (recording.held_for_reference), None before it is seen finished
+    # a result held for the quality reference: the trials running when it finished that may
+    # give it (recording.held_for_reference), None before it is seen finished
     waits_on: set[Any] | None = None
 
 

@@ -85,6 +85,18 @@ def test_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     load_spec(out)
 
 
+def test_a_missing_folder_is_refused_not_made(tmp_path: Path) -> None:
+    """A mistyped --out folder is an error naming it; nothing is created."""
+    out = tmp_path / "specz" / "s.yaml"
+    res = _init(*DONE_WHEN, "--out", str(out))
+    assert res.exit_code != 0, res.output
+    assert "--out" in str(res.exception) and str(out.parent) in str(res.exception)
+    assert not out.parent.exists()
+    (tmp_path / "file").write_text("")
+    res = _init(*DONE_WHEN, "--out", str(tmp_path / "file" / "s.yaml"))
+    assert res.exit_code != 0 and "is not a folder" in str(res.exception)
+
+
 def _fake_engine_site(root: Path, package: str, dist: str, version: str) -> Path:
     return fake_engine_site(root / "site", package, dist, version)
 

@@ -19,8 +19,10 @@ import pytest
 from pydantic import ValidationError
 
 from autotune.engines.kernel_facts import facts_for
+from autotune.errors import HardwareError
+from autotune.service import kernel_jobs
 from autotune.service.core import Service
-from autotune.service.errors import Conflict, Forbidden, NotFound
+from autotune.service.errors import Conflict, Forbidden, NotFound, http_status
 from autotune.service.jobs import JobRecord
 from autotune.service.kernel_jobs import KERNELS_PREFIX
 from autotune.service.policy import Policy, ServiceConfig
@@ -261,11 +263,14 @@ def test_the_owner_can_take_the_engine_back(setup: tuple[Path, Path, Path]) -> N
             svc.install_kernels("k")
 
 
-def test_a_new_run_starts_from_an_empty_folder(setup: tuple[Path, Path, Path]) -> None:
+def test_a_new_run_starts_from_an_empty_folder(
+    setup: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Re-submitting a name drops the earlier run's files (they would pass for this run's)
     and keeps its result cache (the same items are not timed again)."""
     state, py, _ = setup
     out = state / "kernels" / "k"
+    monkeypatch.setattr(kernel_jobs, "tuning_gpus_here", lambda: None)  # the tuner fails later
     with _service(state) as svc:
         old = tuned(out, "sglang", VERSION, arch=None)
         _job(svc, "k", files=[old], engine="sglang", engine_python=str(py))
@@ -278,6 +283,46 @@ def test_a_new_run_starts_from_an_empty_folder(setup: tuple[Path, Path, Path]) -
         if svc.kernels_status("k").state != "finished":  # no GPU here: nothing to install
             with pytest.raises(Conflict, match="only a finished job"):
                 svc.install_kernels("k")
+
+
+@pytest.mark.parametrize(
+    ("used", "visible", "says"),
+    [
+        (None, None, "NVML finds no NVIDIA driver"),
+        ({}, None, "the NVIDIA driver reports no GPU"),
+        ({0: 0, 1: 0}, "", "CUDA_VISIBLE_DEVICES='' hides them"),
+        ({0: 0, 1: 0}, "2,3", "CUDA_VISIBLE_DEVICES='2,3' hides them"),
+    ],
+)
+def test_a_job_that_can_only_fail_is_refused_and_nothing_is_dropped(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    used: dict[int, int] | None,
+    visible: str | None,
+    says: str,
+) -> None:
+    """No GPU the tuner could time kernels on: refused at submission (a 503, HardwareError)
+    rather than accepted to fail, and an earlier run's files under that name stay."""
+    state = tmp_path / "state"
+    write_config(state)
+    monkeypatch.setattr("autotune.process.gpu.gpu_memory_used", lambda *a: used)
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    out = state / "kernels" / "k"
+    with _service(state) as svc:
+        old = tuned(out, "sglang", VERSION, arch=None)
+        with pytest.raises(HardwareError, match="NVIDIA GPU of the service's host") as exc:
+            svc.submit_kernels(KernelsRequest(name="k", nk=["4096,4096"]))
+        assert says in str(exc.value) and http_status(exc.value) == 503
+        assert old.exists() and svc.jobs.table.snapshot() == {}
+
+
+def test_a_job_on_a_visible_gpu_passes_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("autotune.process.gpu.gpu_memory_used", lambda *a: {0: 0, 1: 0})
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    kernel_jobs.tuning_gpus_here()
 
 
 def test_a_submitted_engine_job_is_checked_first(setup: tuple[Path, Path, Path]) -> None:

@@ -144,11 +144,6 @@ async def test_tools_over_stdio(state: Path) -> None:
         listed = await call(client, "list_sweeps")
         assert [s["name"] for s in listed["sweeps"]] == ["mcp1"]
 
-        kern = await call(client, "tune_kernels", name="k1", nk=["4096,4096"], batch_sizes="16")
-        assert kern["state"] in ("running", "failed")
-        done = await poll(
-            client, "kernels_status", lambda s: s["state"] != "running", 120, name="k1"
-        )
         try:
             import torch
 
@@ -156,14 +151,25 @@ async def test_tools_over_stdio(state: Path) -> None:
         except ImportError:
             has_gpu = False
         if has_gpu:
+            kern = await call(
+                client, "tune_kernels", name="k1", nk=["4096,4096"], batch_sizes="16"
+            )
+            assert kern["state"] in ("running", "finished")
+            done = await poll(
+                client, "kernels_status", lambda s: s["state"] != "running", 120, name="k1"
+            )
             assert done["state"] == "finished" and done["files"], done
-        else:
-            assert done["state"] == "failed" and done["job"]["exit_code"] == 3, done
-            assert "GPU" in done["job"]["log_tail"] or "CUDA" in done["job"]["log_tail"]
+            msg = await call_error(client, "install_kernels", name="k1")
+            assert "Conflict" in msg and "autotune's own kernels" in msg
+        else:  # a job that can only fail is refused, not accepted to fail later
+            msg = await call_error(
+                client, "tune_kernels", name="k1", nk=["4096,4096"], batch_sizes="16"
+            )
+            assert "NVIDIA GPU" in msg and "service's host" in msg, msg
+            msg = await call_error(client, "kernels_status", name="k1")
+            assert "no kernel tuning job 'k1'" in msg
         msg = await call_error(client, "tune_kernels", name="k2", model="/etc")
         assert "outside" in msg
-        msg = await call_error(client, "install_kernels", name="k1")
-        assert "Conflict" in msg and "autotune's own kernels" in msg
         msg = await call_error(
             client, "tune_kernels", name="k3", nk=["4096,4096"], engine="sglang", kind="int4"
         )

@@ -399,6 +399,36 @@ def test_two_workers_compare_an_early_lossy_trial_with_the_baseline(
         assert "quality_unverified" not in cons and cons.get("quality_kl", 1) <= 0, cons
 
 
+def test_two_workers_take_the_baseline_as_the_reference_whatever_finishes_first(
+    store: Any, tmp_path: Path
+) -> None:
+    """The reference is the baseline (the engine's defaults): a lossless trial that finishes
+    first waits for it and is compared with it, rather than becoming the reference itself."""
+    import time
+
+    from autotune.sweep.analytic import analytic_trial
+    from autotune.sweep.executors import InProcessExecutor
+
+    def slow_baseline(spec: Any, **kw: Any) -> Any:
+        if spec.number == 0:
+            time.sleep(0.8)
+        return analytic_trial(spec, **kw)
+
+    spec = make_spec(**{"quality.enabled": True, "budget.max_trials": 5})
+    out = run_sweep(
+        parse_spec(spec),
+        store=store,
+        out_dir=tmp_path / "out",
+        executor=InProcessExecutor(2, trial_fn=slow_baseline),
+        install_signals=False,
+    )
+    assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
+    trials = {t.number: t for t in store.get_trials(out.sweep_id)}
+    assert trials[1].status == TrialStatus.COMPLETE.value
+    q = [m for m in store.get_measurements(trials[1].id) if m.scenario == "quality"]
+    assert q and q[0].metrics["result"]["drift"] is not None  # compared with trial 0's answers
+
+
 def test_a_held_result_waits_only_on_the_lossless_trials_running_when_it_finished() -> None:
     """recording.held_for_reference: an fp8 result waits for the lossless trials that were
     running when it finished, not for ones launched later, never for a confirmation re-run;
@@ -443,3 +473,20 @@ def test_a_held_result_waits_only_on_the_lossless_trials_running_when_it_finishe
     assert not held_for_reference(state, confirm, running)
     setup.quality_reference = {"p": "answers"}
     assert not held_for_reference(state, fp8, running)
+
+    # a lossless result waits on the baseline only; the baseline waits on nothing
+    setup.quality_reference = None
+    base, other, lossless, fp8 = fut(False), fut(False), fut(True), fut(False)
+    running = {
+        base: item("auto", "baseline"),
+        other: item("auto"),
+        lossless: item("auto"),
+        fp8: item("fp8_e4m3"),
+    }
+    assert held_for_reference(state, lossless, running)
+    assert running[lossless].waits_on == {base}
+    running.pop(base)
+    assert not held_for_reference(state, lossless, running)
+    first = fut(True)
+    running = {first: item("auto", "baseline"), fut(False): item("auto")}
+    assert not held_for_reference(state, first, running)

@@ -24,7 +24,10 @@ router = APIRouter(tags=["kernels"], dependencies=AUTH)
     "/v1/kernels",
     response_model=KernelsStatus,
     status_code=202,
-    responses={501: {"model": ErrorOut, "description": "kernel tuning not installed"}},
+    responses={
+        501: {"model": ErrorOut, "description": "kernel tuning not installed"},
+        503: {"model": ErrorOut, "description": "no NVIDIA GPU on the service's host"},
+    },
 )
 def submit_kernels(req: KernelsRequest, service: ServiceDep) -> KernelsStatus:
     """Tune Triton GEMM configs as a job (`autotune kernels tune`; needs a GPU)."""
