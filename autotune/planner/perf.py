@@ -86,7 +86,7 @@ VENDOR_EFF: dict[str, tuple[float, float]] = {"rdna": (0.617, 0.841), "cdna": (0
 MOE_LAYER_S = 85e-6
 # vLLM's V1 engine (graph-captured FlashInfer / Marlin MoE) FITTED on tests/data/real_speeds/vllm/
 # s28d-qwen3.6-35b-a3b-nvfp4-rtx5090-tp1-612 (vLLM 0.24.0, one RTX 5090, one stream): the
-# roofline's bytes and V1's engine step alone already come to 1.43x its measured step, so no
+# roofline's bytes and V1's engine step alone already come to 1.14x its measured step, so no
 # per-layer cost fits (0). SGLang's 85 us had been applied to vLLM untested; it priced that
 # record 2.3x too slow. The other vLLM MoE records are the evidence (fidelity_speed.py).
 MOE_LAYER_BY_ENGINE: dict[str, float] = {"vllm-v1": 0.0}

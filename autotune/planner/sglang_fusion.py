@@ -22,7 +22,7 @@ from typing import Any
 from autotune.hardware.gpu_spec import device_capability
 from autotune.hardware.gpus import GPUSpec
 from autotune.models.card import ModelCard
-from autotune.models.hf.layer_params import stored_param_bytes
+from autotune.models.hf.layer_params import card_part_bytes
 
 FUSION_FROM = (4, 4, 4)  # --n-share-experts-fusion (0.4.4.post4)
 DEFAULT_FROM = (4, 5, 2)  # on by default on capability >= 9.0
@@ -70,7 +70,7 @@ def fusion_extra_bytes(
     e = card.experts
     if n <= 1 or e is None:
         return 0
-    shared = 3 * card.hidden_size * e.shared_intermediate_size * stored_param_bytes(card)
+    shared = 3 * card.hidden_size * e.shared_intermediate_size * card_part_bytes(card, "shared")
     extra = int(e.moe_layers * (n - 1) * shared / tp)
     if assumptions is not None:
         assumptions.append(

@@ -11,17 +11,26 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-from autotune.models.hf.layer_params import card_layers, stored_param_bytes
+from autotune.models.hf.layer_params import Extras, card_layers, moe_layers_of, part_bytes
 
 KT_SINCE = (0, 5, 6)
 
 
 def routed_expert_bytes(card: ModelCard) -> int:
-    """The routed experts' weights in the checkpoint (every expert of every MoE layer, as
-    layer_params counts them), at the checkpoint's bits per weight."""
+    """The routed experts' weights as loaded (every expert of every MoE layer, as layer_params
+    counts them) with their scales, at the bytes per weight the card's own count gives the
+    experts (layer_params.part_bytes: an MXFP4 pack's 0.53, NVFP4's 0.5625); never more than
+    the decoder holds. Their scales move with them: counted at 4 bits alone, gpt-oss-120b's
+    3.6 GB of expert scales were read by every decode step."""
     if card.experts is None:
         return 0
-    return int(sum(p.experts for p in card_layers(card)) * stored_param_bytes(card))
+    ex = Extras(moe_layers=moe_layers_of(card))
+    routed = sum(
+        p.experts * part_bytes(card, ex, "experts", i)
+        for i, p in enumerate(card_layers(card, ex))
+        if p.experts
+    )
+    return int(min(routed, card.weights.decoder))
 
 
 def kt_card(

@@ -87,7 +87,7 @@ def test_gpt_oss_mxfp4_packs_the_expert_weights_not_their_biases() -> None:
     rest = sum(GPT_OSS_LAYER.values()) - experts  # biases, sinks, router, attention: bf16
     assert c.weights.decoder == int(2 * (experts * (0.5 + 1 / 32) + rest * 2) + H * 2)
     assert _alone(c) == c.weights
-    assert routed_expert_bytes(c) == 2 * experts // 2  # stored 4-bit, no scales
+    assert routed_expert_bytes(c) == int(2 * experts * (0.5 + 1 / 32))  # with their scales
 
 
 # Gemma 4 MoE (vLLM gemma4.py Gemma4DecoderLayer with enable_moe_block): one sliding and one
@@ -259,7 +259,8 @@ def test_nemotron_3_super_card_alone_counts_latent_experts() -> None:
     layers = card_layers(c)
     assert sum(p.experts for p in layers) == 40 * 512 * 2 * 1024 * 2688
     assert sum(p.replicated for p in layers) == 40 * 2 * 4096 * 1024
-    assert routed_expert_bytes(c) == 40 * 512 * 2 * 1024 * 2688 // 2  # NVFP4: 4 bits a weight
+    # NVFP4: 4 bits a weight and an FP8 scale per 16
+    assert routed_expert_bytes(c) == int(40 * 512 * 2 * 1024 * 2688 * (0.5 + 1 / 16))
 
 
 def _with(experts: dict[str, Any], **card: Any) -> ModelCard:

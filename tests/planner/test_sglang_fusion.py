@@ -86,8 +86,9 @@ def test_copies_by_release_device_and_flags() -> None:
 def test_extra_is_the_rest_of_the_shared_expert() -> None:
     notes: list[str] = []
     extra = fusion_extra_bytes(_r1(), get_gpu("h100-80g"), {}, 8, release("0.4.6.post2"), notes)
-    # 58 MoE layers x 7/8 of one FP8 shared expert (gate, up, down: 3 x 7168 x 2048 bytes)
-    assert extra == int(58 * 7 * 3 * 7168 * 2048 / 8)
+    # 58 MoE layers x 7/8 of one FP8 shared expert (gate, up, down: 3 x 7168 x 2048 bytes and
+    # a float32 scale per 128 x 128 block)
+    assert extra == int(58 * 7 * 3 * 7168 * 2048 * (1 + 4 / 128**2) / 8)
     assert any("shared-experts fusion" in n for n in notes)
 
 

@@ -17,6 +17,7 @@ from autotune.calibration.replay import NO_DEFAULT, replay
 from autotune.hardware import get_gpu
 from autotune.models.card import ModelCard
 from autotune.models.config_cards import config_card
+from autotune.models.hf.layer_params import card_layers
 from autotune.planner.sglang import plan_sglang
 from autotune.planner.sglang_kt import KT_SINCE, kt_card, routed_expert_bytes
 from tests.wheels import engine_wheel_or_skip, function_def, wheel_text
@@ -57,8 +58,9 @@ def test_expert_share_leaves_the_gpu() -> None:
     e = card.experts
     assert e is not None
     routed = routed_expert_bytes(card)
-    # 48 layers x 128 experts x 3 x 2048 x 768, one byte each (FP8)
-    assert routed == 48 * 128 * 3 * 2048 * 768
+    # 48 layers x 128 experts x 3 x 2048 x 768, one byte each (FP8) and a float32 scale per
+    # 128 x 128 block
+    assert routed == int(48 * 128 * 3 * 2048 * 768 * (1 + 4 / 128**2))
     none = kt_card(
         card, {"kt_weight_path": "/kt", "kt_num_gpu_experts": 0}, (0, 5, 18), reasons, notes
     )
@@ -66,6 +68,26 @@ def test_expert_share_leaves_the_gpu() -> None:
     half = kt_card(card, {"kt_weight_path": "/kt", "kt_num_gpu_experts": 64}, (0, 5, 18), [], [])
     assert half.weights.decoder == card.weights.decoder - routed // 2
     assert not reasons and any("KTransformers" in n for n in notes)
+
+
+@pytest.mark.parametrize(
+    ("model", "per_weight", "outside_gb"),
+    [
+        ("openai/gpt-oss-120b", 0.5 + 1 / 32, 2.2),  # MXFP4: an E8M0 scale per 32 weights
+        ("RedHatAI/Qwen3.6-35B-A3B-NVFP4", 0.5 + 1 / 16, 3.0),  # NVFP4: FP8 per 16
+    ],
+)
+def test_routed_experts_carry_their_scales(
+    model: str, per_weight: float, outside_gb: float
+) -> None:
+    """The experts' scales move and are read with them: counted at 4 bits, gpt-oss-120b's 3.6 GB
+    of expert scales stayed in what every decode step reads (perf.PerfModel)."""
+    card = config_card(model)
+    assert card is not None
+    params = sum(p.experts for p in card_layers(card))
+    routed = routed_expert_bytes(card)
+    assert routed == int(params * per_weight)
+    assert (card.weights.decoder - routed) / 1e9 < outside_gb  # attention, router, norms
 
 
 def test_without_the_weight_path_or_before_the_release_nothing_moves() -> None:

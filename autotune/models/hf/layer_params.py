@@ -174,10 +174,12 @@ def moe_layers_of(card: ModelCard) -> tuple[int, ...]:
     return tuple(range(card.num_layers - e.moe_layers, card.num_layers))
 
 
-def stored_param_bytes(card: ModelCard) -> float:
-    """Bytes a weight takes at the checkpoint's quantization bits (no scales), else its dtype."""
-    q = card.quantization
-    return q.bits / 8 if q.scheme != "none" else DTYPE_BYTES.get(card.dtype, 2.0)
+def card_part_bytes(card: ModelCard, part: str) -> float:
+    """Bytes per parameter of `part` (experts, shared, ...) in the card's first MoE layer (else
+    layer 0) with its scales, as the card's own count stores it; the pack's ignore lists are
+    not at hand, so its scheme's rule (part_bytes)."""
+    moe = moe_layers_of(card)
+    return part_bytes(card, Extras(moe_layers=moe), part, moe[0] if moe else 0)
 
 
 def card_layers(card: ModelCard, ex: Extras | None = None) -> list[LayerParams]:
