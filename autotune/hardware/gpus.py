@@ -1,8 +1,13 @@
 """Built-in GPU specs (FIELD-NOTES F3) and `--gpu` name resolution.
 
-Figures are dense tensor-core peaks. For GeForce cards we list the fp16-accumulate rate:
-FIELD-NOTES C2 implies ~97 TFLOP/s achieved in W4A16 prefill on a 4080 SUPER, above its 52.2
-TFLOP/s fp32-accumulate peak, so the engines' kernels there run at the fp16-accumulate rate.
+Figures are dense tensor-core peaks at FP32 accumulate, the rate bf16 GEMMs and W4A16 kernels
+(Marlin, which dequantizes to fp16 and accumulates in fp32) run at. GeForce cards run it at half
+their FP16-accumulate rate (NVIDIA's Turing, Ampere and Ada whitepapers: RTX 3090 71 dense
+with FP32 accumulate against 142 with FP16 accumulate, RTX 4090 165.2 against 330.3 and FP8
+330.3 against 660.6; the RTX 5090's datasheet dense FP16 is 209.5), so those are listed: 4080
+SUPER 104.4 (FIELD-NOTES C2's W4A16 prefill reaches about 97 of it), 3090 71, 4090 165.2, 5090
+209.5. `fp4_tflops` (Blackwell's FP4 MMA, which NVFP4 W4A4 linear
+layers run on) follows the same convention: four times the fp16 figure.
 `measured_*` fields hold figures seen on the device where we have them (F3: H200 4.2 TB/s copy,
 790/1470 TFLOP/s); the simulator prefers a measured figure.
 """
@@ -56,7 +61,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             cuda_name="NVIDIA GeForce RTX 3080",
             memory_mib=20480,
             bandwidth_gbs=760,
-            fp16_tflops=119.0,
+            fp16_tflops=59.5,
             sm_count=68,
             smem_per_block_kib=99,
             arch="sm_86",
@@ -74,7 +79,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             # 2024; 2022 drivers reported 23.70)
             driver_reserved_mib=430,
             bandwidth_gbs=936,
-            fp16_tflops=142.0,
+            fp16_tflops=71.0,
             sm_count=82,
             smem_per_block_kib=99,
             arch="sm_86",
@@ -89,7 +94,7 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             cuda_name="NVIDIA GeForce RTX 2080 Ti",
             memory_mib=22528,
             bandwidth_gbs=616,
-            fp16_tflops=107.6,
+            fp16_tflops=53.8,
             sm_count=68,
             smem_per_block_kib=64,
             arch="sm_75",
@@ -140,8 +145,8 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             # CUDA total 23.64 GiB: torch OOM on RTX 4090 (3DTopia/Phidias-Diffusion/issues/8)
             driver_reserved_mib=357,
             bandwidth_gbs=1008,
-            fp16_tflops=330.3,
-            fp8_tflops=660.6,
+            fp16_tflops=165.2,
+            fp8_tflops=330.3,
             sm_count=128,
             smem_per_block_kib=99,
             arch="sm_89",
@@ -156,8 +161,8 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             cuda_name="NVIDIA GeForce RTX 4090 D",
             memory_mib=49140,
             bandwidth_gbs=1008,
-            fp16_tflops=294.0,
-            fp8_tflops=588.0,
+            fp16_tflops=147.4,
+            fp8_tflops=294.8,
             sm_count=114,
             smem_per_block_kib=99,
             arch="sm_89",
@@ -174,8 +179,9 @@ GPU_CATALOG: dict[str, GPUSpec] = {
             # CUDA total 31.37 GiB: torch OOM on RTX 5090 (Wan-Video/Wan2.1/issues/465)
             driver_reserved_mib=484,
             bandwidth_gbs=1792,
-            fp16_tflops=419.0,
-            fp8_tflops=838.0,
+            fp16_tflops=209.5,
+            fp8_tflops=419.0,
+            fp4_tflops=838.0,
             sm_count=170,
             smem_per_block_kib=99,
             arch="sm_120",

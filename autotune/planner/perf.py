@@ -269,8 +269,13 @@ class PerfModel:
         return m
 
     def _linear_peak(self) -> float:
+        """The tensor rate the linear layers run at: NVFP4 on Blackwell's FP4 MMA (W4A4) where
+        the catalog gives it, FP8 packs (and NVFP4 elsewhere) at the FP8 rate, the rest
+        (bf16, W4A16 kernels that dequantize to fp16) at the fp16 rate."""
         scheme = self.card.quantization.scheme
         g = self.gpu
+        if scheme == "nvfp4" and g.fp4_tflops:
+            return g.fp4_tflops
         if scheme in ("fp8_block", "fp8", "nvfp4") and g.fp8_tflops:
             return g.effective_fp8_tflops or g.fp8_tflops
         return g.effective_fp16_tflops

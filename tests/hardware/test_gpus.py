@@ -193,3 +193,29 @@ def test_rx_7900_xt_is_not_the_xtx() -> None:
     )
     assert match_device("AMD Radeon RX 7900 XT", 20480) == xt
     assert match_device("AMD Radeon RX 7900 XTX", 24560) == xtx
+
+
+# GeForce cards by architecture: the tensor rate per SM at FP32 accumulate differs only by
+# boost clock within one (Ampere ~0.87, Ada ~1.30, RTX Blackwell ~1.23 TFLOP/s an SM). The
+# catalog once listed the 4080 SUPER at FP32 accumulate and the other GeForce cards at FP16
+# accumulate, twice as fast per SM: a 3090, 4090 or 5090 prefill was priced at twice its rate.
+GEFORCE = {
+    "sm_86": ["rtx-3080-20g", "rtx-3090-24g"],
+    "sm_89": ["rtx-4080-super-32g", "rtx-4090-24g", "rtx-4090-48g"],
+    "sm_120": ["rtx-5090-32g"],
+}
+
+
+@pytest.mark.parametrize("arch", sorted(GEFORCE))
+def test_geforce_rates_are_fp32_accumulate_alike_per_sm(arch: str) -> None:
+    per_sm = {n: get_gpu(n).fp16_tflops / get_gpu(n).sm_count for n in GEFORCE[arch]}
+    assert max(per_sm.values()) / min(per_sm.values()) < 1.06, per_sm
+    for name in GEFORCE[arch]:
+        g = get_gpu(name)
+        assert g.arch == arch
+        if g.fp8_tflops:
+            assert g.fp8_tflops == pytest.approx(2 * g.fp16_tflops, rel=0.01)
+        if g.fp4_tflops:
+            assert g.fp4_tflops == pytest.approx(4 * g.fp16_tflops, rel=0.01)
+    assert get_gpu("rtx-4090-24g").fp16_tflops == 165.2  # Ada whitepaper, FP32 accumulate
+    assert get_gpu("rtx-3090-24g").fp16_tflops == 71.0  # Ampere whitepaper, FP32 accumulate

@@ -147,3 +147,23 @@ def test_the_code_holds_the_prefill_layer_fit() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert f"PREFILL_LAYER_S = {perf.PREFILL_LAYER_S * 1e3:.2f}e-3" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("gpu", "scheme", "rate"),
+    [
+        ("rtx-5090-32g", "nvfp4", "fp4_tflops"),  # W4A4 on Blackwell's FP4 MMA
+        ("rtx-5090-32g", "awq", "fp16_tflops"),  # W4A16 dequantizes to fp16
+        ("rtx-5090-32g", "fp8_block", "fp8_tflops"),
+        ("rtx-3090-24g", "nvfp4", "fp16_tflops"),  # no FP4 or FP8 MMA: the W4A16 fallback
+        ("rtx-4090-24g", "nvfp4", "fp8_tflops"),  # Ada: FP8, no FP4
+    ],
+)
+def test_linear_layers_run_at_their_schemes_tensor_rate(gpu: str, scheme: str, rate: str) -> None:
+    from types import SimpleNamespace
+
+    g = get_gpu(gpu)
+    model = SimpleNamespace(
+        card=SimpleNamespace(quantization=SimpleNamespace(scheme=scheme)), gpu=g
+    )
+    assert PerfModel._linear_peak(model) == getattr(g, rate)  # type: ignore[arg-type]
