@@ -110,6 +110,13 @@ class GPUSpec(BaseModel):
         share = HBM_SHARES["fp8"] if self.hbm else 1.0
         return self.measured_fp8_tflops or self.fp8_tflops * share
 
+    @property
+    def effective_fp4_tflops(self) -> float | None:
+        """No FP4 measurement of ours: an HBM part reaches the share its FP8 rate does."""
+        if self.fp4_tflops is None:
+            return None
+        return self.fp4_tflops * (HBM_SHARES["fp8"] if self.hbm else 1.0)
+
 
 # What a datacenter HBM part reaches of its datasheet rates where the catalog has no measurement
 # of its own: FIELD-NOTES F3's H200 (4.2 of 4.8 TB/s in a copy; 790 of 989 bf16 and 1470 of 1979

@@ -107,8 +107,10 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         # (pytorch/ao/pull/4002)
         driver_reserved_mib=729,
         bandwidth_gbs=8000,
+        # dense, NVIDIA's HGX B200 datasheet per GPU (FP4 18 PFLOP/s with sparsity)
         fp16_tflops=2250.0,
         fp8_tflops=4500.0,
+        fp4_tflops=9000.0,
         sm_count=148,
         smem_per_block_kib=227,
         arch="sm_100",
@@ -302,6 +304,7 @@ LAUNCH_LOG_GPUS: tuple[GPUSpec, ...] = (
         bandwidth_gbs=273,
         fp16_tflops=125.0,
         fp8_tflops=250.0,
+        fp4_tflops=500.0,
         sm_count=48,
         smem_per_block_kib=99,
         arch="sm_121",

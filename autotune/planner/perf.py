@@ -274,8 +274,8 @@ class PerfModel:
         (bf16, W4A16 kernels that dequantize to fp16) at the fp16 rate."""
         scheme = self.card.quantization.scheme
         g = self.gpu
-        if scheme == "nvfp4" and g.fp4_tflops:
-            return g.fp4_tflops
+        if scheme == "nvfp4" and g.effective_fp4_tflops:
+            return g.effective_fp4_tflops
         if scheme in ("fp8_block", "fp8", "nvfp4") and g.fp8_tflops:
             return g.effective_fp8_tflops or g.fp8_tflops
         return g.effective_fp16_tflops

@@ -167,3 +167,10 @@ def test_linear_layers_run_at_their_schemes_tensor_rate(gpu: str, scheme: str, r
         card=SimpleNamespace(quantization=SimpleNamespace(scheme=scheme)), gpu=g
     )
     assert PerfModel._linear_peak(model) == getattr(g, rate)  # type: ignore[arg-type]
+
+
+def test_an_hbm_parts_fp4_rate_takes_its_fp8_share() -> None:
+    b200 = get_gpu("b200-180g")
+    assert b200.effective_fp4_tflops == pytest.approx(
+        b200.fp4_tflops * HBM_SHARES["fp8"]  # type: ignore[operator]
+    )
