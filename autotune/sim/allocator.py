@@ -13,7 +13,8 @@ the available KV memory. A sweep's correction from parsed startup lines is so
 exercised: the first launches must pull the planner's later predictions toward what the engine
 printed, which a simulator sized by the planner itself could never show.
 
-`deviation` scales the machine's shares (0: allocate exactly as the planner predicts).
+`deviation` scales the machine's shares (0: allocate exactly as the planner predicts); the
+launch-to-launch jitter stays the few MiB a real machine shows.
 """
 
 from __future__ import annotations
@@ -61,9 +62,13 @@ def machine(gpu: GPUSpec, seed: int, deviation: float = 1.0) -> Machine:
     box = random.Random(f"autotune-sim-machine:{gpu.name}")
     extra = box.uniform(*EXTRA_CONTEXT_MIB)
     frag = box.uniform(*FRAGMENTATION)
-    jitter = random.Random(f"autotune-sim-launch:{seed}").uniform(-JITTER_MIB, JITTER_MIB)
+    # The launch-to-launch noise is the machine's own (a few MiB, FIELD-NOTES C1), not a share
+    # the deviation scales: a machine far off the planner is not noisier from launch to launch.
+    # Only `deviation` 0 (exact) removes it.
+    noise = JITTER_MIB * min(deviation, 1.0)
+    jitter = random.Random(f"autotune-sim-launch:{seed}").uniform(-noise, noise)
     return Machine(
-        extra_context_gib=max(extra + jitter, 0.0) * deviation / 1024,
+        extra_context_gib=max(extra * deviation + jitter, 0.0) / 1024,
         fragmentation=frag * deviation,
     )
 
