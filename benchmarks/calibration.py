@@ -95,7 +95,7 @@ def rows() -> Iterator[Row]:
 
 # FIELD-NOTES C5: two RX 7900 XTX (TP 2, PCIe 4.0 x16), a ROCm fork of SGLang 0.5.18, the K3 flags.
 K3 = next(k for k in KNOWN_GOOD if k.id == "K3")
-CARD5 = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
+CARD5 = BUILTIN_CARDS["qwen3.8-27b-autoround-gptq-int4"]
 GPU5 = get_gpu("rx-7900xtx-24g")
 # The measured command line (FIELD-NOTES K3, autotune.sweep.known_good); TP is the plan's.
 C5 = {k: v for k, v in flags_to_config(K3.flags).items() if k != "tp_size"}
@@ -109,7 +109,9 @@ C5_FITS = {
     4096: "perf.VENDOR_EFF['rdna'] prefill",
     130_000: "attention.KERNELS['rdna']['triton'].prefill",
 }
-C5_ASSUMED = "the pack's split is assumed (builtin qwen3.8-27b-gptq-int4)"
+# The pack's loaded size is not C5's: a public log of the same pack on the same two GPUs
+# (builtin qwen3.8-27b-autoround-gptq-int4); C5 states no `Load weight end` line.
+C5_ASSUMED = "weights as loaded from another public log of the pack (server-forge)"
 
 
 def c5_model() -> PerfModel:

@@ -68,6 +68,11 @@ _W4_G128 = 0.5 + 2 / 128 + 0.5 / 128
 # 16.44 GiB: the ~0.25 GiB above the tensor bytes are buffers the W4A16 (Marlin) path allocates at
 # load. Kept as a separate term: allocated, but not read per decoded token.
 _AWQ_LOAD_OVERHEAD = int(0.247 * GIB)
+# The W4A16 AutoRound GPTQ pack (MTP kept bf16) on two RX 7900 XTX at TP 2, SGLang's gfx1100 fork
+# (github.com/unknownue/server-forge, nodes/ubuntu-server-node-2/bench/results/sglang-tp2-
+# reproduction.txt, 2026-09-19): "[TP0] Load weight end. mem usage=9.12 GB", the target's load
+# (its MTP draft head loads apart: 2.78 GiB a rank in the same notes). SGLang writes GiB as "GB".
+_GPTQ_LOADED_TP2 = 9.12 * GIB
 
 
 def _qwen38_awq() -> ModelCard:
@@ -150,10 +155,6 @@ def _qwen38_fp8() -> ModelCard:
 
 
 def _qwen38_gptq() -> ModelCard:
-    """FIELD-NOTES C5/K3's pack: W4A16 GPTQ with the MTP layer kept bf16 (F2: "about 19 GB").
-    Its split beyond that is not published: counted as the text-only architecture, every
-    projection int4 group 128 but in_proj_ba (P10), embeddings and MTP bf16, which comes to
-    18.6 GB. No Marlin repack buffers (ROCm's GPTQ path): no load overhead."""
     base = _skeleton("qwen3.8-27b-gptq-int4")
     emb = base.vocab_size * base.hidden_size * 2
     dec = _decoder_bytes(projections(base), base, _W4_G128)
@@ -166,8 +167,31 @@ def _qwen38_gptq() -> ModelCard:
             weights=WeightBytes(embed_tokens=emb, lm_head=emb, decoder=dec, mtp=mtp),
             mtp_layers=1,
             mtp_config_key="mtp_num_hidden_layers",  # F1: the Qwen3.5 text config
-            notes="W4A16 GPTQ pack with its MTP layer kept bf16 (the two-RX-7900-XTX setup); "
-            "text-only split assumed, 18.6 GB counted against about 19 GB reported.",
+            notes="A W4A16 GPTQ pack with its MTP layer kept bf16, counted from its tensors "
+            "(text only, 18.6 GB); for the two-RX-7900-XTX pack as loaded see "
+            "qwen3.8-27b-autoround-gptq-int4.",
+        )
+    )
+
+
+def _qwen38_autoround_gptq() -> ModelCard:
+    """The W4A16 AutoRound GPTQ pack of FIELD-NOTES F2/C5 as its target loads: the tensors of
+    qwen3.8-27b-gptq-int4 and what the public log shows held beyond them (_GPTQ_LOADED_TP2)."""
+    card = _qwen38_gptq()
+    w = card.weights
+    # Which parts hold it (kept unquantized, a vision tower, the kernel's buffers) is not
+    # stated, so it is split over the ranks like the rest. vLLM launches of another AutoRound
+    # int4 pack of this architecture (Qwen3.6-27B on RTX 3090s, the calibration records) hold
+    # no such extra: it is this pack's, or this build's.
+    held = int(_GPTQ_LOADED_TP2 * 2) - (w.embed_tokens + w.lm_head + w.decoder)
+    return card.model_copy(
+        update=dict(
+            name="qwen3.8-27b-autoround-gptq-int4",
+            weights=w.model_copy(update={"load_overhead": held}),
+            notes="W4A16 AutoRound GPTQ pack with its MTP layer kept bf16, as loaded on two "
+            "RX 7900 XTX by SGLang's gfx1100 fork: 9.12 GiB a rank at TP 2 (github.com/"
+            "unknownue/server-forge: 'Load weight end. mem usage=9.12 GB'), 1.68 GiB above its "
+            "tensors as counted, held at load (which parts is not stated).",
         )
     )
 
@@ -200,5 +224,12 @@ def _tiny_dense() -> ModelCard:
 
 BUILTIN_CARDS: dict[str, ModelCard] = {
     c.name: c
-    for c in (_qwen38_awq(), _qwen38_nvfp4(), _qwen38_fp8(), _qwen38_gptq(), _tiny_dense())
+    for c in (
+        _qwen38_awq(),
+        _qwen38_nvfp4(),
+        _qwen38_fp8(),
+        _qwen38_gptq(),
+        _qwen38_autoround_gptq(),
+        _tiny_dense(),
+    )
 }

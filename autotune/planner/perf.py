@@ -27,7 +27,7 @@ from typing import Any
 from autotune.hardware.gpus import GPUSpec
 from autotune.hardware.interconnect import tp_link
 from autotune.models.card import ModelCard
-from autotune.models.layout import projections
+from autotune.models.hf.layer_params import active_projection_params
 from autotune.planner import attention, hicache_perf, triton_splits
 from autotune.planner.common import Plan
 from autotune.planner.drafts import draft_model, launch_draft_path
@@ -186,7 +186,7 @@ class PerfModel:
         self.peak_attn = gpu.effective_fp16_tflops * 1e12
         w = card.weights
         self.weight_read_bytes = (w.decoder + w.lm_head) / tp
-        linear_params = sum(p.params for p in projections(card))
+        linear_params = active_projection_params(card)
         self.flops_per_token = 2 * linear_params / tp
         self.lm_head_flops = 2 * card.vocab_size * card.hidden_size / tp
         self.attn_width = card.num_attention_heads * card.head_dim / tp

@@ -24,6 +24,24 @@ def test_weights_as_loaded() -> None:
     assert 28.0 < BUILTIN_CARDS["qwen3.8-27b-fp8"].weights.total / gib < 29.5
 
 
+def test_the_autoround_gptq_pack_loads_what_its_public_log_shows() -> None:
+    """server-forge's two RX 7900 XTX (SGLang's gfx1100 fork, TP 2): 'Load weight end. mem
+    usage=9.12 GB' a rank for the target, its MTP draft apart; the tensor count alone is 8.28."""
+    from autotune.planner.common import weights_per_rank
+
+    loaded = BUILTIN_CARDS["qwen3.8-27b-autoround-gptq-int4"]
+    counted = BUILTIN_CARDS["qwen3.8-27b-gptq-int4"]
+    assert loaded.quantization == counted.quantization and loaded.has_mtp
+    gib = 2**30
+    assert weights_per_rank(loaded, 2, load_mtp=False) / gib == pytest.approx(9.12, abs=0.005)
+    assert weights_per_rank(counted, 2, load_mtp=False) / gib == pytest.approx(8.28, abs=0.01)
+    # held at load, not read per decoded token: the roofline reads the same bytes
+    assert (loaded.weights.decoder, loaded.weights.lm_head) == (
+        counted.weights.decoder,
+        counted.weights.lm_head,
+    )
+
+
 def test_projection_shapes_match_sglang_merges() -> None:
     p = {x.name: x for x in projections(BUILTIN_CARDS["qwen3.8-27b-fp8"])}
     assert (p["in_proj_qkvz"].n, p["in_proj_qkvz"].k) == (16384, 5120)

@@ -162,6 +162,18 @@ def layer_params(card: ModelCard, ex: Extras, layer: int) -> LayerParams:
     return p
 
 
+def active_projection_params(card: ModelCard) -> float:
+    """Parameters one token runs through in the decoder's projections: every layer's attention,
+    linear attention, dense MLP and shared experts, and experts_per_token of its routed experts
+    (a MoE card's `intermediate_size` is its dense layers' width, not what a MoE layer runs)."""
+    e = card.experts
+    share = e.experts_per_token / e.num_experts if e else 0.0
+    return sum(
+        p.attention + p.replicated + p.linear_attention + p.mlp + p.shared + p.experts * share
+        for p in card_layers(card)
+    )
+
+
 def moe_layers_of(card: ModelCard) -> tuple[int, ...]:
     """The decoder layers with routed experts as the card alone says: Nemotron-H's E blocks,
     else the last `experts.moe_layers` layers (the dense ones come first:
