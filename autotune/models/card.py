@@ -209,6 +209,12 @@ class WeightBytes(_Frozen):
         description="of `decoder` (not added to it), the sharded attention projections: what "
         "SGLang's DP attention splits over tp / dp ranks only; 0: not counted",
     )
+    experts: int = Field(
+        default=0,
+        description="of `decoder` (not added to it), the routed experts with their scales as "
+        "the pack stores each (its ignore list applied): what a decode step reads only the "
+        "routed share of, and KTransformers offloads; 0: not counted",
+    )
     load_overhead: int = Field(
         default=0, description="buffers allocated at load that are not weights read per token"
     )

@@ -17,19 +17,22 @@ KT_SINCE = (0, 5, 6)
 
 
 def routed_expert_bytes(card: ModelCard) -> int:
-    """The routed experts' weights as loaded (every expert of every MoE layer, as layer_params
-    counts them) with their scales, at the bytes per weight the card's own count gives the
-    experts (layer_params.part_bytes: an MXFP4 pack's 0.53, NVFP4's 0.5625); never more than
-    the decoder holds. Their scales move with them: counted at 4 bits alone, gpt-oss-120b's
-    3.6 GB of expert scales were read by every decode step."""
+    """The routed experts' weights as loaded (every expert of every MoE layer) with their
+    scales: as the card's own count stored them (WeightBytes.experts, the pack's ignore list
+    applied), else at the bytes per weight its scheme gives the experts (layer_params.
+    part_bytes: an MXFP4 pack's 0.53, NVFP4's 0.5625); never more than the decoder holds.
+    Their scales move with them: counted at 4 bits, gpt-oss-120b's 3.6 GB of expert scales
+    were read by every decode step."""
     if card.experts is None:
         return 0
-    ex = Extras(moe_layers=moe_layers_of(card))
-    routed = sum(
-        p.experts * part_bytes(card, ex, "experts", i)
-        for i, p in enumerate(card_layers(card, ex))
-        if p.experts
-    )
+    routed: float = card.weights.experts
+    if not routed:
+        ex = Extras(moe_layers=moe_layers_of(card))
+        routed = sum(
+            p.experts * part_bytes(card, ex, "experts", i)
+            for i, p in enumerate(card_layers(card, ex))
+            if p.experts
+        )
     return int(min(routed, card.weights.decoder))
 
 
@@ -60,5 +63,12 @@ def kt_card(
     )
     w = card.weights
     return card.model_copy(
-        update={"weights": w.model_copy(update={"decoder": max(w.decoder - off, 0)})}
+        update={
+            "weights": w.model_copy(
+                update={
+                    "decoder": max(w.decoder - off, 0),
+                    "experts": max(w.experts - off, 0) if w.experts else 0,
+                }
+            )
+        }
     )

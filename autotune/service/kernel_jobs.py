@@ -4,6 +4,7 @@ state, result and files, stop it; install an engine job's files where that engin
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -35,6 +36,7 @@ from autotune.service.views import job_info
 
 KERNELS_PREFIX = "kernels:"  # job-table key of a kernel job (':' never occurs in sweep names)
 INSTALL_TIMEOUT_S = 300.0  # finding the engine (another interpreter's probe) and the proof
+TORCH_PROBE_TIMEOUT_S = 120.0  # importing torch and initialising CUDA in the job's interpreter
 CACHE_NAME = "cache.jsonl"  # the tuner's result cache in its --out folder (resumes)
 PROVENANCE_SUFFIX = ".provenance.json"  # a tuned file's sidecar (kernels_tuning.output)
 
@@ -58,7 +60,7 @@ class KernelJobs:
         self.policy.check_workers(req.workers, field="workers")
         if req.engine is not None:
             self.policy.check_kernel_engine(req.engine, req.engine_python)
-        tuning_gpus_here()
+        tuning_gpus_here(self.jobs.python)
         key = KERNELS_PREFIX + req.name
         old = self.jobs.get(key)
         if old is not None and kernels_state(old) in ("queued", "running", "stopping"):
@@ -250,29 +252,49 @@ def kernels_state(rec: JobRecord, result: dict[str, Any] | None = None) -> Kerne
     return "failed"
 
 
-def tuning_gpus_here() -> None:
+def tuning_gpus_here(python: str) -> None:
     """Refuse a job that can only fail, before anything of an earlier run is dropped: the
-    tuner reads the device's limits and times kernels on this host's CUDA GPUs (with Ray
-    workers too, its driver reads them here), the ones the service's CUDA_VISIBLE_DEVICES
-    leaves it."""
+    tuner (run by `python`) reads the device's limits and times kernels through torch's CUDA on
+    this host's GPUs (with Ray workers too, its driver reads them here), the ones the service's
+    CUDA_VISIBLE_DEVICES leaves it. NVML answers fast; where it sees GPUs (or cannot be asked:
+    a container without its library), the tuner's own interpreter is asked as the tuner asks."""
     from autotune.process.gpu import gpu_memory_used
     from autotune.sweep.executors import visible_gpu_ids
 
     used = gpu_memory_used()
     count = len(used) if used is not None else 0
-    if visible_gpu_ids(count):
-        return
-    seen = (
-        "NVML finds no NVIDIA driver"
-        if used is None
-        else f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} hides them"
-        if count
-        else "the NVIDIA driver reports no GPU"
-    )
-    raise HardwareError(
-        f"kernel tuning times kernels on an NVIDIA GPU of the service's host, and {seen}; run "
-        "the service on a GPU machine (shapes and installs of tuned files need none)"
-    )
+    seen: str | None = None
+    if used is not None and not visible_gpu_ids(count):
+        seen = (
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r} hides them"
+            if count
+            else "the NVIDIA driver reports no GPU"
+        )
+    elif not torch_sees_cuda(python, os.environ.get("CUDA_VISIBLE_DEVICES")):
+        seen = (
+            f"torch in {python} sees no CUDA device (a CPU build of torch, or no driver: "
+            "pip install 'autotune[kernels]' with PyTorch's CUDA build)"
+        )
+    if seen is not None:
+        raise HardwareError(
+            f"kernel tuning times kernels on an NVIDIA GPU of the service's host, and {seen}; "
+            "run the service on a GPU machine (shapes and installs of tuned files need none)"
+        )
+
+
+@functools.cache
+def torch_sees_cuda(python: str, visible: str | None) -> bool:
+    """`torch.cuda.is_available()` in `python`'s environment, as the tuner checks it (False
+    without torch); asked once per interpreter and CUDA_VISIBLE_DEVICES (importing torch
+    takes seconds)."""
+    probe = "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 3)"
+    try:
+        done = subprocess.run(
+            [python, "-c", probe], capture_output=True, timeout=TORCH_PROBE_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def kernels_available() -> None:

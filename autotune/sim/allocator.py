@@ -14,7 +14,7 @@ exercised: the first launches must pull the planner's later predictions toward w
 printed, which a simulator sized by the planner itself could never show.
 
 `deviation` scales the machine's shares (0: allocate exactly as the planner predicts); the
-launch-to-launch jitter stays the few MiB a real machine shows.
+launch-to-launch jitter never grows past the few MiB a real machine shows.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def machine(gpu: GPUSpec, seed: int, deviation: float = 1.0) -> Machine:
     extra = box.uniform(*EXTRA_CONTEXT_MIB)
     frag = box.uniform(*FRAGMENTATION)
     # The launch-to-launch noise is the machine's own (a few MiB, FIELD-NOTES C1), not a share
-    # the deviation scales: a machine far off the planner is not noisier from launch to launch.
-    # Only `deviation` 0 (exact) removes it.
+    # the deviation scales up: a machine far off the planner is not noisier from launch to
+    # launch. A deviation below 1 shrinks it with the shares (0: exact, no noise).
     noise = JITTER_MIB * min(deviation, 1.0)
     jitter = random.Random(f"autotune-sim-launch:{seed}").uniform(-noise, noise)
     return Machine(

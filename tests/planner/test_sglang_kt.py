@@ -182,3 +182,20 @@ def test_llamafile_launch_without_its_gpu_expert_count() -> None:
     r = replay(rec)
     assert r.plan is None and r.unstated
     assert r.skipped is not None and "kt_num_gpu_experts" in r.skipped
+
+
+def test_a_packs_unquantized_experts_count_at_their_dtype() -> None:
+    """Laguna's NVFP4 pack keeps layers 40-47's experts in bf16 (its ignore list): the card's own
+    count stores them so (WeightBytes.experts), and the routed bytes are that count, not the
+    scheme's 0.5625 bytes a weight for every expert."""
+    card = config_card("poolside/Laguna-S-2.1-NVFP4")
+    assert card is not None and card.experts is not None
+    params = sum(p.experts for p in card_layers(card))
+    routed = routed_expert_bytes(card)
+    assert routed == card.weights.experts
+    assert routed > 1.3 * params * (0.5 + 1 / 16)  # bf16 experts in the mix
+    offloaded = kt_card(
+        card, {"kt_weight_path": "/kt", "kt_num_gpu_experts": 0}, (0, 5, 18), [], []
+    )
+    assert offloaded.weights.decoder == card.weights.decoder - routed
+    assert offloaded.weights.experts == 0

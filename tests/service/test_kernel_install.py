@@ -270,7 +270,7 @@ def test_a_new_run_starts_from_an_empty_folder(
     and keeps its result cache (the same items are not timed again)."""
     state, py, _ = setup
     out = state / "kernels" / "k"
-    monkeypatch.setattr(kernel_jobs, "tuning_gpus_here", lambda: None)  # the tuner fails later
+    monkeypatch.setattr(kernel_jobs, "tuning_gpus_here", lambda _: None)  # the tuner fails later
     with _service(state) as svc:
         old = tuned(out, "sglang", VERSION, arch=None)
         _job(svc, "k", files=[old], engine="sglang", engine_python=str(py))
@@ -286,12 +286,15 @@ def test_a_new_run_starts_from_an_empty_folder(
 
 
 @pytest.mark.parametrize(
-    ("used", "visible", "says"),
+    ("used", "visible", "torch_cuda", "says"),
     [
-        (None, None, "NVML finds no NVIDIA driver"),
-        ({}, None, "the NVIDIA driver reports no GPU"),
-        ({0: 0, 1: 0}, "", "CUDA_VISIBLE_DEVICES='' hides them"),
-        ({0: 0, 1: 0}, "2,3", "CUDA_VISIBLE_DEVICES='2,3' hides them"),
+        ({}, None, True, "the NVIDIA driver reports no GPU"),
+        ({0: 0, 1: 0}, "", True, "CUDA_VISIBLE_DEVICES='' hides them"),
+        ({0: 0, 1: 0}, "2,3", True, "CUDA_VISIBLE_DEVICES='2,3' hides them"),
+        # NVML sees the GPUs, but the tuner's torch is a CPU build: it would fail at start
+        ({0: 0}, None, False, "sees no CUDA device"),
+        # no NVML library (a container without it): the tuner's own check decides
+        (None, None, False, "sees no CUDA device"),
     ],
 )
 def test_a_job_that_can_only_fail_is_refused_and_nothing_is_dropped(
@@ -299,6 +302,7 @@ def test_a_job_that_can_only_fail_is_refused_and_nothing_is_dropped(
     monkeypatch: pytest.MonkeyPatch,
     used: dict[int, int] | None,
     visible: str | None,
+    torch_cuda: bool,
     says: str,
 ) -> None:
     """No GPU the tuner could time kernels on: refused at submission (a 503, HardwareError)
@@ -306,6 +310,7 @@ def test_a_job_that_can_only_fail_is_refused_and_nothing_is_dropped(
     state = tmp_path / "state"
     write_config(state)
     monkeypatch.setattr("autotune.process.gpu.gpu_memory_used", lambda *a: used)
+    monkeypatch.setattr(kernel_jobs, "torch_sees_cuda", lambda *a: torch_cuda)
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
@@ -319,10 +324,28 @@ def test_a_job_that_can_only_fail_is_refused_and_nothing_is_dropped(
         assert old.exists() and svc.jobs.table.snapshot() == {}
 
 
-def test_a_job_on_a_visible_gpu_passes_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("autotune.process.gpu.gpu_memory_used", lambda *a: {0: 0, 1: 0})
+@pytest.mark.parametrize("used", [{0: 0, 1: 0}, None])
+def test_a_job_on_a_visible_gpu_passes_the_check(
+    monkeypatch: pytest.MonkeyPatch, used: dict[int, int] | None
+) -> None:
+    monkeypatch.setattr("autotune.process.gpu.gpu_memory_used", lambda *a: used)
+    monkeypatch.setattr(kernel_jobs, "torch_sees_cuda", lambda *a: True)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    kernel_jobs.tuning_gpus_here()
+    kernel_jobs.tuning_gpus_here(sys.executable)
+
+
+def test_the_tuners_interpreter_is_asked_as_the_tuner_asks() -> None:
+    """torch_sees_cuda runs torch.cuda.is_available() in the given interpreter: this one's
+    answer, and False for an interpreter without torch."""
+    try:
+        import torch
+
+        here = torch.cuda.is_available()
+    except ImportError:
+        here = False
+    kernel_jobs.torch_sees_cuda.cache_clear()
+    assert kernel_jobs.torch_sees_cuda(sys.executable, None) is here
+    assert kernel_jobs.torch_sees_cuda("/nonexistent/python", None) is False
 
 
 def test_a_submitted_engine_job_is_checked_first(setup: tuple[Path, Path, Path]) -> None:

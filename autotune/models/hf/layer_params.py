@@ -240,11 +240,12 @@ def _layer_bytes(
 def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
     """Bytes per component as loaded at TP 1, counted layer by layer from the card's shapes."""
     dtype_b = DTYPE_BYTES.get(card.dtype, 2.0)
-    decoder = replicated = attention = 0.0
+    decoder = replicated = attention = experts = 0.0
     for i, p in enumerate(card_layers(card, ex)):
         sharded, whole = _layer_bytes(card, ex, p, i)
         decoder, replicated = decoder + sharded, replicated + whole
         attention += p.attention * part_bytes(card, ex, "attention", i) if p.attention else 0
+        experts += p.experts * part_bytes(card, ex, "experts", i) if p.experts else 0
     decoder += card.hidden_size * dtype_b  # final norm
     mtp = 0.0
     if card.mtp_layers:
@@ -260,4 +261,5 @@ def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
         vision_linear=int(ex.vision_linear_params * 2),
         replicated=int(replicated),
         attention=int(attention),
+        experts=int(experts),
     )
