@@ -145,6 +145,30 @@ def c5_rows() -> Iterator[Row]:
         )
 
 
+# The same pack on the same two GPUs in another public setup (github.com/unknownue/server-forge,
+# nodes/ubuntu-server-node-2/bench/results, 2026-09-19; SGLang's gfx1100 fork): the three pools
+# its startup logs gave, with the flags its notes state (K3's otherwise; no HiCache, page size
+# not stated). Its 1.48 GiB of "mamba state cache" is K3's bf16 state with the MTP verify
+# buffers; its notes say SGLang there "allocated 579 MiB less than budgeted". Not FIELD-NOTES:
+# printed apart, as evidence for the pack's loaded size, never fitted on.
+PACK_LAUNCHES = (
+    (0.85, 4, 195_013),
+    (0.90, 4, 232_392),
+    (0.96, 2, 284_777),
+)
+_NOT_STATED = ("enable_hierarchical_cache", "hicache_ratio", "hicache_io_backend")
+_NOT_STATED += ("hicache_write_policy", "page_size", "schedule_policy")
+
+
+def pack_launch_rows() -> Iterator[Row]:
+    base = {k: v for k, v in C5.items() if k not in _NOT_STATED}
+    base.update(chunked_prefill_size=4096, max_prefill_tokens=16384)
+    for mfs, running, logged in PACK_LAUNCHES:
+        cfg = {**base, "mem_fraction_static": mfs, "max_running_requests": running}
+        plan = plan_sglang(CARD5, GPU5, cfg, version="0.5.18", tp=2, host_free_gib=64)
+        yield Row(f"server-forge KV pool tokens (mfs {mfs:.2f})", plan.kv_pool_tokens, logged)
+
+
 def format_row(r: Row) -> str:
     fmt = ",.0f" if r.measured >= 1000 else ".2f"
     pred = "-" if r.predicted is None else format(r.predicted, fmt)
@@ -169,6 +193,11 @@ def main() -> None:
         f"{(worst.predicted or 0) / worst.measured:.3f}; not predicted: "
         f"{sum(r.predicted is None for r in table)}"
     )
+    print("\nC5's pack on C5's GPUs in another public setup (evidence, not FIELD-NOTES):")
+    print("| measure | predicted | logged | ratio | |")
+    print("|---|---|---|---|---|")
+    for r in pack_launch_rows():
+        print(format_row(r))
 
 
 if __name__ == "__main__":

@@ -57,3 +57,14 @@ def test_c5_kv_pool_is_within_its_goal() -> None:
     pool = next(r for r in calibration.c5_rows() if r.name.startswith("C5 KV pool"))
     assert pool.predicted is not None
     assert pool.predicted / pool.measured == pytest.approx(1.0, abs=0.03)
+
+
+def test_the_packs_other_public_launches_are_within_10_percent() -> None:
+    """server-forge's three launches of the same pack on the same two GPUs (their startup
+    pools; flags their notes do not state are K3's): within the 10 % that cases not given are
+    held to. Before the pack's loaded size they were 1.16 .. 1.21."""
+    rows = list(calibration.pack_launch_rows())
+    assert len(rows) == 3
+    for r in rows:
+        assert r.predicted is not None
+        assert r.predicted / r.measured == pytest.approx(1.0, abs=0.10), r.name
