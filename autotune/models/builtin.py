@@ -155,6 +155,10 @@ def _qwen38_fp8() -> ModelCard:
 
 
 def _qwen38_gptq() -> ModelCard:
+    """A W4A16 GPTQ pack with the MTP layer kept bf16 (F2: "about 19 GB"), counted from its
+    tensors: the text-only architecture, every projection int4 group 128 but in_proj_ba (P10),
+    embeddings and MTP bf16, 18.6 GB. No Marlin repack buffers. What the C5 pack holds beyond
+    that as loaded is _qwen38_autoround_gptq's."""
     base = _skeleton("qwen3.8-27b-gptq-int4")
     emb = base.vocab_size * base.hidden_size * 2
     dec = _decoder_bytes(projections(base), base, _W4_G128)

@@ -269,14 +269,15 @@ class PerfModel:
         return m
 
     def _linear_peak(self) -> float:
-        """The tensor rate the linear layers run at: NVFP4 on Blackwell's FP4 MMA (W4A4) where
-        the catalog gives it, FP8 packs (and NVFP4 elsewhere) at the FP8 rate, the rest
-        (bf16, W4A16 kernels that dequantize to fp16) at the fp16 rate."""
+        """The tensor rate the linear layers run at: NVFP4 on Blackwell's FP4 MMA where the
+        catalog gives it (SGLang's ModelOptFp4LinearMethod quantizes the activations to FP4
+        and calls fp4_gemm, which needs SM100+; before it, Marlin's W4A16), FP8 packs at the
+        FP8 rate, the rest (bf16, W4A16 kernels that dequantize to fp16) at the fp16 rate."""
         scheme = self.card.quantization.scheme
         g = self.gpu
-        if scheme == "nvfp4" and g.effective_fp4_tflops:
-            return g.effective_fp4_tflops
-        if scheme in ("fp8_block", "fp8", "nvfp4") and g.fp8_tflops:
+        if scheme == "nvfp4":
+            return g.effective_fp4_tflops or g.effective_fp16_tflops
+        if scheme in ("fp8_block", "fp8") and g.fp8_tflops:
             return g.effective_fp8_tflops or g.fp8_tflops
         return g.effective_fp16_tflops
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from autotune.models.card import ModelCard
-from autotune.models.hf.layer_params import Extras, card_layers, moe_layers_of, part_bytes
+from autotune.models.hf.layer_params import expert_bytes
 
 KT_SINCE = (0, 5, 6)
 
@@ -25,14 +25,7 @@ def routed_expert_bytes(card: ModelCard) -> int:
     were read by every decode step."""
     if card.experts is None:
         return 0
-    routed: float = card.weights.experts
-    if not routed:
-        ex = Extras(moe_layers=moe_layers_of(card))
-        routed = sum(
-            p.experts * part_bytes(card, ex, "experts", i)
-            for i, p in enumerate(card_layers(card, ex))
-            if p.experts
-        )
+    routed = card.weights.experts or expert_bytes(card)
     return int(min(routed, card.weights.decoder))
 
 

@@ -4,8 +4,9 @@ and the constraints a drift puts on a trial.
 The reference is the baseline (trial 0), else, when it failed, the first completed trial whose
 configuration has no lossy knob: it answers the probes and every later guarded trial is compared
 with it. With several workers a trial that finishes before the baseline waits for it
-(sweep/recording.held_for_reference). Guarded: every trial while there is no reference yet and it is lossless (it may become the
-reference), every trial with a lossy knob, and every finalist re-run.
+(sweep/recording.held_for_reference). Guarded: every trial while there is no reference yet and
+it is lossless (it may become the reference), every trial with a lossy knob, and every finalist
+re-run.
 """
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_the_code_holds_the_prefill_layer_fit() -> None:
         ("rtx-5090-32g", "awq", "fp16_tflops"),  # W4A16 dequantizes to fp16
         ("rtx-5090-32g", "fp8_block", "fp8_tflops"),
         ("rtx-3090-24g", "nvfp4", "fp16_tflops"),  # no FP4 or FP8 MMA: the W4A16 fallback
-        ("rtx-4090-24g", "nvfp4", "fp8_tflops"),  # Ada: FP8, no FP4
+        ("rtx-4090-24g", "nvfp4", "fp16_tflops"),  # Ada: no FP4 MMA, Marlin's W4A16
     ],
 )
 def test_linear_layers_run_at_their_schemes_tensor_rate(gpu: str, scheme: str, rate: str) -> None:
@@ -174,3 +174,27 @@ def test_an_hbm_parts_fp4_rate_takes_its_fp8_share() -> None:
     assert b200.effective_fp4_tflops == pytest.approx(
         b200.fp4_tflops * HBM_SHARES["fp8"]  # type: ignore[operator]
     )
+
+
+@pytest.mark.parametrize("version", ["0.5.15", "0.5.19", "0.5.23"])
+def test_nvfp4_linear_layers_are_w4a4_on_fp4_mma_or_marlin(version: str) -> None:
+    """SGLang's ModelOptFp4LinearMethod, read from the release: in its W4A4 mode apply()
+    quantizes the activations to FP4 (fp4_quantize) and runs fp4_gemm, whose native backends
+    need SM100+; before that the layer goes through Marlin (W4A16, dequantized to fp16). Hence
+    _linear_peak: FP4 where the GPU has it, else the fp16 rate."""
+    import ast
+
+    from tests.wheels import wheel_text
+
+    source = wheel_text("sglang", version, "sglang/srt/layers/quantization/modelopt_quant.py")
+    cls = next(
+        n
+        for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.ClassDef) and n.name == "ModelOptFp4LinearMethod"
+    )
+    methods = {f.name: ast.unparse(f) for f in cls.body if isinstance(f, ast.FunctionDef)}
+    apply = methods["apply"]
+    assert "fp4_quantize(" in apply or "scaled_fp4_quant(" in apply
+    assert "fp4_gemm(" in apply
+    loading = methods["process_weights_after_loading"]
+    assert "marlin" in (apply + loading).lower()

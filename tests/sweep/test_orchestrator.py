@@ -355,22 +355,36 @@ def test_a_pinned_lossy_knob_is_the_references_premise(store: Any, tmp_path: Pat
     assert out.best is not None
 
 
+def _two_workers(
+    store: Any, tmp_path: Path, spec: dict[str, Any], slow: Any, pause_s: float
+) -> Any:
+    """The sweep on two in-process workers whose trials for which `slow(spec)` holds sleep
+    `pause_s` before the analytic trial (which finishes first is the point)."""
+    import time
+
+    from autotune.sweep.analytic import analytic_trial
+    from autotune.sweep.executors import InProcessExecutor
+
+    def trial(s: Any, **kw: Any) -> Any:
+        if slow(s):
+            time.sleep(pause_s)
+        return analytic_trial(s, **kw)
+
+    return run_sweep(
+        parse_spec(spec),
+        store=store,
+        out_dir=tmp_path / "out",
+        executor=InProcessExecutor(2, trial_fn=trial),
+        install_signals=False,
+    )
+
+
 def test_two_workers_compare_an_early_lossy_trial_with_the_baseline(
     store: Any, tmp_path: Path
 ) -> None:
     """With two workers an fp8 trial can finish while the baseline (the lossless reference to
     be) still runs: its result waits for the reference instead of being told infeasible as
     unverified, so every complete fp8 trial is compared (recording.waits_for_reference)."""
-    import time
-
-    from autotune.sweep.analytic import analytic_trial
-    from autotune.sweep.executors import InProcessExecutor
-
-    def slow_lossless(spec: Any, **kw: Any) -> Any:
-        if spec.config.get("kv_cache_dtype") != "fp8_e4m3":
-            time.sleep(0.6)  # the baseline and other lossless trials finish last
-        return analytic_trial(spec, **kw)
-
     spec = make_spec(
         **{
             "space.overrides.kv_cache_dtype": {"choices": ["auto", "fp8_e4m3"]},
@@ -379,13 +393,11 @@ def test_two_workers_compare_an_early_lossy_trial_with_the_baseline(
             "budget.max_trials": 6,
         }
     )
-    out = run_sweep(
-        parse_spec(spec),
-        store=store,
-        out_dir=tmp_path / "out",
-        executor=InProcessExecutor(2, trial_fn=slow_lossless),
-        install_signals=False,
-    )
+
+    def lossless(s: Any) -> bool:  # the baseline and other lossless trials finish last
+        return bool(s.config.get("kv_cache_dtype") != "fp8_e4m3")
+
+    out = _two_workers(store, tmp_path, spec, lossless, 0.6)
     trials = store.get_trials(out.sweep_id)
     assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
     fp8 = [
@@ -404,24 +416,8 @@ def test_two_workers_take_the_baseline_as_the_reference_whatever_finishes_first(
 ) -> None:
     """The reference is the baseline (the engine's defaults): a lossless trial that finishes
     first waits for it and is compared with it, rather than becoming the reference itself."""
-    import time
-
-    from autotune.sweep.analytic import analytic_trial
-    from autotune.sweep.executors import InProcessExecutor
-
-    def slow_baseline(spec: Any, **kw: Any) -> Any:
-        if spec.number == 0:
-            time.sleep(0.8)
-        return analytic_trial(spec, **kw)
-
     spec = make_spec(**{"quality.enabled": True, "budget.max_trials": 5})
-    out = run_sweep(
-        parse_spec(spec),
-        store=store,
-        out_dir=tmp_path / "out",
-        executor=InProcessExecutor(2, trial_fn=slow_baseline),
-        install_signals=False,
-    )
+    out = _two_workers(store, tmp_path, spec, lambda s: s.number == 0, 0.8)
     assert (store.get_sweep("t").notes or {})["quality_reference"] == 0
     trials = {t.number: t for t in store.get_trials(out.sweep_id)}
     assert trials[1].status == TrialStatus.COMPLETE.value

@@ -186,6 +186,18 @@ def moe_layers_of(card: ModelCard) -> tuple[int, ...]:
     return tuple(range(card.num_layers - e.moe_layers, card.num_layers))
 
 
+def expert_bytes(card: ModelCard, ex: Extras | None = None) -> float:
+    """The routed experts of every MoE layer with their scales, at the bytes per weight the
+    pack stores each layer's experts at (`ex`'s quant config: its ignore list applied; without
+    it, the scheme's rule)."""
+    ex = ex or Extras(moe_layers=moe_layers_of(card))
+    return sum(
+        p.experts * part_bytes(card, ex, "experts", i)
+        for i, p in enumerate(card_layers(card, ex))
+        if p.experts
+    )
+
+
 def card_part_bytes(card: ModelCard, part: str) -> float:
     """Bytes per parameter of `part` (experts, shared, ...) in the card's first MoE layer (else
     layer 0) with its scales, as the card's own count stores it; the pack's ignore lists are
@@ -240,12 +252,11 @@ def _layer_bytes(
 def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
     """Bytes per component as loaded at TP 1, counted layer by layer from the card's shapes."""
     dtype_b = DTYPE_BYTES.get(card.dtype, 2.0)
-    decoder = replicated = attention = experts = 0.0
+    decoder = replicated = attention = 0.0
     for i, p in enumerate(card_layers(card, ex)):
         sharded, whole = _layer_bytes(card, ex, p, i)
         decoder, replicated = decoder + sharded, replicated + whole
         attention += p.attention * part_bytes(card, ex, "attention", i) if p.attention else 0
-        experts += p.experts * part_bytes(card, ex, "experts", i) if p.experts else 0
     decoder += card.hidden_size * dtype_b  # final norm
     mtp = 0.0
     if card.mtp_layers:
@@ -261,5 +272,5 @@ def weight_bytes(card: ModelCard, ex: Extras) -> WeightBytes:
         vision_linear=int(ex.vision_linear_params * 2),
         replicated=int(replicated),
         attention=int(attention),
-        experts=int(experts),
+        experts=int(expert_bytes(card, ex)),
     )
