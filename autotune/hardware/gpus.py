@@ -2,11 +2,10 @@
 
 Figures are dense tensor-core peaks at FP32 accumulate, the rate bf16 GEMMs and W4A16 kernels
 (Marlin, which dequantizes to fp16 and accumulates in fp32) run at. GeForce cards run it at half
-their FP16-accumulate rate (NVIDIA's Turing, Ampere and Ada whitepapers: RTX 3090 71 dense
-with FP32 accumulate against 142 with FP16 accumulate, RTX 4090 165.2 against 330.3 and FP8
-330.3 against 660.6; the RTX 5090's datasheet dense FP16 is 209.5), so those are listed: 4080
-SUPER 104.4 (FIELD-NOTES C2's W4A16 prefill reaches about 97 of it), 3090 71, 4090 165.2, 5090
-209.5. `fp4_tflops` is Blackwell's FP4 MMA, which NVFP4 W4A4 linear layers run on: the
+their FP16-accumulate rate (NVIDIA's figures as public spec tables list them, e.g. hmc-tech.com's
+RTX 4090: 165.2 dense with FP32 accumulate against 330.3 with FP16 accumulate, FP8 330.3 against
+660.6; the RTX 5090's dense FP16 209.5), so those are listed: 4080 SUPER 104.4 (FIELD-NOTES C2's
+W4A16 prefill reaches about 97 of it), 3090 71, 4090 165.2, 5090 209.5. `fp4_tflops` is Blackwell's FP4 MMA, which NVFP4 W4A4 linear layers run on: the
 datasheet's FP4 AI TOPS (with sparsity) halved, the 5090's 3,352 to 1,676.
 `measured_*` fields hold figures seen on the device where we have them (F3: H200 4.2 TB/s copy,
 790/1470 TFLOP/s); the simulator prefers a measured figure.
